@@ -1,0 +1,425 @@
+/* The `qem` command: lossless, compact 4D-STEM data. It parses arguments,
+ * calls libqem and prints; all format knowledge lives in the library. */
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "qem.h"
+
+enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2 };
+
+static const char *const main_help =
+    "usage: qem <command> [options]\n"
+    "\n"
+    "Lossless, compact 4D-STEM data: every count kept exactly, far fewer bytes.\n"
+    "Arrays are (scan_row, scan_column, detector_row, detector_column).\n"
+    "\n"
+    "commands:\n"
+    "  save IN.npy OUT.qem     store a uint8/uint16 4D .npy losslessly as .qem\n"
+    "  info FILE.qem           container, codec, shape, sizes, ratio, metadata\n"
+    "  verify FILE.qem         check every checksum, stream and spatial sum\n"
+    "  export FILE.qem OUT.npy decode to a 4D .npy, chunk by chunk\n"
+    "  help [COMMAND]          this text, or a command's own help\n"
+    "\n"
+    "options for every command: --quiet (no progress), --threads N (default:\n"
+    "all cores), --help. Output files are written to a temporary name and\n"
+    "appear complete or not at all; existing files are never overwritten.\n"
+    "Exit status: 0 success, 1 the work failed (message on stderr), 2 usage.\n";
+
+static const char *const save_help =
+    "usage: qem save IN.npy OUT.qem [--chunk-scans N] [--valid MASK.npy]\n"
+    "                [--threads N] [--quiet]\n"
+    "\n"
+    "Saves a C-order little-endian 4D .npy of uint8 or uint16 counts as .qem\n"
+    "(codec runtime-column-rans-spatial-v2). Every count is kept exactly.\n"
+    "\n"
+    "  --chunk-scans N   scan positions per chunk (default 512). Memory used\n"
+    "                    is about 3 x N x detector pixels x 2 bytes.\n"
+    "  --valid MASK.npy  detector validity mask (bool or uint8 0/1, shape of\n"
+    "                    the detector); invalid pixels keep their counts but\n"
+    "                    are left out of the spatial sums and products.\n"
+    "  --threads N       encoding threads (default: all cores)\n"
+    "  --quiet           no progress on stderr\n";
+
+static const char *const info_help =
+    "usage: qem info FILE.qem [--json]\n"
+    "\n"
+    "Validates FILE (envelope, header checksum, layout, body checksums) and\n"
+    "prints container, codec, shape, dtype, chunks, sizes, compression ratio\n"
+    "and a summary of the scientific metadata: calibrated axes, recorded\n"
+    "microscope quantities and user calibration overrides, kept apart.\n"
+    "\n"
+    "  --json   machine-readable output\n";
+
+static const char *const verify_help =
+    "usage: qem verify FILE.qem [--threads N] [--quiet]\n"
+    "\n"
+    "Checks everything: every body checksum, every count stream decoded to\n"
+    "completion under every rule, every value within the dtype, and every\n"
+    "8x8/32x32 spatial sum recomputed from the decoded counts. Prints OK, or\n"
+    "the first failure and exits 1.\n";
+
+static const char *const export_help =
+    "usage: qem export FILE.qem OUT.npy [--threads N] [--quiet]\n"
+    "\n"
+    "Decodes FILE into a 4D .npy with the stored dtype, one chunk at a time\n"
+    "(memory: one chunk of scans).\n";
+
+typedef struct options {
+    const char *positional[2];
+    int npositional;
+    int quiet;
+    int json;
+    int threads;
+    long chunk_scans;
+    const char *valid;
+} options;
+
+typedef struct progress_state {
+    const char *label;
+    int active;
+    time_t last;
+} progress_state;
+
+static int show_progress(void *user, uint64_t done, uint64_t total)
+{
+    progress_state *p = user;
+    time_t now = time(NULL);
+    if (done < total && now == p->last)
+        return 0;
+    p->last = now;
+    fprintf(stderr, "\r%s: %3d%% (%llu of %llu scan positions)", p->label,
+            total ? (int)(100 * done / total) : 100, (unsigned long long)done,
+            (unsigned long long)total);
+    if (done >= total)
+        fputc('\n', stderr);
+    fflush(stderr);
+    return 0;
+}
+
+static void progress_setup(progress_state *p, const char *label, const options *o,
+                           qem_progress_fn *fn, void **user)
+{
+    p->label = label;
+    p->last = 0;
+    p->active = !o->quiet && isatty(STDERR_FILENO);
+    *fn = p->active ? show_progress : NULL;
+    *user = p;
+}
+
+static int fail(const char *command, const qem_error *e)
+{
+    fprintf(stderr, "qem %s: %s\n", command,
+            e->message[0] ? e->message : qem_strerror(e->status));
+    return EXIT_FAILED;
+}
+
+static int usage_error(const char *help, const char *fmt, const char *arg)
+{
+    fprintf(stderr, "qem: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n\n%s", help);
+    return EXIT_USAGE;
+}
+
+static int parse_long(const char *text, long lo, long hi, long *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno || !end || *end || end == text || v < lo || v > hi)
+        return 0;
+    *out = v;
+    return 1;
+}
+
+/* Parses options common to all commands plus those `allowed` names. */
+static int parse_args(int argc, char **argv, const char *help, int max_positional,
+                      const char *allowed, options *o)
+{
+    memset(o, 0, sizeof *o);
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(help, stdout);
+            return -1;
+        } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
+            o->quiet = 1;
+        } else if (!strcmp(a, "--threads")) {
+            long v;
+            if (i + 1 >= argc || !parse_long(argv[i + 1], 1, 4096, &v))
+                return usage_error(help, "--threads needs a number from 1 to 4096%s", "");
+            o->threads = (int)v;
+            i++;
+        } else if (!strcmp(a, "--json") && strstr(allowed, "json")) {
+            o->json = 1;
+        } else if (!strcmp(a, "--chunk-scans") && strstr(allowed, "chunk")) {
+            if (i + 1 >= argc || !parse_long(argv[i + 1], 1, 1L << 24, &o->chunk_scans))
+                return usage_error(help, "--chunk-scans needs a positive number of scans%s", "");
+            i++;
+        } else if (!strcmp(a, "--valid") && strstr(allowed, "valid")) {
+            if (i + 1 >= argc)
+                return usage_error(help, "--valid needs a mask .npy file%s", "");
+            o->valid = argv[++i];
+        } else if (a[0] == '-' && a[1] != '\0') {
+            return usage_error(help, "unknown option '%s'", a);
+        } else {
+            if (o->npositional >= max_positional)
+                return usage_error(help, "unexpected argument '%s'", a);
+            o->positional[o->npositional++] = a;
+        }
+    }
+    if (o->npositional != max_positional)
+        return usage_error(help, "missing file argument%s", "");
+    return 0;
+}
+
+static int cmd_save(int argc, char **argv)
+{
+    options o;
+    int rc = parse_args(argc, argv, save_help, 2, "chunk valid", &o);
+    if (rc)
+        return rc < 0 ? EXIT_OK : rc;
+    qem_error e = {0};
+    qem_save_options so;
+    qem_save_options_init(&so);
+    so.threads = o.threads;
+    so.chunk_scans = (uint32_t)o.chunk_scans;
+    uint8_t *mask = NULL;
+    if (o.valid) {
+        qem_npy *npy = NULL;
+        if (qem_npy_open(o.positional[0], &npy, &e) != QEM_OK)
+            return fail("save", &e);
+        qem_npy_info info;
+        qem_npy_get_info(npy, &info);
+        qem_npy_close(npy);
+        if (info.ndim != 4) {
+            fprintf(stderr, "qem save: '%s' is not a 4D array\n", o.positional[0]);
+            return EXIT_FAILED;
+        }
+        mask = malloc((size_t)(info.shape[2] * info.shape[3]));
+        if (!mask) {
+            fprintf(stderr, "qem save: out of memory\n");
+            return EXIT_FAILED;
+        }
+        if (qem_npy_read_mask(o.valid, info.shape[2], info.shape[3], mask, &e) != QEM_OK) {
+            free(mask);
+            return fail("save", &e);
+        }
+        so.valid = mask;
+    }
+    progress_state ps;
+    progress_setup(&ps, "saving", &o, &so.progress, &so.progress_user);
+    qem_status st = qem_save_npy(o.positional[0], o.positional[1], &so, &e);
+    free(mask);
+    if (st != QEM_OK)
+        return fail("save", &e);
+    qem_file *f = NULL;
+    qem_open_options oo;
+    qem_open_options_init(&oo);
+    oo.body_check = QEM_BODY_CHECK_ON_READ; /* just written; the summary needs only sizes */
+    if (qem_open(o.positional[1], &oo, &f, &e) != QEM_OK)
+        return fail("save", &e);
+    qem_file_info info;
+    qem_get_info(f, &info);
+    qem_close(f);
+    if (!o.quiet)
+        printf("saved %s: %llu bytes of %s counts in %llu bytes (ratio %.2fx)\n", o.positional[1],
+               (unsigned long long)info.logical_bytes, qem_dtype_name(info.dtype),
+               (unsigned long long)info.file_bytes,
+               (double)info.logical_bytes / (double)info.file_bytes);
+    return EXIT_OK;
+}
+
+static void print_quantities(const char *title, const json_t *object)
+{
+    if (!json_is_object(object) || json_object_size(object) == 0) {
+        printf("%-18s none\n", title);
+        return;
+    }
+    const char *key;
+    json_t *q;
+    int first = 1;
+    json_object_foreach((json_t *)object, key, q) {
+        json_t *unit = json_object_get(q, "unit"), *prov = json_object_get(q, "provenance");
+        printf("%-18s %s = %.17g %s (%s)\n", first ? title : "", key,
+               json_number_value(json_object_get(q, "value")),
+               json_is_string(unit) ? json_string_value(unit) : "",
+               json_is_string(prov) ? json_string_value(prov) : "no provenance");
+        first = 0;
+    }
+}
+
+static void print_summary(const json_t *s)
+{
+    const json_t *shape = json_object_get(s, "shape");
+    const json_t *sm = json_object_get(s, "scientific_metadata");
+    long long file = json_integer_value(json_object_get(s, "file_bytes"));
+    printf("%-18s %s\n", "file", json_string_value(json_object_get(s, "path")));
+    printf("%-18s quantem.qem, container version %lld\n", "container",
+           json_integer_value(json_object_get(s, "container_version")));
+    printf("%-18s %s (version %lld)\n", "codec", json_string_value(json_object_get(s, "codec")),
+           json_integer_value(json_object_get(s, "codec_version")));
+    printf("%-18s %lld x %lld scan positions, %lld x %lld detector pixels\n", "shape",
+           json_integer_value(json_array_get(shape, 0)), json_integer_value(json_array_get(shape, 1)),
+           json_integer_value(json_array_get(shape, 2)), json_integer_value(json_array_get(shape, 3)));
+    printf("%-18s %s\n", "dtype", json_string_value(json_object_get(s, "dtype")));
+    const json_t *chunks = json_object_get(s, "chunks");
+    long long most = 0;
+    size_t i;
+    json_t *c;
+    json_array_foreach(chunks, i, c) {
+        long long n = json_integer_value(json_object_get(c, "scans"));
+        most = n > most ? n : most;
+    }
+    printf("%-18s %zu (up to %lld scan positions each)\n", "chunks", json_array_size(chunks), most);
+    printf("%-18s %lld of %lld detector pixels\n", "valid pixels",
+           json_integer_value(json_object_get(json_object_get(s, "valid_pixels"), "valid")),
+           json_integer_value(json_object_get(json_object_get(s, "valid_pixels"), "total")));
+    printf("%-18s %lld bytes (header %lld, body %lld)\n", "file size", file,
+           json_integer_value(json_object_get(s, "header_bytes")),
+           json_integer_value(json_object_get(s, "body_bytes")));
+    printf("%-18s %lld bytes\n", "uncompressed",
+           json_integer_value(json_object_get(s, "logical_bytes")));
+    printf("%-18s %.2fx\n", "compression ratio",
+           json_number_value(json_object_get(s, "compression_ratio")));
+    printf("%-18s %s, source %s, coverage %s\n", "metadata",
+           json_string_value(json_object_get(sm, "schema")),
+           json_is_string(json_object_get(sm, "source_format"))
+               ? json_string_value(json_object_get(sm, "source_format"))
+               : "unknown",
+           json_string_value(json_object_get(sm, "source_metadata_coverage")));
+    json_array_foreach(json_object_get(sm, "processing"), i, c) {
+        printf("%-18s %s%s\n", i == 0 ? "processing" : "",
+               json_string_value(json_object_get(c, "operation")),
+               json_is_true(json_object_get(c, "changes_measurements")) ? " (changes measurements)"
+                                                                         : "");
+    }
+    print_quantities("calibrated axes", json_object_get(sm, "calibrated_axes"));
+    print_quantities("microscope", json_object_get(sm, "electron_microscope"));
+    print_quantities("overrides", json_object_get(sm, "calibration_overrides"));
+}
+
+static int cmd_info(int argc, char **argv)
+{
+    options o;
+    int rc = parse_args(argc, argv, info_help, 1, "json", &o);
+    if (rc)
+        return rc < 0 ? EXIT_OK : rc;
+    qem_error e = {0};
+    qem_file *f = NULL;
+    if (qem_open(o.positional[0], NULL, &f, &e) != QEM_OK)
+        return fail("info", &e);
+    char *text = qem_summary_json(f);
+    qem_close(f);
+    if (!text) {
+        fprintf(stderr, "qem info: out of memory\n");
+        return EXIT_FAILED;
+    }
+    if (o.json) {
+        printf("%s\n", text);
+    } else {
+        json_t *s = json_loads(text, 0, NULL);
+        if (s)
+            print_summary(s);
+        json_decref(s);
+    }
+    qem_free(text);
+    return EXIT_OK;
+}
+
+static int cmd_verify(int argc, char **argv)
+{
+    options o;
+    int rc = parse_args(argc, argv, verify_help, 1, "", &o);
+    if (rc)
+        return rc < 0 ? EXIT_OK : rc;
+    qem_error e = {0};
+    qem_file *f = NULL;
+    qem_open_options oo;
+    qem_open_options_init(&oo);
+    oo.body_check = QEM_BODY_CHECK_ON_READ; /* verify checks every block itself */
+    if (qem_open(o.positional[0], &oo, &f, &e) != QEM_OK)
+        return fail("verify", &e);
+    qem_verify_options vo;
+    qem_verify_options_init(&vo);
+    vo.threads = o.threads;
+    progress_state ps;
+    progress_setup(&ps, "verifying", &o, &vo.progress, &vo.progress_user);
+    qem_verify_report report;
+    qem_status st = qem_verify(f, &vo, &report, &e);
+    qem_close(f);
+    if (st != QEM_OK)
+        return fail("verify", &e);
+    printf("OK %s: %llu body blocks, %llu streams (%llu counts), %llu spatial sums verified\n",
+           o.positional[0], (unsigned long long)report.body_blocks_checked,
+           (unsigned long long)report.streams_decoded, (unsigned long long)report.samples_decoded,
+           (unsigned long long)report.spatial_values_checked);
+    return EXIT_OK;
+}
+
+static int cmd_export(int argc, char **argv)
+{
+    options o;
+    int rc = parse_args(argc, argv, export_help, 2, "", &o);
+    if (rc)
+        return rc < 0 ? EXIT_OK : rc;
+    qem_error e = {0};
+    qem_file *f = NULL;
+    qem_open_options oo;
+    qem_open_options_init(&oo);
+    oo.body_check = QEM_BODY_CHECK_ON_READ; /* each block checked before it is decoded */
+    if (qem_open(o.positional[0], &oo, &f, &e) != QEM_OK)
+        return fail("export", &e);
+    qem_export_options xo;
+    qem_export_options_init(&xo);
+    xo.threads = o.threads;
+    progress_state ps;
+    progress_setup(&ps, "exporting", &o, &xo.progress, &xo.progress_user);
+    qem_status st = qem_export_npy(f, o.positional[1], &xo, &e);
+    qem_close(f);
+    if (st != QEM_OK)
+        return fail("export", &e);
+    return EXIT_OK;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(main_help, stderr);
+        return EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+        fputs(main_help, stdout);
+        return EXIT_OK;
+    }
+    if (!strcmp(cmd, "--version")) {
+        printf("qem %s\n", qem_version());
+        return EXIT_OK;
+    }
+    if (!strcmp(cmd, "help")) {
+        const char *topic = argc > 2 ? argv[2] : "";
+        fputs(!strcmp(topic, "save")     ? save_help
+              : !strcmp(topic, "info")   ? info_help
+              : !strcmp(topic, "verify") ? verify_help
+              : !strcmp(topic, "export") ? export_help
+                                         : main_help,
+              stdout);
+        return EXIT_OK;
+    }
+    if (!strcmp(cmd, "save"))
+        return cmd_save(argc - 2, argv + 2);
+    if (!strcmp(cmd, "info"))
+        return cmd_info(argc - 2, argv + 2);
+    if (!strcmp(cmd, "verify"))
+        return cmd_verify(argc - 2, argv + 2);
+    if (!strcmp(cmd, "export"))
+        return cmd_export(argc - 2, argv + 2);
+    fprintf(stderr, "qem: unknown command '%s'\n\n%s", cmd, main_help);
+    return EXIT_USAGE;
+}

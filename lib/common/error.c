@@ -1,0 +1,61 @@
+#include "common/error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+const char *qem_strerror(qem_status status)
+{
+    switch (status) {
+    case QEM_OK: return "success";
+    case QEM_E_INVALID_ARGUMENT: return "invalid argument";
+    case QEM_E_NO_MEMORY: return "out of memory";
+    case QEM_E_IO: return "input/output error";
+    case QEM_E_EXISTS: return "destination already exists";
+    case QEM_E_CANCELLED: return "cancelled";
+    case QEM_E_NOT_QEM: return "not a complete QEM file";
+    case QEM_E_RETIRED_FORMAT: return "retired format; re-export the original acquisition";
+    case QEM_E_HEADER_LENGTH: return "invalid QEM header length or body start";
+    case QEM_E_HEADER_CHECKSUM: return "QEM header checksum mismatch";
+    case QEM_E_JSON: return "QEM header is not a valid JSON object";
+    case QEM_E_HEADER: return "QEM header key missing or invalid";
+    case QEM_E_UNSUPPORTED: return "not supported by this version of qem; update qem";
+    case QEM_E_FILE_LENGTH: return "file length disagrees with the header";
+    case QEM_E_BODY_CHECKSUM: return "QEM body checksum mismatch";
+    case QEM_E_LAYOUT: return "invalid chunk or array layout";
+    case QEM_E_METADATA: return "invalid scientific metadata";
+    case QEM_E_MODEL: return "invalid count model or stream length";
+    case QEM_E_RANS_STATE: return "rANS initial state out of range";
+    case QEM_E_RANS_TRUNCATED: return "count stream ends early";
+    case QEM_E_RANS_FINAL: return "count stream has trailing data or an invalid final state";
+    case QEM_E_SPARSE: return "sparse event positions invalid";
+    case QEM_E_VALUE_RANGE: return "decoded value does not fit the declared dtype";
+    case QEM_E_SPATIAL: return "spatial-sum index invalid";
+    case QEM_E_NPY: return "invalid or unsupported .npy file";
+    case QEM_E_NOT_YET: return "not implemented yet";
+    case QEM_E_WRONG_CODEC: return "operation not valid for this codec";
+    case QEM_E_CHANGED: return "file changed while being read";
+    case QEM_E_LIMIT: return "size limit exceeded";
+    }
+    return "unknown status";
+}
+
+void qem_error_clear(qem_error *error)
+{
+    if (error) {
+        error->status = QEM_OK;
+        error->message[0] = '\0';
+    }
+}
+
+qem_status qem_fail(qem_error *error, qem_status status, const char *format, ...)
+{
+    if (error && error->status == QEM_OK && status != QEM_OK) {
+        error->status = status;
+        va_list args;
+        va_start(args, format);
+        vsnprintf(error->message, sizeof error->message, format, args);
+        va_end(args);
+    }
+    return status;
+}

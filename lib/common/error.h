@@ -1,0 +1,34 @@
+/* Error reporting shared by every layer: a status plus one sentence. */
+#ifndef QEM_COMMON_ERROR_H
+#define QEM_COMMON_ERROR_H
+
+#include "qem.h"
+
+/* Records `status` and a formatted message in `error` (if non-NULL) unless
+ * an earlier, more specific failure is already recorded. Returns `status`
+ * so that a failure is one line: `return qem_fail(err, QEM_E_IO, "...");` */
+qem_status qem_fail(qem_error *error, qem_status status, const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Public entry points start with a clean error record. */
+void qem_error_clear(qem_error *error);
+
+/* Propagates any failure of `expr` to the caller. */
+#define QEM_TRY(expr)                                                                              \
+    do {                                                                                           \
+        qem_status qem_try_status_ = (expr);                                                       \
+        if (qem_try_status_ != QEM_OK)                                                             \
+            return qem_try_status_;                                                                \
+    } while (0)
+
+/* Overflow-checked arithmetic on sizes read from files. */
+static inline int qem_mul_overflow_u64(uint64_t a, uint64_t b, uint64_t *out)
+{
+    return __builtin_mul_overflow(a, b, out);
+}
+static inline int qem_add_overflow_u64(uint64_t a, uint64_t b, uint64_t *out)
+{
+    return __builtin_add_overflow(a, b, out);
+}
+
+#endif

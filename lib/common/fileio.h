@@ -1,0 +1,46 @@
+/* File I/O that never half-writes: full pread/pwrite loops, unlinked
+ * scratch files, and atomic publication by link(2) without overwrite. */
+#ifndef QEM_COMMON_FILEIO_H
+#define QEM_COMMON_FILEIO_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "qem.h"
+
+/* Reads exactly `size` bytes at `offset`; a short file is QEM_E_IO unless
+ * `short_status` says which status a premature end means. */
+qem_status qem_pread_full(int fd, void *buf, size_t size, uint64_t offset, qem_status short_status,
+                          qem_error *error);
+qem_status qem_write_full(int fd, const void *buf, size_t size, qem_error *error);
+qem_status qem_pwrite_full(int fd, const void *buf, size_t size, uint64_t offset,
+                           qem_error *error);
+
+/* The folder part of `path` ("." when it has none). Caller frees. */
+char *qem_path_dirname(const char *path);
+
+/* An anonymous read-write file in `dir` that no crash can leave behind
+ * (O_TMPFILE, else a name unlinked at once). Returns an fd or -1. */
+qem_status qem_scratch_open(const char *dir, int *fd_out, qem_error *error);
+
+/* Copies `size` bytes from `src_fd` at `src_offset` to the current end of
+ * `dst_fd` (kernel copy where possible). */
+qem_status qem_copy_range(int src_fd, uint64_t src_offset, int dst_fd, uint64_t size,
+                          qem_error *error);
+
+/* Atomic publication: write into `fd`, then commit links the finished,
+ * fsync'ed file to `dest`, refusing to replace anything there. */
+typedef struct qem_publish {
+    int fd;
+    char *dest;
+    char *dir;
+    char *temp_path; /* named temporary, NULL when O_TMPFILE is used */
+} qem_publish;
+
+qem_status qem_publish_begin(qem_publish *publish, const char *dest, qem_error *error);
+qem_status qem_publish_commit(qem_publish *publish, qem_error *error);
+/* Discards an uncommitted file and frees; safe after commit and twice. */
+void qem_publish_abort(qem_publish *publish);
+
+#endif

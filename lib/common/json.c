@@ -1,0 +1,42 @@
+#include "common/json.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+
+qem_status qem_json_parse_object(const char *data, size_t size, qem_status status, json_t **out,
+                                 qem_error *error)
+{
+    json_error_t jerr;
+    json_t *root = json_loadb(data, size, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root)
+        return qem_fail(error, status, "invalid JSON at line %d column %d: %s", jerr.line,
+                        jerr.column, jerr.text);
+    if (!json_is_object(root)) {
+        json_decref(root);
+        return qem_fail(error, status, "JSON document is not an object");
+    }
+    *out = root;
+    return QEM_OK;
+}
+
+int qem_json_as_u64(const json_t *value, uint64_t *out)
+{
+    if (!json_is_integer(value))
+        return 0;
+    json_int_t v = json_integer_value(value);
+    if (v < 0)
+        return 0;
+    *out = (uint64_t)v;
+    return 1;
+}
+
+char *qem_json_dump_canonical(const json_t *value, size_t *size)
+{
+    char *text = json_dumps(value, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENSURE_ASCII |
+                                       JSON_REAL_PRECISION(17));
+    if (text && size)
+        *size = strlen(text);
+    return text;
+}

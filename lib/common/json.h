@@ -1,0 +1,23 @@
+/* JSON through jansson: strict parsing (duplicate keys refused, 64-bit
+ * integers) and small typed accessors for validating headers. */
+#ifndef QEM_COMMON_JSON_H
+#define QEM_COMMON_JSON_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "qem.h"
+
+/* Parses exactly one JSON object from `size` bytes. A syntax error or a
+ * repeated key at any depth is reported with `status` and its position. */
+qem_status qem_json_parse_object(const char *data, size_t size, qem_status status, json_t **out,
+                                 qem_error *error);
+
+/* A non-negative JSON integer (never a boolean or a real) as uint64. */
+int qem_json_as_u64(const json_t *value, uint64_t *out);
+
+/* Serialises with sorted keys, compact separators and ASCII-only output,
+ * the layout the reference writer uses. Caller frees with free(). */
+char *qem_json_dump_canonical(const json_t *value, size_t *size);
+
+#endif

@@ -1,0 +1,170 @@
+/* Internals of the .qem container (QuantEM data, container version 1). */
+#ifndef QEM_QEM_INTERNAL_H
+#define QEM_QEM_INTERNAL_H
+
+#include <jansson.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "qem.h"
+#include "rans/rans.h"
+
+#define QEM_MAGIC "QEMDATA1"
+#define QEM_PREFIX_BYTES 56u
+#define QEM_MAX_HEADER_BYTES (16u << 20)
+#define QEM_BODY_BLOCK_BYTES (1ull << 26)
+#define QEM_INTERVAL 512u
+#define QEM_AXIS_LIMIT (1ull << 24) /* every axis lies in (0, 2^24) */
+#define QEM_INT_ARRAYS 6
+
+/* --- detector geometry and the spatial-sum fields ------------------------ */
+
+typedef struct qem_geometry {
+    uint64_t rows, columns, pixels;
+    uint32_t tile8_columns, fields8;   /* 8x8 tiles, row-major */
+    uint32_t tile32_columns, fields32; /* then 32x32 tiles */
+    uint32_t fields;                   /* F = fields8 + fields32 */
+} qem_geometry;
+
+void qem_geometry_init(qem_geometry *g, uint64_t rows, uint64_t columns);
+
+/* Field indices of pixel (r, c): its 8x8 tile and its 32x32 tile. */
+static inline uint32_t qem_field8_of(const qem_geometry *g, uint64_t r, uint64_t c)
+{
+    return (uint32_t)((r / 8) * g->tile8_columns + c / 8);
+}
+static inline uint32_t qem_field32_of(const qem_geometry *g, uint64_t r, uint64_t c)
+{
+    return g->fields8 + (uint32_t)((r / 32) * g->tile32_columns + c / 32);
+}
+
+/* Per scan, the F field sums of valid pixels over `n` scans of a window
+ * laid out [scan][pixel] (u8 or u16). `sums` holds n*F values. */
+void qem_spatial_sums_from_rows(const qem_geometry *g, const uint8_t *valid, const void *rows,
+                                qem_dtype dtype, uint64_t n, uint64_t *sums);
+
+/* --- envelope ------------------------------------------------------------- */
+
+/* Reads and authenticates the prefix and header: signature, lengths, and
+ * the header SHA-256 (before any parsing). Returns the header bytes. */
+qem_status qem_envelope_read(int fd, uint64_t file_size, char **header, uint64_t *header_bytes,
+                             qem_error *error);
+
+/* The 56-byte prefix for a header of `size` bytes. */
+qem_status qem_envelope_prefix(const char *header, size_t size, uint8_t prefix[QEM_PREFIX_BYTES],
+                               qem_error *error);
+
+/* --- header --------------------------------------------------------------- */
+
+typedef struct qem_array_ref {
+    uint64_t offset; /* body-relative byte offset */
+    uint64_t count;  /* elements */
+} qem_array_ref;
+
+typedef struct qem_int_chunk {
+    uint64_t first, scans, blocks;
+    qem_array_ref arrays[QEM_INT_ARRAYS];
+} qem_int_chunk;
+
+struct qem_file {
+    int fd;
+    char *path;
+    dev_t dev;
+    ino_t ino;
+    uint64_t file_size;
+    struct timespec mtime;
+
+    char *header_text;
+    uint64_t header_bytes;
+    uint64_t body_start;
+    uint64_t body_bytes;
+    json_t *header;
+
+    qem_codec codec;
+    qem_dtype dtype;
+    uint64_t shape[4];
+    uint64_t scans, pixels;
+    qem_geometry geometry;
+    uint8_t *valid; /* pixels bytes, 1 = valid */
+    uint64_t valid_count;
+
+    uint8_t (*block_sha)[32];
+    uint64_t block_count;
+    atomic_uchar *block_checked; /* body blocks already authenticated */
+
+    qem_int_chunk *chunks;
+    uint64_t chunk_count;
+
+    qem_rans_tables *tables;
+    int threads;
+};
+
+/* Validates the parsed header against the file (codec, shape, lengths,
+ * checksum table and codec layout) and fills `file`. */
+qem_status qem_header_load(qem_file *file, qem_error *error);
+
+/* Authenticates every body block overlapping [begin, end) that has not
+ * been checked yet (or every one, when `again` is set). Returns the number
+ * of blocks hashed in *hashed if non-NULL. */
+qem_status qem_body_check_range(qem_file *file, uint64_t begin, uint64_t end, int again,
+                                uint64_t *hashed, qem_error *error);
+
+/* --- scientific metadata -------------------------------------------------- */
+
+/* Structural schema-2 checks (and schema 1 read compatibility). */
+qem_status qem_metadata_validate(const json_t *scientific, const uint64_t shape[4],
+                                 qem_error *error);
+
+/* A schema-2 object for freshly saved measurements: axes from the shape,
+ * lossless_storage processing, nothing guessed. */
+json_t *qem_metadata_new(const uint64_t shape[4], const char *source_format);
+
+/* --- integer codec: reading ----------------------------------------------- */
+
+/* One chunk's arrays in memory, checked for internal consistency. */
+typedef struct qem_chunk_view {
+    const qem_int_chunk *chunk;
+    uint8_t *buffer;
+    const uint8_t *payload;
+    const uint32_t *offsets; /* blocks * pixels + 1 */
+    const uint8_t *models;   /* blocks * pixels */
+    const uint32_t *spatial_words;
+    const uint64_t *spatial_offsets; /* blocks * fields + 1 */
+    const uint8_t *spatial_widths;   /* blocks * fields */
+} qem_chunk_view;
+
+qem_status qem_chunk_load(qem_file *file, uint64_t index, int with_spatial, qem_chunk_view *view,
+                          qem_error *error);
+void qem_chunk_view_free(qem_chunk_view *view);
+
+/* Samples in block `block` of a chunk. */
+static inline uint32_t qem_block_samples(const qem_int_chunk *c, uint64_t block)
+{
+    uint64_t left = c->scans - block * QEM_INTERVAL;
+    return (uint32_t)(left < QEM_INTERVAL ? left : QEM_INTERVAL);
+}
+
+/* Decodes stream (block, pixel) of a loaded chunk into `out`. */
+qem_status qem_chunk_decode_stream(const qem_file *file, const qem_chunk_view *view,
+                                   uint64_t block, uint64_t pixel, uint16_t *out,
+                                   qem_error *error);
+
+/* qem_read_scans with an explicit thread count (0 = OpenMP default). */
+qem_status qem_read_scans_threads(qem_file *file, uint64_t first, uint64_t count, void *out,
+                                  size_t out_size, int threads, qem_error *error);
+
+/* Chunk containing flat scan `scan` (binary search). */
+uint64_t qem_chunk_index_of(const qem_file *file, uint64_t scan);
+
+int qem_resolve_threads(int requested);
+
+/* --- integer codec: writing ----------------------------------------------- */
+
+/* The writer's source window, for callers that fill it in place (saving
+ * from .npy): room for *room more scans at the returned address. */
+void *qem_writer_window(qem_writer *writer, uint64_t *room);
+/* Accepts `count` scans written into the window. */
+qem_status qem_writer_commit(qem_writer *writer, uint64_t count, qem_error *error);
+
+#endif

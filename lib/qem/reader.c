@@ -1,0 +1,228 @@
+/* Opening .qem files and reading decoded scans. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "common/error.h"
+#include "common/fileio.h"
+#include "common/json.h"
+#include "common/sha256.h"
+#include "qem/qem_internal.h"
+
+int qem_resolve_threads(int requested)
+{
+#ifdef _OPENMP
+    return requested > 0 ? requested : omp_get_max_threads();
+#else
+    (void)requested;
+    return 1;
+#endif
+}
+
+void qem_open_options_init(qem_open_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->struct_size = sizeof *o;
+    o->body_check = QEM_BODY_CHECK_ON_OPEN;
+}
+
+void qem_close(qem_file *f)
+{
+    if (!f)
+        return;
+    if (f->fd >= 0)
+        close(f->fd);
+    free(f->path);
+    free(f->header_text);
+    json_decref(f->header);
+    free(f->valid);
+    free(f->block_sha);
+    free(f->block_checked);
+    free(f->chunks);
+    free(f->tables);
+    free(f);
+}
+
+qem_status qem_body_check_range(qem_file *f, uint64_t begin, uint64_t end, int again,
+                                uint64_t *hashed, qem_error *error)
+{
+    if (end <= begin)
+        return QEM_OK;
+    enum { PIECE = 4 << 20 };
+    uint8_t *buf = NULL;
+    qem_sha256 *ctx = NULL;
+    qem_status st = QEM_OK;
+    for (uint64_t b = begin / QEM_BODY_BLOCK_BYTES; b <= (end - 1) / QEM_BODY_BLOCK_BYTES; b++) {
+        if (!again && atomic_load(&f->block_checked[b]))
+            continue;
+        if (!buf && (!(buf = malloc(PIECE)) || !(ctx = qem_sha256_new()))) {
+            st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+            break;
+        }
+        uint64_t start = b * QEM_BODY_BLOCK_BYTES;
+        uint64_t size = f->body_bytes - start < QEM_BODY_BLOCK_BYTES ? f->body_bytes - start
+                                                                     : QEM_BODY_BLOCK_BYTES;
+        for (uint64_t done = 0; done < size && st == QEM_OK;) {
+            size_t piece = size - done < PIECE ? (size_t)(size - done) : PIECE;
+            st = qem_pread_full(f->fd, buf, piece, f->body_start + start + done,
+                                QEM_E_FILE_LENGTH, error);
+            if (st == QEM_OK && qem_sha256_update(ctx, buf, piece) != 0)
+                st = qem_fail(error, QEM_E_IO, "SHA-256 computation failed");
+            done += piece;
+        }
+        if (st != QEM_OK)
+            break;
+        uint8_t digest[QEM_SHA256_BYTES];
+        if (qem_sha256_final(ctx, digest) != 0) {
+            st = qem_fail(error, QEM_E_IO, "SHA-256 computation failed");
+            break;
+        }
+        if (memcmp(digest, f->block_sha[b], QEM_SHA256_BYTES) != 0) {
+            st = qem_fail(error, QEM_E_BODY_CHECKSUM,
+                          "QEM body checksum mismatch in block %llu; recopy the file.",
+                          (unsigned long long)b);
+            break;
+        }
+        atomic_store(&f->block_checked[b], 1);
+        if (hashed)
+            ++*hashed;
+    }
+    free(buf);
+    qem_sha256_free(ctx);
+    return st;
+}
+
+qem_status qem_open(const char *path, const qem_open_options *options, qem_file **out,
+                    qem_error *error)
+{
+    qem_error_clear(error);
+    if (!path || !out)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_open: NULL argument");
+    *out = NULL;
+    qem_open_options defaults;
+    if (!options) {
+        qem_open_options_init(&defaults);
+        options = &defaults;
+    }
+    qem_file *f = calloc(1, sizeof *f);
+    if (!f)
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    f->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (f->fd < 0) {
+        qem_status st = qem_fail(error, QEM_E_IO, "cannot open '%s': %s", path, strerror(errno));
+        qem_close(f);
+        return st;
+    }
+    qem_status st = QEM_OK;
+    struct stat sb;
+    if (fstat(f->fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        st = qem_fail(error, QEM_E_IO, "'%s' is not a regular file", path);
+        goto fail;
+    }
+    f->path = strdup(path);
+    f->tables = malloc(sizeof *f->tables);
+    if (!f->path || !f->tables) {
+        st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+        goto fail;
+    }
+    f->dev = sb.st_dev;
+    f->ino = sb.st_ino;
+    f->file_size = (uint64_t)sb.st_size;
+    f->mtime = sb.st_mtim;
+    f->threads = options->threads;
+
+    st = qem_envelope_read(f->fd, f->file_size, &f->header_text, &f->header_bytes, error);
+    if (st != QEM_OK)
+        goto fail;
+    f->body_start = QEM_PREFIX_BYTES + f->header_bytes;
+    st = qem_json_parse_object(f->header_text, (size_t)f->header_bytes, QEM_E_JSON, &f->header,
+                               error);
+    if (st != QEM_OK)
+        goto fail;
+    st = qem_header_load(f, error);
+    if (st == QEM_OK && options->body_check == QEM_BODY_CHECK_ON_OPEN)
+        st = qem_body_check_range(f, 0, f->body_bytes, 0, NULL, error);
+    if (st != QEM_OK)
+        goto fail;
+    /* The file must not have changed while it was validated. */
+    if (fstat(f->fd, &sb) != 0 || sb.st_dev != f->dev || sb.st_ino != f->ino ||
+        (uint64_t)sb.st_size != f->file_size || sb.st_mtim.tv_sec != f->mtime.tv_sec ||
+        sb.st_mtim.tv_nsec != f->mtime.tv_nsec) {
+        st = qem_fail(error, QEM_E_CHANGED, "'%s' changed while it was being validated", path);
+        goto fail;
+    }
+    qem_rans_tables_init(f->tables);
+    *out = f;
+    return QEM_OK;
+fail:
+    qem_close(f);
+    return st;
+}
+
+void qem_get_info(const qem_file *f, qem_file_info *info)
+{
+    memset(info, 0, sizeof *info);
+    info->codec = f->codec;
+    info->dtype = f->dtype;
+    memcpy(info->shape, f->shape, sizeof info->shape);
+    info->scans = f->scans;
+    info->pixels = f->pixels;
+    info->file_bytes = f->file_size;
+    info->header_bytes = f->header_bytes;
+    info->body_bytes = f->body_bytes;
+    info->logical_bytes = f->scans * f->pixels * qem_dtype_size(f->dtype);
+    info->chunk_count = f->chunk_count;
+    info->valid_pixels = f->valid_count;
+    info->spatial_fields = f->geometry.fields;
+}
+
+const char *qem_header_json(const qem_file *f, size_t *length)
+{
+    if (length)
+        *length = (size_t)f->header_bytes;
+    return f->header_text;
+}
+
+qem_status qem_get_valid_mask(const qem_file *f, uint8_t *mask, size_t size)
+{
+    if (!f || !mask || size < f->pixels)
+        return QEM_E_INVALID_ARGUMENT;
+    memcpy(mask, f->valid, (size_t)f->pixels);
+    return QEM_OK;
+}
+
+qem_status qem_get_chunk(const qem_file *f, uint64_t index, uint64_t *first, uint64_t *scans)
+{
+    if (!f || index >= f->chunk_count)
+        return QEM_E_INVALID_ARGUMENT;
+    if (first)
+        *first = f->chunks[index].first;
+    if (scans)
+        *scans = f->chunks[index].scans;
+    return QEM_OK;
+}
+
+uint64_t qem_read_scans_bound(const qem_file *f, uint64_t scans)
+{
+    return scans * f->pixels * qem_dtype_size(f->dtype);
+}
+
+uint64_t qem_chunk_index_of(const qem_file *f, uint64_t scan)
+{
+    uint64_t lo = 0, hi = f->chunk_count;
+    while (hi - lo > 1) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (f->chunks[mid].first <= scan)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}

@@ -1,0 +1,84 @@
+/* Count models shared by every .qem codec: one stream holds one detector
+ * pixel (or float lane) across up to 512 scans, coded by the model its
+ * selector byte names:
+ *   253 all zeros (no bytes)      255 one u16 constant
+ *   254 one raw u16 per sample    252 sparse events (pos << 7 | value - 1)
+ *   0..63 byte-renormalised rANS over the normative 64x33 table
+ * The decoder enforces every rule of the specification; the encoder picks
+ * the smallest model for each stream. */
+#ifndef QEM_RANS_RANS_H
+#define QEM_RANS_RANS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "qem.h"
+
+#define QEM_RANS_MODELS 64
+#define QEM_RANS_SYMBOLS 33
+#define QEM_RANS_ESCAPE 32
+#define QEM_RANS_SCALE_BITS 10
+#define QEM_RANS_SCALE (1u << QEM_RANS_SCALE_BITS)
+#define QEM_RANS_LOW (1u << 23)     /* renormalisation bound and final state */
+#define QEM_RANS_HIGH (1u << 31)    /* initial states lie in [LOW, HIGH) */
+#define QEM_STREAM_MAX_SAMPLES 512  /* one 512-scan block */
+
+enum {
+    QEM_MODEL_SPARSE = 252,
+    QEM_MODEL_ZERO = 253,
+    QEM_MODEL_RAW = 254,
+    QEM_MODEL_CONSTANT = 255
+};
+
+/* The normative integer frequencies (rans_table.c). */
+extern const uint16_t qem_rans_frequencies[QEM_RANS_MODELS][QEM_RANS_SYMBOLS];
+
+/* Tables derived from the frequencies, built once per reader or writer. */
+typedef struct qem_rans_tables {
+    uint16_t start[QEM_RANS_MODELS][QEM_RANS_SYMBOLS];
+    /* Per slot: freq (bits 0-10) | slot - start (bits 11-20) | symbol (21-26). */
+    uint32_t slot[QEM_RANS_MODELS][QEM_RANS_SCALE];
+    /* Ideal code length of each symbol in 1/65536 bit, escapes' 16 raw bits
+     * included: ranks models without encoding. */
+    uint32_t cost[QEM_RANS_MODELS][QEM_RANS_SYMBOLS];
+} qem_rans_tables;
+
+void qem_rans_tables_init(qem_rans_tables *tables);
+
+/* 1 if `model` is a selector the decoder knows. */
+static inline int qem_model_is_valid(unsigned model)
+{
+    return model < QEM_RANS_MODELS || (model >= QEM_MODEL_SPARSE && model <= QEM_MODEL_CONSTANT);
+}
+
+/* Decodes one stream of `n` samples from its exact byte span. Fails with
+ * QEM_E_MODEL (unknown selector, span length wrong for the model),
+ * QEM_E_RANS_STATE, QEM_E_RANS_TRUNCATED, QEM_E_RANS_FINAL, QEM_E_SPARSE or
+ * QEM_E_VALUE_RANGE (a value above `max_value`). No message is recorded:
+ * the caller knows which stream this was. */
+qem_status qem_count_stream_decode(const qem_rans_tables *tables, unsigned model,
+                                   const uint8_t *span, size_t span_size, uint32_t n,
+                                   uint32_t max_value, uint16_t *out);
+
+/* Scratch bytes qem_rans_encode and qem_count_stream_encode need. */
+static inline size_t qem_stream_scratch_bound(uint32_t n)
+{
+    return 4 * (size_t)n + 8;
+}
+
+/* rANS-encodes `n` values with table row `model`, writing backwards into
+ * `scratch`. Returns the stream length; the stream starts at *stream. */
+size_t qem_rans_encode(const qem_rans_tables *tables, unsigned model, const uint16_t *values,
+                       uint32_t n, uint8_t *scratch, size_t scratch_size, const uint8_t **stream);
+
+/* The rANS model the reference heuristic picks (notes §3.4 step 2). */
+unsigned qem_reference_rans_model(const uint16_t *values, uint32_t n);
+
+/* Encodes `n` (1..512) values with the model that gives the fewest bytes,
+ * never more than the reference heuristic would. Writes at most 2n bytes
+ * to `dst` and returns the length; `scratch` holds
+ * qem_stream_scratch_bound(n) bytes. */
+size_t qem_count_stream_encode(const qem_rans_tables *tables, const uint16_t *values, uint32_t n,
+                               uint8_t *dst, uint8_t *model, uint8_t *scratch);
+
+#endif

@@ -1,0 +1,21 @@
+#include <math.h>
+
+#include "rans/rans.h"
+
+void qem_rans_tables_init(qem_rans_tables *t)
+{
+    for (unsigned m = 0; m < QEM_RANS_MODELS; m++) {
+        uint32_t start = 0;
+        for (unsigned s = 0; s < QEM_RANS_SYMBOLS; s++) {
+            uint32_t freq = qem_rans_frequencies[m][s];
+            t->start[m][s] = (uint16_t)start;
+            for (uint32_t slot = start; slot < start + freq; slot++)
+                t->slot[m][slot] = freq | ((slot - start) << 11) | ((uint32_t)s << 21);
+            double bits = log2((double)QEM_RANS_SCALE / (double)freq);
+            if (s == QEM_RANS_ESCAPE)
+                bits += 16.0;
+            t->cost[m][s] = (uint32_t)lrint(bits * 65536.0);
+            start += freq;
+        }
+    }
+}
