@@ -1,0 +1,55 @@
+# Entry points. Each target installs what it needs (scripts/install-deps is
+# idempotent), configures with CMake and builds; ctest runs the tests.
+#   make demo   build, then save / verify / describe a synthetic dataset
+#   make test   build and run every test, then again under ASan + UBSan
+#   make bench  the benchmark (writes doc/benchmarks.md)
+
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+BUILD ?= build
+ASAN_BUILD ?= build-asan
+DEMO ?= demo
+
+.PHONY: all deps build demo test test-release test-asan bench clean
+
+all: build
+
+deps:
+	./scripts/install-deps
+
+build: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	@rm -rf $(DEMO) && mkdir -p $(DEMO)
+	@echo "== generating a synthetic 4D-STEM acquisition (32x32 scans, 64x64 detector, uint16)"
+	$(BUILD)/bench/qem-synth $(DEMO)/synthetic.npy --shape 32,32,64,64 --dose 20
+	@echo "== saving it losslessly as .qem"
+	$(BUILD)/qem save $(DEMO)/synthetic.npy $(DEMO)/synthetic.qem
+	@echo "== verifying every checksum, stream and spatial sum"
+	$(BUILD)/qem verify $(DEMO)/synthetic.qem
+	@echo "== exporting and comparing with the source, byte for byte"
+	$(BUILD)/qem export --quiet $(DEMO)/synthetic.qem $(DEMO)/roundtrip.npy
+	cmp $(DEMO)/synthetic.npy $(DEMO)/roundtrip.npy && echo "identical"
+	@echo "== summary"
+	$(BUILD)/qem info $(DEMO)/synthetic.qem
+	@ls -l $(DEMO)/synthetic.npy $(DEMO)/synthetic.qem | awk '{print $$5, $$9}'
+
+test: deps test-release test-asan
+
+test-release:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build $(BUILD) -j $(JOBS)
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+test-asan:
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DQEM_SANITIZE=ON
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
+
+bench: build
+	$(BUILD)/bench/qem-bench --markdown doc/benchmarks.md
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD) $(DEMO)

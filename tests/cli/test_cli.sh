@@ -1,0 +1,109 @@
+#!/bin/sh
+# End-to-end tests of the qem command: usage, save/info/verify/export round
+# trip, refusals with their messages and exit codes, and never overwriting.
+# usage: test_cli.sh QEM QEM_SYNTH NPY_FIXTURE
+set -u
+QEM=$1
+SYNTH=$2
+NPY=$3
+T=$(mktemp -d "${TMPDIR:-/tmp}/qem-cli-XXXXXX")
+trap 'rm -rf "$T"' EXIT
+failures=0
+checks=0
+
+ok() { checks=$((checks + 1)); }
+bad() { checks=$((checks + 1)); failures=$((failures + 1)); echo "FAIL: $*" >&2; }
+
+# expect STATUS DESCRIPTION -- COMMAND...: runs COMMAND, checks its exit status.
+expect() {
+    want=$1; what=$2; shift 3
+    "$@" >"$T/out" 2>"$T/err"
+    got=$?
+    if [ "$got" -eq "$want" ]; then ok; else bad "$what: exit $got, wanted $want"; cat "$T/err" >&2; fi
+}
+contains() {
+    if grep -q -- "$2" "$1"; then ok; else bad "$1 lacks '$2'"; cat "$1" >&2; fi
+}
+
+expect 2 "no arguments" -- "$QEM"
+expect 0 "--help" -- "$QEM" --help
+contains "$T/out" "save IN.npy OUT.qem"
+expect 0 "--version" -- "$QEM" --version
+contains "$T/out" "qem 0.1.0"
+expect 0 "help save" -- "$QEM" help save
+contains "$T/out" "--chunk-scans"
+expect 0 "save --help" -- "$QEM" save --help
+contains "$T/out" "--valid"
+expect 2 "unknown command" -- "$QEM" frobnicate
+expect 2 "unknown option" -- "$QEM" save --bogus a.npy b.qem
+expect 2 "missing argument" -- "$QEM" save only.npy
+expect 2 "bad thread count" -- "$QEM" verify x.qem --threads 0
+
+# A synthetic acquisition through save, info, verify and export.
+expect 0 "synth" -- "$SYNTH" "$T/a.npy" --shape 8,8,32,32 --dose 3
+expect 0 "save" -- "$QEM" save "$T/a.npy" "$T/a.qem" --chunk-scans 20
+contains "$T/out" "ratio"
+expect 0 "info" -- "$QEM" info "$T/a.qem"
+contains "$T/out" "runtime-column-rans-spatial-v2"
+contains "$T/out" "8 x 8 scan positions, 32 x 32 detector pixels"
+contains "$T/out" "chunks             4"
+contains "$T/out" "lossless_storage"
+expect 0 "info --json" -- "$QEM" info --json "$T/a.qem"
+contains "$T/out" '"compression_ratio"'
+contains "$T/out" '"dtype": "uint16"'
+expect 0 "verify" -- "$QEM" verify "$T/a.qem"
+contains "$T/out" "^OK"
+expect 0 "export" -- "$QEM" export "$T/a.qem" "$T/b.npy"
+if cmp -s "$T/a.npy" "$T/b.npy"; then ok; else bad "exported .npy differs from the source"; fi
+expect 0 "quiet save prints nothing" -- "$QEM" save --quiet "$T/a.npy" "$T/q.qem"
+if [ -s "$T/out" ]; then bad "--quiet printed output"; else ok; fi
+
+# A validity mask changes the sums, never the counts.
+expect 0 "mask fixture" -- "$NPY" mask "$T/mask.npy"
+expect 0 "u16 fixture" -- "$NPY" u16 "$T/u16.npy"
+expect 0 "save --valid" -- "$QEM" save "$T/u16.npy" "$T/m.qem" --valid "$T/mask.npy"
+expect 0 "info masked" -- "$QEM" info "$T/m.qem"
+contains "$T/out" "63 of 64 detector pixels"
+expect 0 "verify masked" -- "$QEM" verify "$T/m.qem"
+expect 0 "export masked" -- "$QEM" export "$T/m.qem" "$T/m.npy"
+if cmp -s "$T/u16.npy" "$T/m.npy"; then ok; else bad "masked export differs"; fi
+expect 1 "mask of the wrong shape" -- "$QEM" save "$T/a.npy" "$T/w.qem" --valid "$T/mask.npy"
+contains "$T/err" "detector shape"
+
+# Refusals: existing destinations, unsupported inputs, damaged files.
+cp "$T/a.qem" "$T/keep.qem"
+expect 1 "existing destination" -- "$QEM" save "$T/a.npy" "$T/a.qem"
+contains "$T/err" "already exists"
+if cmp -s "$T/a.qem" "$T/keep.qem"; then ok; else bad "existing destination was altered"; fi
+expect 1 "existing export destination" -- "$QEM" export "$T/a.qem" "$T/b.npy"
+expect 0 "f32 fixture" -- "$NPY" f32 "$T/f.npy"
+expect 1 "float32 source" -- "$QEM" save "$T/f.npy" "$T/f.qem"
+contains "$T/err" "not implemented yet"
+expect 0 "3d fixture" -- "$NPY" 3d "$T/s.npy"
+expect 1 "3D source" -- "$QEM" save "$T/s.npy" "$T/s.qem"
+contains "$T/err" "4D"
+expect 1 "not .qem" -- "$QEM" save "$T/a.npy" "$T/a.h5"
+expect 1 "missing source" -- "$QEM" save "$T/none.npy" "$T/n.qem"
+expect 1 "info of a non-QEM file" -- "$QEM" info "$T/a.npy"
+contains "$T/err" "QEMDATA1"
+if ls -a "$T" | grep -q '^\.qem-'; then bad "temporary files left behind"; else ok; fi
+
+if [ -n "${QEM_SHARED_DIR:-}" ]; then
+    C="$QEM_SHARED_DIR/fixtures/qem/corrupt"
+    expect 1 "truncated" -- "$QEM" verify "$C/truncated.qem"
+    contains "$T/err" "length disagrees"
+    expect 1 "header checksum" -- "$QEM" verify "$C/flipped_header_byte.qem"
+    contains "$T/err" "header checksum mismatch"
+    expect 1 "body checksum" -- "$QEM" verify "$C/flipped_body_byte.qem"
+    contains "$T/err" "body checksum mismatch"
+    expect 1 "unknown codec" -- "$QEM" info "$C/unknown_codec_rehashed.qem"
+    contains "$T/err" "update qem"
+    expect 1 "bad rANS stream" -- "$QEM" verify "$C/bad_rans_stream_rehashed.qem"
+    contains "$T/err" "invalid final state"
+    expect 0 "upstream file verifies" -- "$QEM" verify "$QEM_SHARED_DIR/fixtures/qem/u8_sparse_lowdose.qem"
+else
+    bad "QEM_SHARED_DIR is not set; the fixture checks could not run"
+fi
+
+echo "cli_qem: $checks checks, $failures failed" >&2
+[ "$failures" -eq 0 ]

@@ -1,0 +1,32 @@
+/* Builds .qem files byte by byte for malformed-input tests: a valid file
+ * taken apart into header JSON and body, mutated, and put back together
+ * with fresh checksums so that only the intended rule is broken. */
+#ifndef QEM_TEST_QEM_BUILD_H
+#define QEM_TEST_QEM_BUILD_H
+
+#include <jansson.h>
+
+#include "test_util.h"
+
+typedef struct qem_parts {
+    json_t *header;
+    uint8_t *body;
+    size_t body_size;
+} qem_parts;
+
+/* Splits a .qem file into its parts (no validation). */
+int qem_parts_load(const char *path, qem_parts *parts);
+void qem_parts_free(qem_parts *parts);
+
+/* Writes header + body to `path`. With `rehash_body`, the sha256 table is
+ * recomputed over `body`; the header checksum is always recomputed. */
+int qem_parts_write(const char *path, json_t *header, const uint8_t *body, size_t body_size,
+                    int rehash_body);
+
+/* Opens `path` and returns the status; `error` receives the message. */
+qem_status open_status(const char *path, qem_error *error);
+
+/* Body-relative byte offset of array `a` of chunk `c` in an integer file. */
+uint64_t array_offset(json_t *header, size_t c, size_t a);
+
+#endif

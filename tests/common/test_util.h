@@ -1,0 +1,86 @@
+/* Minimal test harness: checks that report file:line and keep going, a
+ * per-process temporary folder, and helpers to build .qem files. */
+#ifndef QEM_TEST_UTIL_H
+#define QEM_TEST_UTIL_H
+
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qem.h"
+
+extern int test_failures;
+extern int test_checks;
+
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        test_checks++;                                                                             \
+        if (!(cond)) {                                                                             \
+            test_failures++;                                                                       \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);               \
+        }                                                                                          \
+    } while (0)
+
+#define CHECK_EQ_U64(a, b)                                                                         \
+    do {                                                                                           \
+        uint64_t check_a_ = (uint64_t)(a), check_b_ = (uint64_t)(b);                               \
+        test_checks++;                                                                             \
+        if (check_a_ != check_b_) {                                                                \
+            test_failures++;                                                                       \
+            fprintf(stderr, "%s:%d: %s == %s failed: %" PRIu64 " != %" PRIu64 "\n", __FILE__,      \
+                    __LINE__, #a, #b, check_a_, check_b_);                                         \
+        }                                                                                          \
+    } while (0)
+
+static inline const char *test_message(const qem_error *e)
+{
+    return e ? e->message : "";
+}
+
+/* Asserts a status and, on mismatch, prints the error message. */
+#define CHECK_STATUS(expr, expected, err)                                                          \
+    do {                                                                                           \
+        qem_status check_s_ = (expr);                                                              \
+        test_checks++;                                                                             \
+        if (check_s_ != (expected)) {                                                              \
+            test_failures++;                                                                       \
+            fprintf(stderr, "%s:%d: %s returned %d (%s), expected %d (%s); message: %s\n",         \
+                    __FILE__, __LINE__, #expr, (int)check_s_, qem_strerror(check_s_),              \
+                    (int)(expected), qem_strerror(expected), test_message(err));                \
+        }                                                                                          \
+    } while (0)
+
+#define CHECK_OK(expr, err) CHECK_STATUS(expr, QEM_OK, err)
+
+/* Ends main(): prints a summary and returns the exit status. */
+int test_finish(const char *name);
+
+/* A fresh folder for this test process, removed by test_finish(). */
+const char *test_dir(void);
+/* test_dir()/name in a static rotating buffer. */
+const char *test_path(const char *name);
+
+/* The shared folder with the specifications and upstream fixtures
+ * (QEM_SHARED_DIR, else the one found at configure time). Exits with a
+ * clear message when it is missing: these tests never pass without it. */
+const char *shared_dir(void);
+/* shared_dir()/fixtures/relative and shared_dir()/spec/relative. */
+const char *fixture_path(const char *relative);
+const char *spec_path(const char *relative);
+
+/* Reads a whole file; returns NULL on failure. Caller frees. */
+uint8_t *read_file(const char *path, size_t *size);
+int write_file(const char *path, const void *data, size_t size);
+int file_exists(const char *path);
+/* Number of entries in `dir` whose name starts with `prefix`. */
+int count_entries(const char *dir, const char *prefix);
+
+/* Deterministic pseudo-random numbers for test data. */
+uint64_t test_rand(uint64_t *state);
+
+/* Writes a 4D .npy from memory through the library's writer. */
+int write_npy4(const char *path, qem_dtype dtype, const uint64_t shape[4], const void *data);
+
+#endif

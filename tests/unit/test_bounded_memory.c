@@ -1,0 +1,93 @@
+/* Saving never holds more than one chunk of scans: `qem save` of a 512 MiB
+ * source must peak below 256 MiB of resident memory, and so must `qem
+ * export` and `qem verify` of the result. The CLI runs as a child process
+ * so that its peak RSS (getrusage of the child) is measured alone.
+ *
+ * Expected peak for the default 512-scan chunks of a 128x128 detector:
+ * window 16 MiB + payload slots 16 MiB + sums and per-thread tiles, plus
+ * the chunk's decoded scans (16 MiB) on export: well under 100 MiB. */
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "test_util.h"
+
+#define LIMIT_KIB (256 * 1024)
+
+static long run_child(char *const argv[])
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    int status = 0;
+    struct rusage ru;
+    if (pid < 0 || wait4(pid, &status, 0, &ru) != pid)
+        return -1;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "%s %s exited with status %d\n", argv[0], argv[1], status);
+        return -1;
+    }
+    fprintf(stderr, "%s %s: peak RSS %ld KiB\n", argv[0], argv[1], ru.ru_maxrss);
+    return ru.ru_maxrss;
+}
+
+int main(void)
+{
+    /* Sanitizer runtimes keep freed memory in quarantine; keep that small
+     * so that the measurement is about qem's own buffers. */
+    setenv("ASAN_OPTIONS", "quarantine_size_mb=16:detect_leaks=0", 1);
+
+    const uint64_t shape[4] = {128, 128, 128, 128}; /* 512 MiB of uint16 */
+    const uint64_t P = shape[2] * shape[3], scans = shape[0] * shape[1];
+    const char *src = test_path("big.npy");
+    qem_error e = {0};
+    qem_npy_writer *w = NULL;
+    CHECK_OK(qem_npy_writer_create(src, QEM_DTYPE_UINT16, 4, shape, &w, &e), &e);
+    uint16_t *frames = calloc((size_t)(64 * P), sizeof *frames);
+    uint64_t seed = 5;
+    for (uint64_t s = 0; w && s < scans; s += 64) {
+        memset(frames, 0, (size_t)(64 * P) * sizeof *frames);
+        for (uint64_t k = 0; k < 64 * P / 16; k++) {
+            uint64_t r = test_rand(&seed);
+            frames[r % (64 * P)] = (uint16_t)(1 + (r >> 32) % 9);
+        }
+        CHECK_OK(qem_npy_writer_append(w, frames, 64 * P, &e), &e);
+    }
+    CHECK_OK(qem_npy_writer_finish(w, &e), &e);
+    qem_npy_writer_free(w);
+    free(frames);
+
+    const char *dst = test_path("big.qem");
+    char *save[] = {QEM_CLI, "save", (char *)src, (char *)dst, "--quiet", NULL};
+    long rss = run_child(save);
+    CHECK(rss > 0 && rss < LIMIT_KIB);
+
+    char *verify[] = {QEM_CLI, "verify", (char *)dst, "--quiet", NULL};
+    rss = run_child(verify);
+    CHECK(rss > 0 && rss < LIMIT_KIB);
+
+    const char *back = test_path("back.npy");
+    char *export[] = {QEM_CLI, "export", (char *)dst, (char *)back, "--quiet", NULL};
+    rss = run_child(export);
+    CHECK(rss > 0 && rss < LIMIT_KIB);
+
+    /* And the bytes made it through unchanged. */
+    qem_npy *a = NULL, *b = NULL;
+    CHECK_OK(qem_npy_open(src, &a, &e), &e);
+    CHECK_OK(qem_npy_open(back, &b, &e), &e);
+    uint16_t *x = malloc((size_t)P * 256 * 2), *y = malloc((size_t)P * 256 * 2);
+    int differ = 0;
+    for (uint64_t s = 0; a && b && s < scans; s += 256) {
+        CHECK_OK(qem_npy_read(a, s * P, 256 * P, x, &e), &e);
+        CHECK_OK(qem_npy_read(b, s * P, 256 * P, y, &e), &e);
+        differ += memcmp(x, y, (size_t)P * 256 * 2) != 0;
+    }
+    CHECK_EQ_U64(differ, 0);
+    free(x);
+    free(y);
+    qem_npy_close(a);
+    qem_npy_close(b);
+    return test_finish("unit_bounded_memory");
+}
