@@ -113,7 +113,7 @@ void synth_frame(synth *s, uint64_t scan, void *out)
     rng r;
     rng_seed(&r, s->p.seed * 0x100000001b3ull + scan);
     /* The disk drifts by up to 2 pixels across the scan (descan, DPC). */
-    const double radius = (double)(H < W ? H : W) / 8.0;
+    const double radius = (double)(H < W ? H : W) / 6.0;
     const double cr = (double)H / 2.0 + 2.0 * sin(sr * 0.05) + 0.5 * sin(sc * 0.3);
     const double cc = (double)W / 2.0 + 2.0 * cos(sc * 0.05) + 0.5 * cos(sr * 0.3);
     const double dose = s->p.dose;
@@ -123,7 +123,7 @@ void synth_frame(synth *s, uint64_t scan, void *out)
         for (uint64_t x = 0; x < W; x++) {
             double dy = (double)y - cr, dx = (double)x - cc;
             double d2 = dy * dy + dx * dx;
-            double lambda = dose * 0.002; /* faint diffuse background */
+            double lambda = dose * 0.01; /* faint diffuse background */
             if (d2 <= radius * radius) {
                 lambda = dose;
             } else {

@@ -1,0 +1,282 @@
+/* qem-bench: compression ratio, save throughput and full-decode throughput
+ * of the .qem integer codec on a synthetic 4D-STEM set, on 1 and 2 threads,
+ * side by side in one run. Prints a table; --markdown FILE also replaces
+ * the marked results section of FILE (doc/benchmarks.md). Nothing here
+ * asserts: benchmarks measure, tests check. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "synth.h"
+
+#define MAX_RUNS 16
+#define BEGIN_MARK "<!-- qem-bench:begin -->"
+#define END_MARK "<!-- qem-bench:end -->"
+
+typedef struct config {
+    synth_params data;
+    int runs;
+    int threads[2];
+    const char *workdir;
+    const char *markdown;
+} config;
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Min and median of `n` timings. */
+static void summarise(double *t, int n, double *min, double *median)
+{
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    *min = t[0];
+    *median = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+static uint64_t file_size(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+}
+
+static int die(const char *what, const qem_error *e)
+{
+    fprintf(stderr, "qem-bench: %s: %s\n", what, e->message[0] ? e->message : qem_strerror(e->status));
+    return 1;
+}
+
+/* Seconds to save `npy` as .qem with `threads`. */
+static int time_save(const config *c, const char *npy, int threads, const char *dest, double *sec)
+{
+    qem_error e = {0};
+    qem_save_options so;
+    qem_save_options_init(&so);
+    so.threads = threads;
+    unlink(dest);
+    double t0 = now();
+    qem_status st = qem_save_npy(npy, dest, &so, &e);
+    *sec = now() - t0;
+    (void)c;
+    return st == QEM_OK ? 0 : die("save", &e);
+}
+
+/* Seconds to decode every scan, one chunk at a time, with `threads`. */
+static int time_decode(const char *qem, int threads, double *sec)
+{
+    qem_error e = {0};
+    qem_open_options oo;
+    qem_open_options_init(&oo);
+    oo.threads = threads;
+    qem_file *f = NULL;
+    if (qem_open(qem, &oo, &f, &e) != QEM_OK)
+        return die("open", &e);
+    qem_file_info info;
+    qem_get_info(f, &info);
+    uint64_t most = 0;
+    for (uint64_t i = 0; i < info.chunk_count; i++) {
+        uint64_t scans = 0;
+        qem_get_chunk(f, i, NULL, &scans);
+        most = scans > most ? scans : most;
+    }
+    size_t bytes = (size_t)qem_read_scans_bound(f, most);
+    void *buf = malloc(bytes);
+    double t0 = now();
+    qem_status st = QEM_OK;
+    for (uint64_t i = 0; i < info.chunk_count && st == QEM_OK; i++) {
+        uint64_t first = 0, scans = 0;
+        qem_get_chunk(f, i, &first, &scans);
+        st = qem_read_scans(f, first, scans, buf, bytes, &e);
+    }
+    *sec = now() - t0;
+    free(buf);
+    qem_close(f);
+    return st == QEM_OK ? 0 : die("decode", &e);
+}
+
+static void cpu_model(char *out, size_t size)
+{
+    snprintf(out, size, "unknown CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return;
+    char line[256];
+    while (fgets(line, sizeof line, f)) {
+        if (!strncmp(line, "model name", 10)) {
+            char *colon = strchr(line, ':');
+            if (colon) {
+                snprintf(out, size, "%s", colon + 2);
+                out[strcspn(out, "\n")] = '\0';
+            }
+            break;
+        }
+    }
+    fclose(f);
+}
+
+/* Replaces the text between the markers in `path` (appends if absent). */
+static int write_markdown(const char *path, const char *section)
+{
+    FILE *f = fopen(path, "r");
+    char *old = NULL;
+    size_t n = 0;
+    if (f) {
+        fseek(f, 0, SEEK_END);
+        long len = ftell(f);
+        fseek(f, 0, SEEK_SET);
+        old = calloc(1, (size_t)len + 1);
+        n = fread(old, 1, (size_t)len, f);
+        fclose(f);
+    }
+    FILE *o = fopen(path, "w");
+    if (!o) {
+        free(old);
+        return 1;
+    }
+    char *b = old ? strstr(old, BEGIN_MARK) : NULL;
+    char *e = b ? strstr(b, END_MARK) : NULL;
+    if (b && e) {
+        fwrite(old, 1, (size_t)(b - old), o);
+        fprintf(o, "%s\n%s%s", BEGIN_MARK, section, END_MARK);
+        fputs(e + strlen(END_MARK), o);
+    } else {
+        if (old)
+            fwrite(old, 1, n, o);
+        fprintf(o, "\n%s\n%s%s\n", BEGIN_MARK, section, END_MARK);
+    }
+    fclose(o);
+    free(old);
+    return 0;
+}
+
+static const char *const help =
+    "usage: qem-bench [--shape R,C,H,W] [--dose D] [--runs N] [--workdir DIR]\n"
+    "                 [--markdown FILE]\n"
+    "\n"
+    "Generates a synthetic uint16 4D-STEM set (fixed seed; default 128,128,128,128\n"
+    "at dose 0.3 counts per bright-field pixel), then measures the compression\n"
+    "ratio, save throughput (MB/s of source) and full-decode throughput\n"
+    "(G counts/s) of .qem on 1 and 2 threads: min and median of N runs\n"
+    "(default 3). --markdown replaces the results section of FILE.\n";
+
+int main(int argc, char **argv)
+{
+    config c = {{{128, 128, 128, 128}, QEM_DTYPE_UINT16, 0.3, 20261129}, 3, {1, 2}, NULL, NULL};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(help, stdout);
+            return 0;
+        } else if (!strcmp(a, "--shape") && v) {
+            unsigned long long s[4];
+            if (sscanf(v, "%llu,%llu,%llu,%llu", &s[0], &s[1], &s[2], &s[3]) != 4)
+                return fputs(help, stderr), 2;
+            for (int k = 0; k < 4; k++)
+                c.data.shape[k] = s[k];
+            i++;
+        } else if (!strcmp(a, "--dose") && v) {
+            c.data.dose = strtod(v, NULL);
+            i++;
+        } else if (!strcmp(a, "--runs") && v) {
+            c.runs = atoi(v);
+            if (c.runs < 1 || c.runs > MAX_RUNS)
+                return fputs("qem-bench: --runs is 1..16\n", stderr), 2;
+            i++;
+        } else if (!strcmp(a, "--workdir") && v) {
+            c.workdir = v;
+            i++;
+        } else if (!strcmp(a, "--markdown") && v) {
+            c.markdown = v;
+            i++;
+        } else {
+            fprintf(stderr, "qem-bench: unexpected argument '%s'\n\n%s", a, help);
+            return 2;
+        }
+    }
+    char dir[512];
+    const char *base = c.workdir ? c.workdir : (getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    snprintf(dir, sizeof dir, "%s/qem-bench-XXXXXX", base);
+    if (!mkdtemp(dir))
+        return perror("mkdtemp"), 1;
+    char npy[600], qem[600], scratch[600];
+    snprintf(npy, sizeof npy, "%s/set.npy", dir);
+    snprintf(qem, sizeof qem, "%s/set.qem", dir);
+    snprintf(scratch, sizeof scratch, "%s/timed.qem", dir);
+
+    const uint64_t *s = c.data.shape;
+    const uint64_t counts = s[0] * s[1] * s[2] * s[3];
+    const double source_mb = (double)counts * 2.0 / 1e6;
+    fprintf(stderr, "generating %llux%llux%llux%llu uint16, dose %.3g ...\n",
+            (unsigned long long)s[0], (unsigned long long)s[1], (unsigned long long)s[2],
+            (unsigned long long)s[3], c.data.dose);
+    qem_error e = {0};
+    if (synth_write_npy(&c.data, npy, &e) != QEM_OK)
+        return die("generate", &e);
+    if (qem_save_npy(npy, qem, NULL, &e) != QEM_OK)
+        return die("save", &e);
+    const uint64_t raw_bytes = counts * 2, qem_bytes = file_size(qem);
+
+    double save_min[2], save_med[2], dec_min[2], dec_med[2];
+    for (int k = 0; k < 2; k++) {
+        double t[MAX_RUNS];
+        for (int r = 0; r < c.runs; r++)
+            if (time_save(&c, npy, c.threads[k], scratch, &t[r]))
+                return 1;
+        summarise(t, c.runs, &save_min[k], &save_med[k]);
+        for (int r = 0; r < c.runs; r++)
+            if (time_decode(qem, c.threads[k], &t[r]))
+                return 1;
+        summarise(t, c.runs, &dec_min[k], &dec_med[k]);
+    }
+    unlink(scratch);
+    unlink(qem);
+    unlink(npy);
+    rmdir(dir);
+
+    char cpu[160], section[4096];
+    cpu_model(cpu, sizeof cpu);
+    struct utsname u;
+    uname(&u);
+    time_t t = time(NULL);
+    char date[32];
+    strftime(date, sizeof date, "%Y-%m-%d", gmtime(&t));
+    int n = snprintf(
+        section, sizeof section,
+        "Set: %llu x %llu scans x %llu x %llu detector, uint16, synthetic (dose %.3g counts "
+        "per bright-field pixel, seed %llu), %.1f MB raw.\n"
+        "Machine: %s, %ld cores online, %s %s; compiler %s; %s.\n"
+        "Runs: %d per cell; times are min / median.\n\n"
+        "| measure | 1 thread | 2 threads | 2-thread speed-up (min) |\n"
+        "|---|---|---|---|\n"
+        "| size: raw %.1f MB -> .qem %.2f MB | ratio %.2fx | | |\n"
+        "| save (MB/s of source) | %.0f / %.0f | %.0f / %.0f | %.2fx |\n"
+        "| full decode (G counts/s) | %.3f / %.3f | %.3f / %.3f | %.2fx |\n",
+        (unsigned long long)s[0], (unsigned long long)s[1], (unsigned long long)s[2],
+        (unsigned long long)s[3], c.data.dose, (unsigned long long)c.data.seed, source_mb, cpu,
+        sysconf(_SC_NPROCESSORS_ONLN), u.sysname, u.release, __VERSION__, date, c.runs,
+        (double)raw_bytes / 1e6, (double)qem_bytes / 1e6, (double)raw_bytes / (double)qem_bytes,
+        source_mb / save_min[0], source_mb / save_med[0], source_mb / save_min[1],
+        source_mb / save_med[1], save_min[0] / save_min[1], (double)counts / dec_min[0] / 1e9,
+        (double)counts / dec_med[0] / 1e9, (double)counts / dec_min[1] / 1e9,
+        (double)counts / dec_med[1] / 1e9, dec_min[0] / dec_min[1]);
+    (void)n;
+    fputs(section, stdout);
+    if (c.markdown && write_markdown(c.markdown, section) != 0) {
+        fprintf(stderr, "qem-bench: cannot write %s\n", c.markdown);
+        return 1;
+    }
+    return 0;
+}
