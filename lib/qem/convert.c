@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/options.h"
 #include "qem/qem_internal.h"
 
 qem_status qem_save_npy(const char *source, const char *dest, const qem_save_options *options,
@@ -33,10 +34,12 @@ qem_status qem_save_npy(const char *source, const char *dest, const qem_save_opt
         return st;
     }
     qem_save_options local;
-    if (options)
-        local = *options;
-    else
-        qem_save_options_init(&local);
+    qem_save_options_init(&local);
+    st = qem_options_overlay(&local, sizeof local, options, "qem_save_options", error);
+    if (st != QEM_OK) {
+        qem_npy_close(npy);
+        return st;
+    }
     if (!local.source_format)
         local.source_format = "npy";
     qem_writer *w = NULL;
@@ -72,11 +75,10 @@ qem_status qem_export_npy(qem_file *f, const char *dest, const qem_export_option
     qem_error_clear(error);
     if (!f || !dest)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_export_npy: NULL argument");
-    qem_export_options defaults;
-    if (!options) {
-        qem_export_options_init(&defaults);
-        options = &defaults;
-    }
+    qem_export_options local;
+    qem_export_options_init(&local);
+    QEM_TRY(qem_options_overlay(&local, sizeof local, options, "qem_export_options", error));
+    options = &local;
     if (f->codec != QEM_CODEC_INTEGER)
         return qem_fail(error, QEM_E_NOT_YET, "exporting %s is not implemented yet",
                         qem_codec_name(f->codec));

@@ -13,6 +13,7 @@
 #include "common/error.h"
 #include "common/fileio.h"
 #include "common/json.h"
+#include "common/options.h"
 #include "common/sha256.h"
 #include "qem/qem_internal.h"
 
@@ -106,11 +107,10 @@ qem_status qem_open(const char *path, const qem_open_options *options, qem_file 
     if (!path || !out)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_open: NULL argument");
     *out = NULL;
-    qem_open_options defaults;
-    if (!options) {
-        qem_open_options_init(&defaults);
-        options = &defaults;
-    }
+    qem_open_options local;
+    qem_open_options_init(&local);
+    QEM_TRY(qem_options_overlay(&local, sizeof local, options, "qem_open_options", error));
+    options = &local;
     qem_file *f = calloc(1, sizeof *f);
     if (!f)
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");

@@ -5,6 +5,7 @@
 
 #include "common/bitpack.h"
 #include "common/error.h"
+#include "common/options.h"
 #include "qem/qem_internal.h"
 
 #define PIXEL_GROUP 64
@@ -110,11 +111,11 @@ qem_status qem_verify(qem_file *f, const qem_verify_options *options, qem_verify
                       qem_error *error)
 {
     qem_error_clear(error);
-    qem_verify_options defaults;
-    if (!options) {
-        qem_verify_options_init(&defaults);
-        options = &defaults;
-    }
+    qem_verify_options local_options;
+    qem_verify_options_init(&local_options);
+    QEM_TRY(qem_options_overlay(&local_options, sizeof local_options, options,
+                                "qem_verify_options", error));
+    options = &local_options;
     qem_verify_report local = {0};
     if (!report)
         report = &local;

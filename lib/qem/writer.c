@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "common/fileio.h"
 #include "common/json.h"
+#include "common/options.h"
 #include "common/sha256.h"
 #include "qem/int_encode.h"
 #include "qem/qem_internal.h"
@@ -77,11 +78,10 @@ qem_status qem_writer_create(const char *dest, qem_dtype dtype, const uint64_t s
     if (!dest || !shape || !out)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_writer_create: NULL argument");
     *out = NULL;
-    qem_save_options defaults;
-    if (!options) {
-        qem_save_options_init(&defaults);
-        options = &defaults;
-    }
+    qem_save_options local;
+    qem_save_options_init(&local);
+    QEM_TRY(qem_options_overlay(&local, sizeof local, options, "qem_save_options", error));
+    options = &local;
     if (!ends_with_qem(dest))
         return qem_fail(error, QEM_E_INVALID_ARGUMENT,
                         "destination '%s' must end in .qem; the format is recognised by its "
