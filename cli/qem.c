@@ -178,6 +178,20 @@ static int parse_args(int argc, char **argv, const char *help, int max_positiona
     return 0;
 }
 
+/* Opens without hashing the body up front: the command that follows reads
+ * every block, and each block is authenticated before it is decoded. */
+static qem_file *open_deferred(const char *command, const char *path)
+{
+    qem_error e = {0};
+    qem_file *f = NULL;
+    qem_open_options oo;
+    qem_open_options_init(&oo);
+    oo.body_check = QEM_BODY_CHECK_ON_READ;
+    if (qem_open(path, &oo, &f, &e) != QEM_OK)
+        fail(command, &e);
+    return f;
+}
+
 static int cmd_save(int argc, char **argv)
 {
     options o;
@@ -218,12 +232,9 @@ static int cmd_save(int argc, char **argv)
     free(mask);
     if (st != QEM_OK)
         return fail("save", &e);
-    qem_file *f = NULL;
-    qem_open_options oo;
-    qem_open_options_init(&oo);
-    oo.body_check = QEM_BODY_CHECK_ON_READ; /* just written; the summary needs only sizes */
-    if (qem_open(o.positional[1], &oo, &f, &e) != QEM_OK)
-        return fail("save", &e);
+    qem_file *f = open_deferred("save", o.positional[1]); /* only sizes are needed */
+    if (!f)
+        return EXIT_FAILED;
     qem_file_info info;
     qem_get_info(f, &info);
     qem_close(f);
@@ -339,12 +350,9 @@ static int cmd_verify(int argc, char **argv)
     if (rc)
         return rc < 0 ? EXIT_OK : rc;
     qem_error e = {0};
-    qem_file *f = NULL;
-    qem_open_options oo;
-    qem_open_options_init(&oo);
-    oo.body_check = QEM_BODY_CHECK_ON_READ; /* verify checks every block itself */
-    if (qem_open(o.positional[0], &oo, &f, &e) != QEM_OK)
-        return fail("verify", &e);
+    qem_file *f = open_deferred("verify", o.positional[0]);
+    if (!f)
+        return EXIT_FAILED;
     qem_verify_options vo;
     qem_verify_options_init(&vo);
     vo.threads = o.threads;
@@ -369,12 +377,9 @@ static int cmd_export(int argc, char **argv)
     if (rc)
         return rc < 0 ? EXIT_OK : rc;
     qem_error e = {0};
-    qem_file *f = NULL;
-    qem_open_options oo;
-    qem_open_options_init(&oo);
-    oo.body_check = QEM_BODY_CHECK_ON_READ; /* each block checked before it is decoded */
-    if (qem_open(o.positional[0], &oo, &f, &e) != QEM_OK)
-        return fail("export", &e);
+    qem_file *f = open_deferred("export", o.positional[0]);
+    if (!f)
+        return EXIT_FAILED;
     qem_export_options xo;
     qem_export_options_init(&xo);
     xo.threads = o.threads;

@@ -33,12 +33,13 @@ qem_status qem_pread_full(int fd, void *buf, size_t size, uint64_t offset, qem_s
     return QEM_OK;
 }
 
-qem_status qem_write_full(int fd, const void *buf, size_t size, qem_error *error)
+/* Writes all of `buf`, at `offset` or (offset < 0) at the file position. */
+static qem_status write_all(int fd, const void *buf, size_t size, int64_t offset, qem_error *error)
 {
     const unsigned char *p = buf;
     while (size > 0) {
         size_t want = size > (1u << 30) ? (1u << 30) : size;
-        ssize_t put = write(fd, p, want);
+        ssize_t put = offset < 0 ? write(fd, p, want) : pwrite(fd, p, want, (off_t)offset);
         if (put < 0) {
             if (errno == EINTR)
                 continue;
@@ -46,26 +47,20 @@ qem_status qem_write_full(int fd, const void *buf, size_t size, qem_error *error
         }
         p += put;
         size -= (size_t)put;
+        if (offset >= 0)
+            offset += put;
     }
     return QEM_OK;
 }
 
+qem_status qem_write_full(int fd, const void *buf, size_t size, qem_error *error)
+{
+    return write_all(fd, buf, size, -1, error);
+}
+
 qem_status qem_pwrite_full(int fd, const void *buf, size_t size, uint64_t offset, qem_error *error)
 {
-    const unsigned char *p = buf;
-    while (size > 0) {
-        size_t want = size > (1u << 30) ? (1u << 30) : size;
-        ssize_t put = pwrite(fd, p, want, (off_t)offset);
-        if (put < 0) {
-            if (errno == EINTR)
-                continue;
-            return qem_fail(error, QEM_E_IO, "write failed: %s", strerror(errno));
-        }
-        p += put;
-        size -= (size_t)put;
-        offset += (uint64_t)put;
-    }
-    return QEM_OK;
+    return write_all(fd, buf, size, (int64_t)offset, error);
 }
 
 char *qem_path_dirname(const char *path)

@@ -47,7 +47,14 @@ int qem_parts_write(const char *path, json_t *header, const uint8_t *body, size_
         json_object_set_new(header, "sha256", sha);
     }
     char *text = json_dumps(header, JSON_COMPACT | JSON_SORT_KEYS);
-    size_t len = strlen(text);
+    int ok = qem_raw_write(path, text, strlen(text), body, body_size);
+    free(text);
+    return ok;
+}
+
+int qem_raw_write(const char *path, const char *header, size_t len, const uint8_t *body,
+                  size_t body_size)
+{
     size_t total = 56 + len + body_size;
     uint8_t *out = malloc(total);
     memcpy(out, "QEMDATA1", 8);
@@ -55,12 +62,11 @@ int qem_parts_write(const char *path, json_t *header, const uint8_t *body, size_
         out[8 + i] = (uint8_t)((uint64_t)len >> (8 * i));
         out[16 + i] = (uint8_t)((uint64_t)(56 + len) >> (8 * i));
     }
-    qem_sha256_oneshot(text, len, out + 24);
-    memcpy(out + 56, text, len);
+    qem_sha256_oneshot(header, len, out + 24);
+    memcpy(out + 56, header, len);
     memcpy(out + 56 + len, body, body_size);
     int ok = write_file(path, out, total);
     free(out);
-    free(text);
     return ok;
 }
 

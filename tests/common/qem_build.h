@@ -23,6 +23,11 @@ void qem_parts_free(qem_parts *parts);
 int qem_parts_write(const char *path, json_t *header, const uint8_t *body, size_t body_size,
                     int rehash_body);
 
+/* Writes a file from raw header text: a valid prefix and header checksum
+ * around whatever `header` holds, followed by `body`. */
+int qem_raw_write(const char *path, const char *header, size_t header_size, const uint8_t *body,
+                  size_t body_size);
+
 /* Opens `path` and returns the status; `error` receives the message. */
 qem_status open_status(const char *path, qem_error *error);
 

@@ -1,6 +1,5 @@
 /* Envelope and header rules: each malformed file is refused at open with
  * its specific status, before any measurement is decoded. */
-#include "common/sha256.h"
 #include "qem_build.h"
 
 static qem_parts base;
@@ -190,20 +189,8 @@ static void test_prefix_rules(void)
 
 static const char *raw_header_file(const char *name, const char *text)
 {
-    /* Valid prefix and checksum around arbitrary header text. */
     const char *path = test_path(name);
-    size_t len = strlen(text);
-    uint8_t *out = malloc(56 + len + base.body_size);
-    memcpy(out, "QEMDATA1", 8);
-    for (int i = 0; i < 8; i++) {
-        out[8 + i] = (uint8_t)((uint64_t)len >> (8 * i));
-        out[16 + i] = (uint8_t)((uint64_t)(56 + len) >> (8 * i));
-    }
-    qem_sha256_oneshot(text, len, out + 24);
-    memcpy(out + 56, text, len);
-    memcpy(out + 56 + len, base.body, base.body_size);
-    write_file(path, out, 56 + len + base.body_size);
-    free(out);
+    qem_raw_write(path, text, strlen(text), base.body, base.body_size);
     return path;
 }
 
