@@ -75,7 +75,8 @@ typedef enum qem_status {
     QEM_E_NOT_YET = 25,         /* recognised but not implemented yet */
     QEM_E_WRONG_CODEC = 26,     /* operation not meaningful for this codec */
     QEM_E_CHANGED = 27,         /* the file changed while it was being read */
-    QEM_E_LIMIT = 28            /* a size exceeds what qem accepts */
+    QEM_E_LIMIT = 28,           /* a size exceeds what qem accepts */
+    QEM_E_LOGICAL_CHECKSUM = 29 /* decoded float bits differ from logical_sha256 */
 } qem_status;
 
 /* A short, static description of a status (never NULL). */
@@ -149,6 +150,8 @@ typedef struct qem_file_info {
     uint64_t chunk_count;
     uint64_t valid_pixels;  /* detector pixels marked valid */
     uint32_t spatial_fields; /* F: 8x8 then 32x32 tiles (integer codec) */
+    int has_dark;            /* float codec: a mean-dark plane is recorded */
+    uint64_t region_count;   /* scaled codec: regions of the precision report */
 } qem_file_info;
 
 /* Opens and validates a .qem file: envelope, header checksum, JSON
@@ -174,6 +177,35 @@ QEM_API char *qem_summary_json(const qem_file *file);
 /* Releases memory the library returned. */
 QEM_API void qem_free(void *pointer);
 
+/* Calibration, as the file's scientific metadata gives it: a recorded
+ * value (axes sampling, electron_microscope) or a user override, which
+ * takes precedence in calculations but never replaces the record. Values
+ * are in canonical units; quantities a file does not state are ABSENT,
+ * never zero, and units qem does not know are never used. */
+typedef enum qem_calibration_source {
+    QEM_CALIBRATION_ABSENT = 0,
+    QEM_CALIBRATION_RECORDED = 1,
+    QEM_CALIBRATION_OVERRIDE = 2
+} qem_calibration_source;
+
+typedef struct qem_quantity {
+    double value;
+    char unit[16]; /* "angstrom", "mrad", "1/angstrom", "kV", "us", "mm" */
+    qem_calibration_source source;
+} qem_quantity;
+
+typedef struct qem_calibration {
+    qem_quantity scan_step[2];     /* row, column: angstrom */
+    qem_quantity detector_step[2]; /* row, column: mrad or 1/angstrom */
+    qem_quantity voltage;          /* accelerating voltage, kV */
+    qem_quantity semiangle;        /* convergence semi-angle, mrad */
+    qem_quantity dwell;            /* dwell time per scan position, us */
+    qem_quantity camera_length;    /* mm */
+} qem_calibration;
+
+/* Effective calibration of an open file (overrides applied). */
+QEM_API void qem_get_calibration(const qem_file *file, qem_calibration *calibration);
+
 /* Writes `pixels` bytes, 1 where the detector pixel is valid. */
 QEM_API qem_status qem_get_valid_mask(const qem_file *file, uint8_t *mask, size_t mask_size);
 
@@ -185,11 +217,28 @@ QEM_API qem_status qem_get_chunk(const qem_file *file, uint64_t index, uint64_t 
 QEM_API uint64_t qem_read_scans_bound(const qem_file *file, uint64_t scans);
 
 /* Decodes scans [first_scan, first_scan + count) into `out`, C order
- * (scan, detector_row, detector_column), in the file's dtype. Integer
- * codec only for now. Memory used beyond `out` is one chunk's arrays plus
- * one 512-scan block of a pixel group per thread. */
+ * (scan, detector_row, detector_column), in the file's dtype: exact
+ * uint8/uint16 counts, or float32 with every original bit. Scaled files
+ * hold calibrated codes, not counts, and are refused (QEM_E_WRONG_CODEC):
+ * use qem_read_values. Reading a float file whole also checks its bits
+ * against logical_sha256. Memory used beyond `out` is one chunk's arrays
+ * plus one 512-scan block of a pixel group per thread. */
 QEM_API qem_status qem_read_scans(qem_file *file, uint64_t first_scan, uint64_t count, void *out,
                                   size_t out_size, qem_error *error);
+
+/* As qem_read_scans, as float32 values for every codec: counts converted
+ * exactly, float bits unchanged, scaled codes restored as
+ * float32(code * scale + offset) with their region. `out_size` in bytes. */
+QEM_API qem_status qem_read_values(qem_file *file, uint64_t first_scan, uint64_t count,
+                                   float *out, size_t out_size, qem_error *error);
+
+/* The stored uint16 codes of a scaled file (QEM_E_WRONG_CODEC otherwise). */
+QEM_API qem_status qem_read_codes(qem_file *file, uint64_t first_scan, uint64_t count,
+                                  uint16_t *out, size_t out_size, qem_error *error);
+
+/* The float codec's recorded mean-dark plane (pixels floats). Raw reads
+ * never subtract it; products do, once. QEM_E_INVALID_ARGUMENT if none. */
+QEM_API qem_status qem_get_dark(const qem_file *file, float *plane, size_t count);
 
 typedef struct qem_verify_options {
     size_t struct_size;
@@ -221,16 +270,45 @@ typedef struct qem_writer qem_writer;
 typedef struct qem_save_options {
     size_t struct_size;
     /* Scans per chunk; 0 = 512. The source window held in memory is
-     * chunk_scans * pixels * dtype size. */
+     * chunk_scans * pixels * dtype size. The float codec caps chunks at
+     * min(512, 32 MiB / (4 * pixels)) scans. */
     uint32_t chunk_scans;
     int threads; /* 0 = OpenMP default */
     /* `pixels` bytes, nonzero = valid; NULL = every pixel valid. Validity
-     * only changes the spatial sums, never the stored counts. */
+     * only changes the spatial sums, never the stored counts; only the
+     * integer codec can store it. */
     const uint8_t *valid;
     /* Short name of the source format recorded as source_format ("npy"). */
     const char *source_format;
     qem_progress_fn progress;
     void *progress_user;
+
+    /* Metadata (JSON text, all optional):
+     * scientific_metadata_json: the complete scientific_metadata object to
+     *   write (re-saving keeps a file's own); validated before writing.
+     * source_metadata_json: source facts kept under source_metadata when
+     *   qem builds scientific_metadata itself.
+     * metadata_json: the header's free-form "metadata" object, kept as is.
+     * calibration_json: a calibration file (doc/metadata.md) applied on
+     *   top: recorded quantities and user overrides. */
+    const char *scientific_metadata_json;
+    const char *source_metadata_json;
+    const char *metadata_json;
+    const char *calibration_json;
+
+    /* float32 data (float32-bit-lanes-rans-v1): an optional mean-dark plane
+     * (pixels floats, finite) recorded as empad-mean-dark/v1, never
+     * subtracted from the stored bits; its identity (64 hex digits; NULL =
+     * computed from the plane); an empad block to keep (JSON object). */
+    const float *dark;
+    const char *dark_identity;
+    const char *empad_json;
+
+    /* uint16 codes plus their precision report (JSON object, version 2):
+     * selects scaled-uint16-column-rans-v1; chunks never cross a region.
+     * attributes_json: producer provenance strings kept unchanged. */
+    const char *intensity_calibration_json;
+    const char *attributes_json;
 } qem_save_options;
 
 QEM_API void qem_save_options_init(qem_save_options *options);
@@ -264,6 +342,7 @@ typedef struct qem_npy_info {
     uint64_t shape[8];
     uint64_t data_offset; /* byte offset of the first element */
     uint64_t elements;
+    unsigned version_major, version_minor; /* .npy format version */
 } qem_npy_info;
 
 /* Opens a C-order little-endian .npy of uint8 (|u1, also bool |b1),
@@ -294,21 +373,45 @@ QEM_API void qem_npy_writer_free(qem_npy_writer *writer);
 /* ------------------------------------------------------------------------ */
 /* Whole-file conveniences (what the CLI uses)                              */
 
-/* Saves a 4D uint8/uint16 .npy as .qem, reading one chunk of scans at a
- * time. Peak memory: about 3 * chunk_scans * pixels * 2 bytes. */
-QEM_API qem_status qem_save_npy(const char *source, const char *dest,
-                                const qem_save_options *options, qem_error *error);
+/* Saves `source` as .qem, reading one chunk of scans at a time:
+ *  - a 4D .npy of uint8/uint16 counts (integer codec) or float32 values
+ *    (float codec); its header is kept under source_metadata;
+ *  - a .qem file: re-saved with its own codec, data, metadata, overrides,
+ *    empad block or precision report (options may add calibration or a new
+ *    chunk size).
+ * The kind of source is recognised by its signature, never its name. Peak
+ * memory: about 3 * chunk_scans * pixels * 4 bytes. */
+QEM_API qem_status qem_save_file(const char *source, const char *dest,
+                                 const qem_save_options *options, qem_error *error);
+
+/* Shape and dtype of a source qem_save_file accepts (.npy or .qem), for
+ * sizing masks and dark planes before saving. */
+QEM_API qem_status qem_source_shape(const char *path, uint64_t shape[4], qem_dtype *dtype,
+                                    qem_error *error);
+
+/* Reads a mean-dark recipe for detector shape rows x columns from a .npy:
+ * a 2D float32 plane, or a 3D (frames, rows, columns) float32/uint16/uint8
+ * stack whose per-pixel mean (in float64, rounded once) is the plane. The
+ * identity is SHA-256 of "empad-mean-dark/v1", a NUL, the raw bytes of
+ * every frame (none for a plane) and the plane's float32 bytes. */
+QEM_API qem_status qem_dark_from_npy(const char *path, uint64_t rows, uint64_t columns,
+                                     float *plane, char identity[65], qem_error *error);
 
 typedef struct qem_export_options {
     size_t struct_size;
     int threads;
+    /* Scaled files: write the stored uint16 codes instead of the restored
+     * float32 values. */
+    int scaled_codes;
     qem_progress_fn progress;
     void *progress_user;
 } qem_export_options;
 
 QEM_API void qem_export_options_init(qem_export_options *options);
 
-/* Writes the decoded array as a 4D .npy, one chunk at a time. */
+/* Writes the decoded array as a 4D .npy, one chunk at a time: counts
+ * (integer), original float32 bits (float; proven against logical_sha256
+ * before the file appears) or restored float32 values (scaled). */
 QEM_API qem_status qem_export_npy(qem_file *file, const char *dest,
                                   const qem_export_options *options, qem_error *error);
 

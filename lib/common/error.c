@@ -36,6 +36,7 @@ const char *qem_strerror(qem_status status)
     case QEM_E_WRONG_CODEC: return "operation not valid for this codec";
     case QEM_E_CHANGED: return "file changed while being read";
     case QEM_E_LIMIT: return "size limit exceeded";
+    case QEM_E_LOGICAL_CHECKSUM: return "decoded float32 bits differ from logical_sha256";
     }
     return "unknown status";
 }

@@ -258,6 +258,8 @@ qem_status qem_npy_open(const char *path, qem_npy **out, qem_error *error)
     if (st != QEM_OK)
         goto fail;
     info->data_offset = header_start + header_len;
+    info->version_major = major;
+    info->version_minor = pre[7];
     uint64_t elements = 1, bytes;
     for (unsigned i = 0; i < info->ndim; i++) {
         if (qem_mul_overflow_u64(elements, info->shape[i], &elements)) {

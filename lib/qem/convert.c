@@ -1,64 +1,261 @@
 /* Whole-file conversions between .npy and .qem, one chunk of scans at a
  * time so that memory stays bounded by the window, never the dataset. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
+#include "common/json.h"
 #include "common/options.h"
+#include "common/sha256.h"
 #include "qem/qem_internal.h"
 
-qem_status qem_save_npy(const char *source, const char *dest, const qem_save_options *options,
-                        qem_error *error)
+/* The .npy header, kept as the source's metadata. */
+static char *npy_source_metadata(const qem_npy_info *info)
 {
-    qem_error_clear(error);
-    if (!source || !dest)
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_save_npy: NULL argument");
+    json_t *shape = json_array();
+    for (unsigned i = 0; i < info->ndim; i++)
+        json_array_append_new(shape, json_integer((json_int_t)info->shape[i]));
+    char version[16];
+    snprintf(version, sizeof version, "%u.%u", info->version_major, info->version_minor);
+    json_t *meta = json_pack("{s:{s:s, s:s, s:b, s:o}}", "npy", "format_version", version, "descr",
+                             info->descr, "fortran_order", 0, "shape", shape);
+    char *text = meta ? json_dumps(meta, JSON_COMPACT) : NULL;
+    json_decref(meta);
+    return text;
+}
+
+/* Streams `rows` of the source into the writer's window, chunk by chunk. */
+typedef qem_status (*fill_fn)(void *source, uint64_t first, uint64_t count, void *window,
+                              qem_error *error);
+
+static qem_status pump(qem_writer *w, void *source, fill_fn fill, qem_error *error)
+{
+    uint64_t next = 0;
+    for (;;) {
+        uint64_t room;
+        void *window = qem_writer_window(w, &room);
+        if (room == 0)
+            return qem_writer_finish(w, error);
+        QEM_TRY(fill(source, next, room, window, error));
+        QEM_TRY(qem_writer_commit(w, room, error));
+        next += room;
+    }
+}
+
+typedef struct npy_source {
+    qem_npy *npy;
+    uint64_t pixels;
+} npy_source;
+
+static qem_status fill_from_npy(void *source, uint64_t first, uint64_t count, void *window,
+                                qem_error *error)
+{
+    npy_source *s = source;
+    return qem_npy_read(s->npy, first * s->pixels, count * s->pixels, window, error);
+}
+
+static qem_status save_from_npy(const char *source, const char *dest,
+                                const qem_save_options *options, qem_error *error)
+{
     qem_npy *npy = NULL;
     QEM_TRY(qem_npy_open(source, &npy, error));
     qem_npy_info info;
     qem_npy_get_info(npy, &info);
-    qem_status st = QEM_OK;
-    if (info.dtype == QEM_DTYPE_FLOAT32)
-        st = qem_fail(error, QEM_E_NOT_YET,
-                      "'%s' holds float32 values; saving float32 (float32-bit-lanes-rans-v1) is "
-                      "not implemented yet. Exact uint8/uint16 counts are supported.",
-                      source);
-    else if (info.ndim != 4)
-        st = qem_fail(error, QEM_E_NPY,
-                      "'%s' has %u dimensions; qem saves 4D arrays (scan_row, scan_column, "
-                      "detector_row, detector_column). Reshape a 3D frame stack with "
-                      "array.reshape(rows, columns, height, width) first",
-                      source, info.ndim);
-    if (st != QEM_OK) {
+    if (info.ndim != 4) {
         qem_npy_close(npy);
-        return st;
+        return qem_fail(error, QEM_E_NPY,
+                        "'%s' has %u dimensions; qem saves 4D arrays (scan_row, scan_column, "
+                        "detector_row, detector_column). Reshape a 3D frame stack with "
+                        "array.reshape(rows, columns, height, width) first",
+                        source, info.ndim);
     }
-    qem_save_options local;
-    qem_save_options_init(&local);
-    st = qem_options_overlay(&local, sizeof local, options, "qem_save_options", error);
-    if (st != QEM_OK) {
-        qem_npy_close(npy);
-        return st;
-    }
+    qem_save_options local = *options;
+    char *source_metadata = NULL;
     if (!local.source_format)
         local.source_format = "npy";
+    if (!local.source_metadata_json && !local.scientific_metadata_json)
+        local.source_metadata_json = source_metadata = npy_source_metadata(&info);
     qem_writer *w = NULL;
-    st = qem_writer_create(dest, info.dtype, info.shape, &local, &w, error);
-    const uint64_t pixels = info.shape[2] * info.shape[3];
-    uint64_t next = 0;
-    while (st == QEM_OK) {
-        uint64_t room;
-        void *window = qem_writer_window(w, &room);
-        if (room == 0)
-            break;
-        st = qem_npy_read(npy, next * pixels, room * pixels, window, error);
-        if (st == QEM_OK)
-            st = qem_writer_commit(w, room, error);
-        next += room;
-    }
+    npy_source src = {npy, info.shape[2] * info.shape[3]};
+    qem_status st = qem_writer_create(dest, info.dtype, info.shape, &local, &w, error);
     if (st == QEM_OK)
-        st = qem_writer_finish(w, error);
+        st = pump(w, &src, fill_from_npy, error);
     qem_writer_free(w);
+    free(source_metadata);
+    qem_npy_close(npy);
+    return st;
+}
+
+typedef struct qem_source {
+    qem_file *file;
+    qem_output kind;
+    int threads;
+} qem_source;
+
+static qem_status fill_from_qem(void *source, uint64_t first, uint64_t count, void *window,
+                                qem_error *error)
+{
+    qem_source *s = source;
+    size_t bytes = (size_t)(count * s->file->pixels * qem_output_item(s->file, s->kind));
+    return qem_read_into(s->file, first, count, s->kind, window, bytes, s->threads, error);
+}
+
+static char *dump_member(const json_t *header, const char *key)
+{
+    const json_t *v = json_object_get(header, key);
+    return v ? json_dumps(v, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
+}
+
+/* Re-saves a .qem file with its own codec, data and metadata. */
+static qem_status save_from_qem(const char *source, const char *dest,
+                                const qem_save_options *options, qem_error *error)
+{
+    qem_file *f = NULL;
+    QEM_TRY(qem_open(source, NULL, &f, error));
+    qem_save_options local = *options;
+    char *kept[5] = {NULL};
+    if (!local.scientific_metadata_json)
+        local.scientific_metadata_json = kept[0] = dump_member(f->header, "scientific_metadata");
+    if (!local.metadata_json)
+        local.metadata_json = kept[1] = dump_member(f->header, "metadata");
+    qem_dtype dtype = f->dtype;
+    qem_source src = {f, QEM_OUTPUT_NATIVE, options->threads};
+    if (f->codec == QEM_CODEC_INTEGER) {
+        if (!local.valid)
+            local.valid = f->valid;
+    } else if (f->codec == QEM_CODEC_FLOAT32) {
+        if (!local.empad_json)
+            local.empad_json = kept[2] = dump_member(f->header, "empad");
+    } else {
+        dtype = QEM_DTYPE_UINT16;
+        src.kind = QEM_OUTPUT_CODES;
+        local.intensity_calibration_json = kept[3] = dump_member(f->header, "intensity_calibration");
+        if (!local.attributes_json)
+            local.attributes_json = kept[4] = dump_member(f->header, "attributes");
+    }
+    qem_writer *w = NULL;
+    qem_status st = qem_writer_create(dest, dtype, f->shape, &local, &w, error);
+    if (st == QEM_OK)
+        st = pump(w, &src, fill_from_qem, error);
+    qem_writer_free(w);
+    for (int i = 0; i < 5; i++)
+        free(kept[i]);
+    qem_close(f);
+    return st;
+}
+
+qem_status qem_save_file(const char *source, const char *dest, const qem_save_options *options,
+                         qem_error *error)
+{
+    qem_error_clear(error);
+    if (!source || !dest)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_save_file: NULL argument");
+    qem_save_options local;
+    qem_save_options_init(&local);
+    QEM_TRY(qem_options_overlay(&local, sizeof local, options, "qem_save_options", error));
+    /* Recognise the source by its signature, never by its name. */
+    char magic[8] = {0};
+    FILE *fp = fopen(source, "rb");
+    if (!fp)
+        return qem_fail(error, QEM_E_IO, "cannot open '%s': %s", source, strerror(errno));
+    size_t got = fread(magic, 1, sizeof magic, fp);
+    fclose(fp);
+    if (got == 8 && memcmp(magic, QEM_MAGIC, 8) == 0)
+        return save_from_qem(source, dest, &local, error);
+    return save_from_npy(source, dest, &local, error);
+}
+
+qem_status qem_source_shape(const char *path, uint64_t shape[4], qem_dtype *dtype,
+                            qem_error *error)
+{
+    qem_error_clear(error);
+    if (!path || !shape || !dtype)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_source_shape: NULL argument");
+    qem_open_options oo;
+    qem_open_options_init(&oo);
+    oo.body_check = QEM_BODY_CHECK_ON_READ; /* only the header is needed */
+    qem_file *f = NULL;
+    if (qem_open(path, &oo, &f, NULL) == QEM_OK) {
+        memcpy(shape, f->shape, 4 * sizeof *shape);
+        *dtype = f->dtype;
+        qem_close(f);
+        return QEM_OK;
+    }
+    qem_npy *npy = NULL;
+    QEM_TRY(qem_npy_open(path, &npy, error));
+    qem_npy_info info;
+    qem_npy_get_info(npy, &info);
+    qem_npy_close(npy);
+    if (info.ndim != 4)
+        return qem_fail(error, QEM_E_NPY, "'%s' is not a 4D array", path);
+    memcpy(shape, info.shape, 4 * sizeof *shape);
+    *dtype = info.dtype;
+    return QEM_OK;
+}
+
+qem_status qem_dark_from_npy(const char *path, uint64_t rows, uint64_t columns, float *plane,
+                             char identity[65], qem_error *error)
+{
+    qem_error_clear(error);
+    if (!path || !plane || !identity)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_dark_from_npy: NULL argument");
+    qem_npy *npy = NULL;
+    QEM_TRY(qem_npy_open(path, &npy, error));
+    qem_npy_info info;
+    qem_npy_get_info(npy, &info);
+    const uint64_t P = rows * columns;
+    const int stack = info.ndim == 3;
+    qem_status st = QEM_OK;
+    if ((info.ndim != 2 && info.ndim != 3) || info.shape[info.ndim - 2] != rows ||
+        info.shape[info.ndim - 1] != columns || (stack && info.shape[0] == 0))
+        st = qem_fail(error, QEM_E_NPY,
+                      "dark '%s' must be a %llux%llu float32 plane or a stack of such frames",
+                      path, (unsigned long long)rows, (unsigned long long)columns);
+    else if (!stack && info.dtype != QEM_DTYPE_FLOAT32)
+        st = qem_fail(error, QEM_E_NPY, "a dark plane must be float32, not %s", info.descr);
+    if (st != QEM_OK) {
+        qem_npy_close(npy);
+        return st;
+    }
+    const size_t item = qem_dtype_size(info.dtype);
+    const uint64_t frames = stack ? info.shape[0] : 0;
+    double *sum = calloc((size_t)P, sizeof *sum);
+    uint8_t *frame = malloc((size_t)(P * item));
+    qem_sha256 *ctx = qem_sha256_new();
+    if (!sum || !frame || !ctx)
+        st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    /* The identity hashes the schema, a NUL, every frame, then the plane. */
+    if (st == QEM_OK)
+        qem_sha256_update(ctx, "empad-mean-dark/v1", sizeof "empad-mean-dark/v1");
+    for (uint64_t k = 0; k < (stack ? frames : 1) && st == QEM_OK; k++) {
+        st = qem_npy_read(npy, k * P, P, frame, error);
+        if (st != QEM_OK)
+            break;
+        if (stack)
+            qem_sha256_update(ctx, frame, (size_t)(P * item));
+        for (uint64_t p = 0; p < P; p++)
+            sum[p] += info.dtype == QEM_DTYPE_FLOAT32  ? ((const float *)frame)[p]
+                      : info.dtype == QEM_DTYPE_UINT16 ? ((const uint16_t *)frame)[p]
+                                                       : frame[p];
+    }
+    for (uint64_t p = 0; p < P && st == QEM_OK; p++) {
+        plane[p] = (float)(sum[p] / (double)(stack ? frames : 1));
+        if (!isfinite(plane[p]))
+            st = qem_fail(error, QEM_E_NPY, "dark '%s' has a non-finite mean at pixel %llu", path,
+                          (unsigned long long)p);
+    }
+    if (st == QEM_OK) {
+        uint8_t digest[32];
+        qem_sha256_update(ctx, plane, (size_t)(4 * P));
+        qem_sha256_final(ctx, digest);
+        qem_sha256_hex(digest, identity);
+    }
+    qem_sha256_free(ctx);
+    free(sum);
+    free(frame);
     qem_npy_close(npy);
     return st;
 }
@@ -79,32 +276,49 @@ qem_status qem_export_npy(qem_file *f, const char *dest, const qem_export_option
     qem_export_options_init(&local);
     QEM_TRY(qem_options_overlay(&local, sizeof local, options, "qem_export_options", error));
     options = &local;
-    if (f->codec != QEM_CODEC_INTEGER)
-        return qem_fail(error, QEM_E_NOT_YET, "exporting %s is not implemented yet",
-                        qem_codec_name(f->codec));
+    /* Scaled files export restored float32 values unless codes are asked for. */
+    const qem_output kind = f->codec != QEM_CODEC_SCALED ? QEM_OUTPUT_NATIVE
+                            : options->scaled_codes  ? QEM_OUTPUT_CODES
+                                                     : QEM_OUTPUT_VALUES;
+    const qem_dtype dtype = kind == QEM_OUTPUT_CODES ? QEM_DTYPE_UINT16 : f->dtype;
     uint64_t largest = 0;
     for (uint64_t i = 0; i < f->chunk_count; i++)
         largest = f->chunks[i].scans > largest ? f->chunks[i].scans : largest;
-    const uint64_t bytes = qem_read_scans_bound(f, largest);
+    const uint64_t bytes = largest * f->pixels * qem_output_item(f, kind);
     uint8_t *buffer = malloc((size_t)bytes);
-    if (!buffer)
+    qem_sha256 *logical = f->codec == QEM_CODEC_FLOAT32 ? qem_sha256_new() : NULL;
+    if (!buffer || (f->codec == QEM_CODEC_FLOAT32 && !logical)) {
+        free(buffer);
+        qem_sha256_free(logical);
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory for a %llu-byte chunk",
                         (unsigned long long)bytes);
+    }
     qem_npy_writer *out = NULL;
-    qem_status st = qem_npy_writer_create(dest, f->dtype, 4, f->shape, &out, error);
+    qem_status st = qem_npy_writer_create(dest, dtype, 4, f->shape, &out, error);
     const int threads = options->threads ? options->threads : f->threads;
     for (uint64_t i = 0; i < f->chunk_count && st == QEM_OK; i++) {
-        const qem_int_chunk *c = &f->chunks[i];
-        st = qem_read_scans_threads(f, c->first, c->scans, buffer, (size_t)bytes, threads, error);
+        const qem_chunk *c = &f->chunks[i];
+        const size_t chunk_bytes = (size_t)(c->scans * f->pixels * qem_output_item(f, kind));
+        st = qem_read_into(f, c->first, c->scans, kind, buffer, (size_t)bytes, threads, error);
+        if (st == QEM_OK && logical && qem_sha256_update(logical, buffer, chunk_bytes) != 0)
+            st = qem_fail(error, QEM_E_IO, "SHA-256 computation failed");
         if (st == QEM_OK)
             st = qem_npy_writer_append(out, buffer, c->scans * f->pixels, error);
         if (st == QEM_OK && options->progress &&
             options->progress(options->progress_user, c->first + c->scans, f->scans))
             st = qem_fail(error, QEM_E_CANCELLED, "export cancelled; nothing was written");
     }
+    /* Float bits are proven against logical_sha256 before anything appears. */
+    if (st == QEM_OK && logical) {
+        uint8_t digest[32];
+        st = qem_sha256_final(logical, digest) == 0
+                 ? qem_logical_digest_check(f, digest, error)
+                 : qem_fail(error, QEM_E_IO, "SHA-256 computation failed");
+    }
     if (st == QEM_OK)
         st = qem_npy_writer_finish(out, error);
     qem_npy_writer_free(out);
+    qem_sha256_free(logical);
     free(buffer);
     return st;
 }

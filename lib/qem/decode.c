@@ -1,31 +1,59 @@
-/* runtime-column-rans-spatial-v2 decoding: load one chunk's arrays, check
- * their internal rules, and decode count streams into scan rows. */
+/* Decoding for all three codecs: load one chunk's arrays, check their
+ * rules, decode its count streams and assemble scan rows: counts (integer),
+ * float32 bits from two u16 lanes per pixel (float), or codes restored
+ * with their region's scale and offset (scaled). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/bitpack.h"
 #include "common/error.h"
 #include "common/fileio.h"
+#include "common/sha256.h"
 #include "qem/qem_internal.h"
 
-/* Pixels decoded together by one thread: a 512 x 64 u16 column tile
- * (64 KiB) that stays in L2 while it is transposed into scan rows. */
+/* Pixels decoded together by one thread: a 512 x 64 column tile that stays
+ * in L2 while it is transposed into scan rows. */
 #define PIXEL_GROUP 64
 
 void qem_chunk_view_free(qem_chunk_view *view)
 {
     free(view->buffer);
+    free(view->offsets_copy);
     memset(view, 0, sizeof *view);
+}
+
+/* The float codec's validator rule on each lane's span (notes §2.2). */
+static int float_span_ok(unsigned model, uint64_t len, uint64_t n)
+{
+    if (model < QEM_RANS_MODELS)
+        return len >= 4 && len <= 2 * n;
+    switch (model) {
+    case QEM_MODEL_SPARSE: return len % 2 == 0 && len <= 2 * n;
+    case QEM_MODEL_ZERO: return len == 0;
+    case QEM_MODEL_RAW: return len == 2 * n;
+    case QEM_MODEL_CONSTANT: return len == 2;
+    }
+    return 0;
 }
 
 static qem_status check_count_arrays(const qem_file *f, uint64_t index, const qem_chunk_view *v,
                                      qem_error *error)
 {
-    const qem_int_chunk *c = v->chunk;
-    const uint64_t streams = c->blocks * f->pixels;
+    const qem_chunk *c = v->chunk;
+    const uint64_t streams = c->blocks * c->lanes;
+    const uint64_t payload = c->arrays[0].count;
     if (v->offsets[0] != 0)
         return qem_fail(error, QEM_E_LAYOUT, "QEM chunk %llu: payload offsets must begin at zero",
                         (unsigned long long)index);
+    /* Float payloads may carry padding after the last stream. */
+    int ends_ok = f->codec == QEM_CODEC_FLOAT32 ? v->offsets[streams] <= payload
+                                                : v->offsets[streams] == payload;
+    if (!ends_ok)
+        return qem_fail(error, QEM_E_LAYOUT,
+                        "QEM chunk %llu: payload offsets end at %u, %s the payload size %llu",
+                        (unsigned long long)index, v->offsets[streams],
+                        f->codec == QEM_CODEC_FLOAT32 ? "beyond" : "not at",
+                        (unsigned long long)payload);
     for (uint64_t s = 0; s < streams; s++) {
         if (v->offsets[s + 1] < v->offsets[s])
             return qem_fail(error, QEM_E_LAYOUT,
@@ -35,19 +63,22 @@ static qem_status check_count_arrays(const qem_file *f, uint64_t index, const qe
             return qem_fail(error, QEM_E_MODEL,
                             "QEM chunk %llu stream %llu has invalid model selector %u",
                             (unsigned long long)index, (unsigned long long)s, v->models[s]);
+        if (f->codec == QEM_CODEC_FLOAT32 &&
+            !float_span_ok(v->models[s], v->offsets[s + 1] - v->offsets[s], c->scans))
+            return qem_fail(error, QEM_E_MODEL,
+                            "QEM float chunk %llu lane %llu spans %u bytes, not allowed for "
+                            "model %u over %llu scans",
+                            (unsigned long long)index, (unsigned long long)s,
+                            v->offsets[s + 1] - v->offsets[s], v->models[s],
+                            (unsigned long long)c->scans);
     }
-    if (v->offsets[streams] != c->arrays[0].count)
-        return qem_fail(error, QEM_E_LAYOUT,
-                        "QEM chunk %llu: payload offsets end at %u, not at the payload size %llu",
-                        (unsigned long long)index, v->offsets[streams],
-                        (unsigned long long)c->arrays[0].count);
     return QEM_OK;
 }
 
 static qem_status check_spatial_arrays(const qem_file *f, uint64_t index, const qem_chunk_view *v,
                                        qem_error *error)
 {
-    const qem_int_chunk *c = v->chunk;
+    const qem_chunk *c = v->chunk;
     const uint64_t F = f->geometry.fields;
     if (v->spatial_offsets[0] != 0)
         return qem_fail(error, QEM_E_SPATIAL, "QEM chunk %llu: spatial offsets must begin at zero",
@@ -80,10 +111,11 @@ qem_status qem_chunk_load(qem_file *f, uint64_t index, int with_spatial, qem_chu
                           qem_error *error)
 {
     memset(v, 0, sizeof *v);
-    const qem_int_chunk *c = &f->chunks[index];
+    const qem_chunk *c = &f->chunks[index];
+    with_spatial = with_spatial && f->codec == QEM_CODEC_INTEGER;
     const int last = with_spatial ? 5 : 2;
-    const uint64_t begin = c->arrays[0].offset;
     const uint64_t item[QEM_INT_ARRAYS] = {1, 4, 1, 4, 8, 1};
+    const uint64_t begin = c->arrays[0].offset;
     const uint64_t end = c->arrays[last].offset + c->arrays[last].count * item[last];
     QEM_TRY(qem_body_check_range(f, begin, end, 0, NULL, error));
     v->chunk = c;
@@ -97,13 +129,24 @@ qem_status qem_chunk_load(qem_file *f, uint64_t index, int with_spatial, qem_chu
         qem_chunk_view_free(v);
         return st;
     }
-    /* Array offsets are 8-aligned relative to `begin`, so these casts are
-     * aligned within the malloc'd buffer. */
     v->payload = v->buffer;
-    v->offsets = (const uint32_t *)(v->buffer + (c->arrays[1].offset - begin));
+    const uint8_t *offsets = v->buffer + (c->arrays[1].offset - begin);
+    if (((uintptr_t)offsets & 3) != 0) {
+        /* Float arrays follow each other unaligned: copy the offsets. */
+        v->offsets_copy = malloc((size_t)c->arrays[1].count * sizeof *v->offsets_copy);
+        if (!v->offsets_copy) {
+            qem_chunk_view_free(v);
+            return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+        }
+        memcpy(v->offsets_copy, offsets, (size_t)c->arrays[1].count * sizeof *v->offsets_copy);
+        v->offsets = v->offsets_copy;
+    } else {
+        v->offsets = (const uint32_t *)offsets;
+    }
     v->models = v->buffer + (c->arrays[2].offset - begin);
     st = check_count_arrays(f, index, v, error);
     if (st == QEM_OK && with_spatial) {
+        /* 8-byte aligned relative to `begin`, hence within the buffer. */
         v->spatial_words = (const uint32_t *)(v->buffer + (c->arrays[3].offset - begin));
         v->spatial_offsets = (const uint64_t *)(v->buffer + (c->arrays[4].offset - begin));
         v->spatial_widths = v->buffer + (c->arrays[5].offset - begin);
@@ -114,26 +157,26 @@ qem_status qem_chunk_load(qem_file *f, uint64_t index, int with_spatial, qem_chu
     return st;
 }
 
-static uint32_t dtype_max(qem_dtype dtype)
+static uint32_t max_value(const qem_file *f)
 {
-    return dtype == QEM_DTYPE_UINT8 ? 255u : 65535u;
+    return f->codec == QEM_CODEC_INTEGER && f->dtype == QEM_DTYPE_UINT8 ? 255u : 65535u;
 }
 
 /* Decodes one stream without recording a message (safe inside threads). */
 static qem_status decode_stream_quiet(const qem_file *f, const qem_chunk_view *v, uint64_t block,
-                                      uint64_t pixel, uint16_t *out)
+                                      uint64_t lane, uint16_t *out)
 {
-    uint64_t s = block * f->pixels + pixel;
+    uint64_t s = block * v->chunk->lanes + lane;
     uint32_t lo = v->offsets[s], hi = v->offsets[s + 1];
     return qem_count_stream_decode(f->tables, v->models[s], v->payload + lo, hi - lo,
-                                   qem_block_samples(v->chunk, block), dtype_max(f->dtype), out);
+                                   qem_block_samples(v->chunk, block), max_value(f), out);
 }
 
 static qem_status stream_failure(const qem_file *f, const qem_chunk_view *v, uint64_t block,
-                                 uint64_t pixel, qem_status st, qem_error *error)
+                                 uint64_t lane, qem_status st, qem_error *error)
 {
     uint64_t index = (uint64_t)(v->chunk - f->chunks);
-    uint64_t s = block * f->pixels + pixel;
+    uint64_t s = block * v->chunk->lanes + lane;
     const char *what = st == QEM_E_RANS_FINAL ? "has trailing data or an invalid final state"
                        : st == QEM_E_RANS_STATE ? "starts with a state outside [2^23, 2^31)"
                        : st == QEM_E_RANS_TRUNCATED ? "ends before all samples are decoded"
@@ -142,38 +185,77 @@ static qem_status stream_failure(const qem_file *f, const qem_chunk_view *v, uin
                        : st == QEM_E_VALUE_RANGE ? "decodes a value that does not fit the dtype"
                        : st == QEM_E_MODEL ? "has a length that does not match its model"
                                            : "is invalid";
+    char where[96];
+    if (f->codec == QEM_CODEC_FLOAT32)
+        snprintf(where, sizeof where, "detector pixel %llu, %s 16 bits",
+                 (unsigned long long)(lane / 2), lane % 2 ? "high" : "low");
+    else
+        snprintf(where, sizeof where, "detector pixel %llu", (unsigned long long)lane);
     return qem_fail(error, st,
-                    "QEM count stream %s (chunk %llu, stream %llu: block %llu, detector pixel "
-                    "%llu, model %u); the file is damaged.",
+                    "QEM count stream %s (chunk %llu, stream %llu: block %llu, %s, model %u); "
+                    "the file is damaged.",
                     what, (unsigned long long)index, (unsigned long long)s,
-                    (unsigned long long)block, (unsigned long long)pixel, v->models[s]);
+                    (unsigned long long)block, where, v->models[s]);
 }
 
 qem_status qem_chunk_decode_stream(const qem_file *f, const qem_chunk_view *v, uint64_t block,
-                                   uint64_t pixel, uint16_t *out, qem_error *error)
+                                   uint64_t lane, uint16_t *out, qem_error *error)
 {
-    qem_status st = decode_stream_quiet(f, v, block, pixel, out);
+    qem_status st = decode_stream_quiet(f, v, block, lane, out);
     if (st != QEM_OK)
-        return stream_failure(f, v, block, pixel, st, error);
+        return stream_failure(f, v, block, lane, st, error);
     return QEM_OK;
 }
 
-/* Decodes every pixel of `block` and writes samples [lo, hi) of it as scan
- * rows to `rows` (row i - lo at rows + (i - lo) * pixels * item). */
-static qem_status decode_block_rows(const qem_file *f, const qem_chunk_view *v, uint64_t block,
-                                    uint32_t lo, uint32_t hi, uint8_t *rows, int threads,
-                                    qem_error *error)
+/* Writes samples [lo, hi) of a decoded column tile (lanes_in_tile columns
+ * of n samples) for pixels p0 .. p0 + width as scan rows. */
+static void emit_rows(const qem_file *f, const qem_chunk_view *v, qem_output kind,
+                      const uint16_t *tile, uint32_t n, uint64_t p0, uint64_t width, uint32_t lo,
+                      uint32_t hi, uint8_t *rows)
+{
+    const uint64_t P = f->pixels;
+    for (uint32_t i = lo; i < hi; i++) {
+        const uint64_t row = (uint64_t)(i - lo) * P + p0;
+        if (f->codec == QEM_CODEC_FLOAT32) {
+            /* Lanes 2p and 2p + 1 are the low and high words of pixel p. */
+            uint32_t *dst = (uint32_t *)rows + row;
+            for (uint64_t j = 0; j < width; j++)
+                dst[j] = (uint32_t)tile[2 * j * n + i] | ((uint32_t)tile[(2 * j + 1) * n + i] << 16);
+        } else if (kind == QEM_OUTPUT_VALUES && f->codec == QEM_CODEC_SCALED) {
+            const qem_region *r = &f->regions[v->chunk->region];
+            float *dst = (float *)rows + row;
+            for (uint64_t j = 0; j < width; j++) /* float64 product, rounded once */
+                dst[j] = (float)((double)tile[j * n + i] * r->scale + r->offset);
+        } else if (kind == QEM_OUTPUT_VALUES) {
+            float *dst = (float *)rows + row;
+            for (uint64_t j = 0; j < width; j++)
+                dst[j] = (float)tile[j * n + i];
+        } else if (f->dtype == QEM_DTYPE_UINT8 && f->codec == QEM_CODEC_INTEGER) {
+            uint8_t *dst = rows + row;
+            for (uint64_t j = 0; j < width; j++)
+                dst[j] = (uint8_t)tile[j * n + i];
+        } else {
+            uint16_t *dst = (uint16_t *)rows + row;
+            for (uint64_t j = 0; j < width; j++)
+                dst[j] = tile[j * n + i];
+        }
+    }
+}
+
+qem_status qem_decode_block(const qem_file *f, const qem_chunk_view *v, uint64_t block,
+                            uint32_t lo, uint32_t hi, qem_output kind, uint8_t *rows, int threads,
+                            qem_error *error)
 {
     const uint64_t P = f->pixels;
     const uint32_t n = qem_block_samples(v->chunk, block);
+    const uint64_t lanes_per_pixel = v->chunk->lanes / P;
     const uint64_t groups = (P + PIXEL_GROUP - 1) / PIXEL_GROUP;
-    const int u8 = f->dtype == QEM_DTYPE_UINT8;
-    uint64_t bad_pixel = UINT64_MAX;
+    uint64_t bad_lane = UINT64_MAX;
     qem_status bad_status = QEM_OK;
     int nomem = 0;
 #pragma omp parallel num_threads(threads)
     {
-        uint16_t *tile = malloc((size_t)PIXEL_GROUP * n * sizeof *tile);
+        uint16_t *tile = malloc((size_t)(PIXEL_GROUP * lanes_per_pixel * n) * sizeof *tile);
         if (!tile) {
 #pragma omp atomic write
             nomem = 1;
@@ -182,41 +264,113 @@ static qem_status decode_block_rows(const qem_file *f, const qem_chunk_view *v, 
         for (uint64_t g = 0; g < groups; g++) {
             if (!tile)
                 continue;
-            uint64_t p0 = g * PIXEL_GROUP;
-            uint64_t width = P - p0 < PIXEL_GROUP ? P - p0 : PIXEL_GROUP;
+            const uint64_t p0 = g * PIXEL_GROUP;
+            const uint64_t width = P - p0 < PIXEL_GROUP ? P - p0 : PIXEL_GROUP;
+            const uint64_t lane0 = p0 * lanes_per_pixel;
             int ok = 1;
-            for (uint64_t j = 0; j < width && ok; j++) {
-                qem_status st = decode_stream_quiet(f, v, block, p0 + j, tile + j * n);
+            for (uint64_t j = 0; j < width * lanes_per_pixel && ok; j++) {
+                qem_status st = decode_stream_quiet(f, v, block, lane0 + j, tile + j * n);
                 if (st != QEM_OK) {
                     ok = 0;
 #pragma omp critical(qem_decode_error)
-                    if (p0 + j < bad_pixel) {
-                        bad_pixel = p0 + j;
+                    if (lane0 + j < bad_lane) {
+                        bad_lane = lane0 + j;
                         bad_status = st;
                     }
                 }
             }
-            if (!ok)
-                continue;
-            for (uint32_t i = lo; i < hi; i++) {
-                uint64_t row = (uint64_t)(i - lo) * P + p0;
-                if (u8) {
-                    uint8_t *dst = rows + row;
-                    for (uint64_t j = 0; j < width; j++)
-                        dst[j] = (uint8_t)tile[j * n + i];
-                } else {
-                    uint16_t *dst = (uint16_t *)rows + row;
-                    for (uint64_t j = 0; j < width; j++)
-                        dst[j] = tile[j * n + i];
-                }
-            }
+            if (ok)
+                emit_rows(f, v, kind, tile, n, p0, width, lo, hi, rows);
         }
         free(tile);
     }
     if (nomem)
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     if (bad_status != QEM_OK)
-        return stream_failure(f, v, block, bad_pixel, bad_status, error);
+        return stream_failure(f, v, block, bad_lane, bad_status, error);
+    return QEM_OK;
+}
+
+size_t qem_output_item(const qem_file *f, qem_output kind)
+{
+    switch (kind) {
+    case QEM_OUTPUT_NATIVE: return f->codec == QEM_CODEC_SCALED ? 0 : qem_dtype_size(f->dtype);
+    case QEM_OUTPUT_CODES: return f->codec == QEM_CODEC_SCALED ? 2 : 0;
+    case QEM_OUTPUT_VALUES: return 4;
+    }
+    return 0;
+}
+
+static qem_status check_kind(const qem_file *f, qem_output kind, qem_error *error)
+{
+    if (kind == QEM_OUTPUT_NATIVE && f->codec == QEM_CODEC_SCALED)
+        return qem_fail(error, QEM_E_WRONG_CODEC,
+                        "this file (%s) stores calibrated intensities as scaled uint16 codes, "
+                        "not detector counts; read restored values with qem_read_values()",
+                        qem_codec_name(f->codec));
+    if (kind == QEM_OUTPUT_CODES && f->codec != QEM_CODEC_SCALED)
+        return qem_fail(error, QEM_E_WRONG_CODEC,
+                        "only scaled-uint16-column-rans-v1 files store codes; this is %s",
+                        qem_codec_name(f->codec));
+    return QEM_OK;
+}
+
+qem_status qem_logical_digest_check(const qem_file *f, const uint8_t digest[32], qem_error *error)
+{
+    if (memcmp(digest, f->logical_sha256, 32) != 0)
+        return qem_fail(error, QEM_E_LOGICAL_CHECKSUM,
+                        "the decoded float32 bits do not match logical_sha256; the file is "
+                        "damaged.");
+    return QEM_OK;
+}
+
+qem_status qem_read_into(qem_file *f, uint64_t first, uint64_t count, qem_output kind, void *out,
+                         size_t out_size, int requested_threads, qem_error *error)
+{
+    if (!f || (!out && count))
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "read: NULL argument");
+    QEM_TRY(check_kind(f, kind, error));
+    if (first > f->scans || count > f->scans - first)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "scans [%llu, +%llu) lie outside the %llu scan positions",
+                        (unsigned long long)first, (unsigned long long)count,
+                        (unsigned long long)f->scans);
+    const size_t row_bytes = (size_t)(f->pixels * qem_output_item(f, kind));
+    if (out_size / row_bytes < count)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "output buffer of %zu bytes is smaller than the %llu needed", out_size,
+                        (unsigned long long)(count * row_bytes));
+    const int threads = qem_resolve_threads(requested_threads);
+    const uint64_t end = first + count;
+    uint64_t pos = first;
+    while (pos < end) {
+        uint64_t ci = qem_chunk_index_of(f, pos);
+        qem_chunk_view view;
+        QEM_TRY(qem_chunk_load(f, ci, 0, &view, error));
+        const qem_chunk *c = view.chunk;
+        qem_status st = QEM_OK;
+        for (uint64_t b = (pos - c->first) / QEM_INTERVAL; b < c->blocks && st == QEM_OK; b++) {
+            uint64_t block_first = c->first + b * QEM_INTERVAL;
+            if (block_first >= end)
+                break;
+            uint32_t n = qem_block_samples(c, b);
+            uint32_t lo = (uint32_t)(pos - block_first);
+            uint32_t hi = (uint32_t)(end - block_first < n ? end - block_first : n);
+            st = qem_decode_block(f, &view, b, lo, hi, kind,
+                                  (uint8_t *)out + (size_t)(pos - first) * row_bytes, threads,
+                                  error);
+            pos = block_first + hi;
+        }
+        qem_chunk_view_free(&view);
+        QEM_TRY(st);
+    }
+    /* A float file read whole can prove its bits against logical_sha256. */
+    if (f->codec == QEM_CODEC_FLOAT32 && first == 0 && count == f->scans) {
+        uint8_t digest[QEM_SHA256_BYTES];
+        if (qem_sha256_oneshot(out, (size_t)(count * row_bytes), digest) != 0)
+            return qem_fail(error, QEM_E_IO, "SHA-256 computation failed");
+        QEM_TRY(qem_logical_digest_check(f, digest, error));
+    }
     return QEM_OK;
 }
 
@@ -226,51 +380,23 @@ qem_status qem_read_scans(qem_file *f, uint64_t first, uint64_t count, void *out
     qem_error_clear(error);
     if (!f)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_read_scans: NULL file");
-    return qem_read_scans_threads(f, first, count, out, out_size, f->threads, error);
+    return qem_read_into(f, first, count, QEM_OUTPUT_NATIVE, out, out_size, f->threads, error);
 }
 
-qem_status qem_read_scans_threads(qem_file *f, uint64_t first, uint64_t count, void *out,
-                                  size_t out_size, int requested_threads, qem_error *error)
+qem_status qem_read_values(qem_file *f, uint64_t first, uint64_t count, float *out,
+                           size_t out_size, qem_error *error)
 {
-    if (!f || (!out && count))
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_read_scans: NULL argument");
-    if (f->codec != QEM_CODEC_INTEGER)
-        return qem_fail(error, QEM_E_WRONG_CODEC,
-                        "qem_read_scans reads detector counts; %s does not store counts",
-                        qem_codec_name(f->codec));
-    if (first > f->scans || count > f->scans - first)
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
-                        "scans [%llu, +%llu) lie outside the %llu scan positions",
-                        (unsigned long long)first, (unsigned long long)count,
-                        (unsigned long long)f->scans);
-    if (out_size < qem_read_scans_bound(f, count))
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
-                        "output buffer of %zu bytes is smaller than the %llu needed", out_size,
-                        (unsigned long long)qem_read_scans_bound(f, count));
-    const int threads = qem_resolve_threads(requested_threads);
-    const size_t row_bytes = (size_t)(f->pixels * qem_dtype_size(f->dtype));
-    const uint64_t end = first + count;
-    uint64_t pos = first;
-    while (pos < end) {
-        uint64_t ci = qem_chunk_index_of(f, pos);
-        qem_chunk_view view;
-        QEM_TRY(qem_chunk_load(f, ci, 0, &view, error));
-        const qem_int_chunk *c = view.chunk;
-        qem_status st = QEM_OK;
-        for (uint64_t b = (pos - c->first) / QEM_INTERVAL; b < c->blocks && st == QEM_OK; b++) {
-            uint64_t block_first = c->first + b * QEM_INTERVAL;
-            if (block_first >= end)
-                break;
-            uint32_t n = qem_block_samples(c, b);
-            uint32_t lo = (uint32_t)(pos - block_first);
-            uint32_t hi = (uint32_t)(end - block_first < n ? end - block_first : n);
-            st = decode_block_rows(f, &view, b, lo, hi,
-                                   (uint8_t *)out + (size_t)(pos - first) * row_bytes, threads,
-                                   error);
-            pos = block_first + hi;
-        }
-        qem_chunk_view_free(&view);
-        QEM_TRY(st);
-    }
-    return QEM_OK;
+    qem_error_clear(error);
+    if (!f)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_read_values: NULL file");
+    return qem_read_into(f, first, count, QEM_OUTPUT_VALUES, out, out_size, f->threads, error);
+}
+
+qem_status qem_read_codes(qem_file *f, uint64_t first, uint64_t count, uint16_t *out,
+                          size_t out_size, qem_error *error)
+{
+    qem_error_clear(error);
+    if (!f)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_read_codes: NULL file");
+    return qem_read_into(f, first, count, QEM_OUTPUT_CODES, out, out_size, f->threads, error);
 }

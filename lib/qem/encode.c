@@ -1,12 +1,13 @@
-/* runtime-column-rans-spatial-v2 encoding of one chunk held in memory as
- * scan rows: count streams per (512-scan block, pixel), then bit-packed
- * spatial sums. The result is independent of the thread count. */
+/* Encoding one chunk held in memory as scan rows: count streams per
+ * (512-scan block, lane), where a lane is a pixel's counts or codes, or one
+ * 16-bit half of a pixel's float32 bits; then, for the integer codec, the
+ * bit-packed spatial sums. The result is independent of the thread count. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/bitpack.h"
 #include "common/error.h"
-#include "qem/int_encode.h"
+#include "qem/encode.h"
 
 #define PIXEL_GROUP 64
 
@@ -21,14 +22,30 @@ void qem_encoded_chunk_free(qem_encoded_chunk *e)
     memset(e, 0, sizeof *e);
 }
 
+/* Value of lane `lane` at scan row `i` (rows of P pixels). */
+static inline uint16_t lane_value(const void *rows, qem_dtype dtype, uint64_t P, uint64_t i,
+                                  uint64_t lane)
+{
+    switch (dtype) {
+    case QEM_DTYPE_UINT8: return ((const uint8_t *)rows)[i * P + lane];
+    case QEM_DTYPE_FLOAT32: {
+        /* Lane 2p is the low word of pixel p's bits, lane 2p + 1 the high. */
+        uint32_t bits = ((const uint32_t *)rows)[i * P + lane / 2];
+        return (uint16_t)(lane & 1 ? bits >> 16 : bits & 0xffff);
+    }
+    default: return ((const uint16_t *)rows)[i * P + lane];
+    }
+}
+
 static qem_status encode_streams(const qem_rans_tables *tables, const void *rows, qem_dtype dtype,
                                  uint64_t scans, uint64_t P, int threads, qem_encoded_chunk *e,
                                  qem_error *error)
 {
+    const uint64_t lanes = dtype == QEM_DTYPE_FLOAT32 ? 2 * P : P;
     const uint64_t blocks = (scans + QEM_INTERVAL - 1) / QEM_INTERVAL;
-    const uint64_t streams = blocks * P;
+    const uint64_t streams = blocks * lanes;
     const uint64_t slot = 2 * (scans < QEM_INTERVAL ? scans : QEM_INTERVAL);
-    const uint64_t groups = (P + PIXEL_GROUP - 1) / PIXEL_GROUP;
+    const uint64_t groups = (lanes + PIXEL_GROUP - 1) / PIXEL_GROUP;
     uint32_t *lengths = malloc((size_t)streams * sizeof *lengths);
     e->payload = malloc((size_t)(streams * slot));
     e->offsets = malloc((size_t)(streams + 1) * sizeof *e->offsets);
@@ -55,23 +72,14 @@ static qem_status encode_streams(const qem_rans_tables *tables, const void *rows
                 uint64_t first = b * QEM_INTERVAL;
                 uint32_t n = (uint32_t)(scans - first < QEM_INTERVAL ? scans - first
                                                                      : QEM_INTERVAL);
-                uint64_t p0 = g * PIXEL_GROUP;
-                uint64_t width = P - p0 < PIXEL_GROUP ? P - p0 : PIXEL_GROUP;
-                /* Transpose a 64-pixel strip of scan rows into columns. */
-                for (uint32_t i = 0; i < n; i++) {
-                    uint64_t row = (first + i) * P + p0;
-                    if (dtype == QEM_DTYPE_UINT8) {
-                        const uint8_t *src = (const uint8_t *)rows + row;
-                        for (uint64_t j = 0; j < width; j++)
-                            tile[j * n + i] = src[j];
-                    } else {
-                        const uint16_t *src = (const uint16_t *)rows + row;
-                        for (uint64_t j = 0; j < width; j++)
-                            tile[j * n + i] = src[j];
-                    }
-                }
+                uint64_t l0 = g * PIXEL_GROUP;
+                uint64_t width = lanes - l0 < PIXEL_GROUP ? lanes - l0 : PIXEL_GROUP;
+                /* Transpose a strip of 64 lanes of scan rows into columns. */
+                for (uint32_t i = 0; i < n; i++)
+                    for (uint64_t j = 0; j < width; j++)
+                        tile[j * n + i] = lane_value(rows, dtype, P, first + i, l0 + j);
                 for (uint64_t j = 0; j < width; j++) {
-                    uint64_t s = b * P + p0 + j;
+                    uint64_t s = b * lanes + l0 + j;
                     lengths[s] = (uint32_t)qem_count_stream_encode(
                         tables, tile + j * n, n, e->payload + s * slot, &e->models[s], scratch);
                 }
@@ -162,13 +170,13 @@ static qem_status encode_spatial(const qem_geometry *g, const uint8_t *valid, co
     return QEM_OK;
 }
 
-qem_status qem_encode_chunk(const qem_rans_tables *tables, const qem_geometry *g,
+qem_status qem_encode_chunk(const qem_rans_tables *tables, qem_codec codec, const qem_geometry *g,
                             const uint8_t *valid, const void *rows, qem_dtype dtype,
                             uint64_t scans, int threads, qem_encoded_chunk *e, qem_error *error)
 {
     memset(e, 0, sizeof *e);
     qem_status st = encode_streams(tables, rows, dtype, scans, g->pixels, threads, e, error);
-    if (st == QEM_OK)
+    if (st == QEM_OK && codec == QEM_CODEC_INTEGER)
         st = encode_spatial(g, valid, rows, dtype, scans, threads, e, error);
     if (st != QEM_OK)
         qem_encoded_chunk_free(e);

@@ -1,10 +1,11 @@
-/* Encoding one chunk of the integer codec in memory. */
-#ifndef QEM_QEM_INT_ENCODE_H
-#define QEM_QEM_INT_ENCODE_H
+/* Encoding one chunk of any codec in memory. */
+#ifndef QEM_QEM_ENCODE_H
+#define QEM_QEM_ENCODE_H
 
 #include "qem/qem_internal.h"
 
-/* The six arrays of one chunk, ready to be written in order. */
+/* The arrays of one chunk, ready to be written in order (the spatial ones
+ * for the integer codec only). */
 typedef struct qem_encoded_chunk {
     uint8_t *payload;
     uint64_t payload_bytes;
@@ -18,10 +19,11 @@ typedef struct qem_encoded_chunk {
     uint64_t spatial_streams;
 } qem_encoded_chunk;
 
-/* Encodes `scans` scan rows ([scan][pixel], u8 or u16). Memory: the
+/* Encodes `scans` scan rows ([scan][pixel]): u8/u16 counts (integer), u16
+ * codes (scaled) or float32 bits (float, two lanes per pixel). Memory: the
  * payload slots take 2 * min(scans, 512) bytes per stream, i.e. about
- * 2 * scans * pixels bytes, plus scans * fields * 8 bytes of sums. */
-qem_status qem_encode_chunk(const qem_rans_tables *tables, const qem_geometry *g,
+ * 2 * scans * lanes bytes, plus scans * fields * 8 bytes of sums. */
+qem_status qem_encode_chunk(const qem_rans_tables *tables, qem_codec codec, const qem_geometry *g,
                             const uint8_t *valid, const void *rows, qem_dtype dtype,
                             uint64_t scans, int threads, qem_encoded_chunk *e, qem_error *error);
 void qem_encoded_chunk_free(qem_encoded_chunk *e);

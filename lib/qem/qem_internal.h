@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include "qem.h"
+#include "qem/metadata.h"
 #include "rans/rans.h"
 
 #define QEM_MAGIC "QEMDATA1"
@@ -62,10 +63,22 @@ typedef struct qem_array_ref {
     uint64_t count;  /* elements */
 } qem_array_ref;
 
-typedef struct qem_int_chunk {
-    uint64_t first, scans, blocks;
+/* One chunk of any codec. Its count streams are `blocks` x `lanes`: the
+ * integer and scaled codecs have one lane per pixel and 512-scan blocks;
+ * the float codec has one block and two u16 lanes per pixel (low word
+ * first). arrays[0..2] are payload (bytes), stream offsets (u32) and model
+ * selectors (u8); the integer codec adds the three spatial arrays. */
+typedef struct qem_chunk {
+    uint64_t first, scans, blocks, lanes;
+    uint64_t region; /* scaled codec: index into the precision report */
     qem_array_ref arrays[QEM_INT_ARRAYS];
-} qem_int_chunk;
+} qem_chunk;
+
+/* A region of the scaled codec's precision report. */
+typedef struct qem_region {
+    uint64_t first, stop;
+    double scale, offset;
+} qem_region;
 
 struct qem_file {
     int fd;
@@ -93,8 +106,13 @@ struct qem_file {
     uint64_t block_count;
     atomic_uchar *block_checked; /* body blocks already authenticated */
 
-    qem_int_chunk *chunks;
+    qem_chunk *chunks;
     uint64_t chunk_count;
+
+    qem_region *regions; /* scaled codec */
+    uint64_t region_count;
+    uint8_t logical_sha256[32]; /* float codec: digest of the original bits */
+    float *dark;                /* float codec: optional mean-dark plane */
 
     qem_rans_tables *tables;
     int threads;
@@ -110,25 +128,16 @@ qem_status qem_header_load(qem_file *file, qem_error *error);
 qem_status qem_body_check_range(qem_file *file, uint64_t begin, uint64_t end, int again,
                                 uint64_t *hashed, qem_error *error);
 
-/* --- scientific metadata -------------------------------------------------- */
-
-/* Structural schema-2 checks (and schema 1 read compatibility). */
-qem_status qem_metadata_validate(const json_t *scientific, const uint64_t shape[4],
-                                 qem_error *error);
-
-/* A schema-2 object for freshly saved measurements: axes from the shape,
- * lossless_storage processing, nothing guessed. */
-json_t *qem_metadata_new(const uint64_t shape[4], const char *source_format);
-
-/* --- integer codec: reading ----------------------------------------------- */
+/* --- reading chunks -------------------------------------------------------- */
 
 /* One chunk's arrays in memory, checked for internal consistency. */
 typedef struct qem_chunk_view {
-    const qem_int_chunk *chunk;
+    const qem_chunk *chunk;
     uint8_t *buffer;
+    uint32_t *offsets_copy; /* the float codec's offsets need not be aligned */
     const uint8_t *payload;
-    const uint32_t *offsets; /* blocks * pixels + 1 */
-    const uint8_t *models;   /* blocks * pixels */
+    const uint32_t *offsets; /* blocks * lanes + 1 */
+    const uint8_t *models;   /* blocks * lanes */
     const uint32_t *spatial_words;
     const uint64_t *spatial_offsets; /* blocks * fields + 1 */
     const uint8_t *spatial_widths;   /* blocks * fields */
@@ -139,27 +148,63 @@ qem_status qem_chunk_load(qem_file *file, uint64_t index, int with_spatial, qem_
 void qem_chunk_view_free(qem_chunk_view *view);
 
 /* Samples in block `block` of a chunk. */
-static inline uint32_t qem_block_samples(const qem_int_chunk *c, uint64_t block)
+static inline uint32_t qem_block_samples(const qem_chunk *c, uint64_t block)
 {
     uint64_t left = c->scans - block * QEM_INTERVAL;
     return (uint32_t)(left < QEM_INTERVAL ? left : QEM_INTERVAL);
 }
 
-/* Decodes stream (block, pixel) of a loaded chunk into `out`. */
+/* Decodes stream (block, lane) of a loaded chunk into `out`. */
 qem_status qem_chunk_decode_stream(const qem_file *file, const qem_chunk_view *view,
-                                   uint64_t block, uint64_t pixel, uint16_t *out,
+                                   uint64_t block, uint64_t lane, uint16_t *out,
                                    qem_error *error);
 
-/* qem_read_scans with an explicit thread count (0 = OpenMP default). */
-qem_status qem_read_scans_threads(qem_file *file, uint64_t first, uint64_t count, void *out,
-                                  size_t out_size, int threads, qem_error *error);
+/* What a read produces. */
+typedef enum qem_output {
+    QEM_OUTPUT_NATIVE, /* the file's dtype: u8/u16 counts or float32 bits */
+    QEM_OUTPUT_CODES,  /* scaled codec: the stored u16 codes */
+    QEM_OUTPUT_VALUES  /* float32 values: counts, float bits or restored codes */
+} qem_output;
+
+/* Decodes scans [first, first + count) with an explicit thread count. A
+ * float file read whole is checked against logical_sha256. */
+qem_status qem_read_into(qem_file *file, uint64_t first, uint64_t count, qem_output kind,
+                         void *out, size_t out_size, int threads, qem_error *error);
+
+/* Bytes per element of `kind` for this file; 0 if the codec has none. */
+size_t qem_output_item(const qem_file *file, qem_output kind);
+
+/* Decodes every stream of `block` of a loaded chunk and writes its samples
+ * [lo, hi) as scan rows of `kind`. */
+qem_status qem_decode_block(const qem_file *file, const qem_chunk_view *view, uint64_t block,
+                            uint32_t lo, uint32_t hi, qem_output kind, uint8_t *rows, int threads,
+                            qem_error *error);
+
+/* Compares a digest of the decoded float32 bits with logical_sha256. */
+qem_status qem_logical_digest_check(const qem_file *file, const uint8_t digest[32],
+                                    qem_error *error);
 
 /* Chunk containing flat scan `scan` (binary search). */
 uint64_t qem_chunk_index_of(const qem_file *file, uint64_t scan);
 
 int qem_resolve_threads(int requested);
 
-/* --- integer codec: writing ----------------------------------------------- */
+/* Validates the float codec's empad block, keeping any mean-dark plane. */
+qem_status qem_empad_load(qem_file *file, const json_t *empad, qem_error *error);
+/* The empad block a writer stores; with `dark` (pixels floats) it carries
+ * the mean-dark recipe, its identity computed when `identity` is NULL. */
+json_t *qem_empad_new(const float *dark, uint64_t pixels, const char *identity);
+/* Recipe identity: SHA-256 of the schema, a NUL, the dark frames, the plane. */
+void qem_dark_identity(const float *plane, uint64_t pixels, const void *frames,
+                       uint64_t frames_bytes, char hex[65]);
+
+/* The scaled codec's precision report: validated regions. */
+qem_status qem_precision_load(const json_t *report, const uint64_t shape[4],
+                              qem_region **regions, uint64_t *count, qem_error *error);
+/* Scaled files must declare scaled_uint16_quantization as a change. */
+qem_status qem_precision_check_processing(const json_t *scientific, qem_error *error);
+
+/* --- writing --------------------------------------------------------------- */
 
 /* The writer's source window, for callers that fill it in place (saving
  * from .npy): room for *room more scans at the returned address. */

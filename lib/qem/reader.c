@@ -47,6 +47,8 @@ void qem_close(qem_file *f)
     free(f->block_sha);
     free(f->block_checked);
     free(f->chunks);
+    free(f->regions);
+    free(f->dark);
     free(f->tables);
     free(f);
 }
@@ -180,7 +182,22 @@ void qem_get_info(const qem_file *f, qem_file_info *info)
     info->logical_bytes = f->scans * f->pixels * qem_dtype_size(f->dtype);
     info->chunk_count = f->chunk_count;
     info->valid_pixels = f->valid_count;
-    info->spatial_fields = f->geometry.fields;
+    info->spatial_fields = f->codec == QEM_CODEC_INTEGER ? f->geometry.fields : 0;
+    info->has_dark = f->dark != NULL;
+    info->region_count = f->region_count;
+}
+
+void qem_get_calibration(const qem_file *f, qem_calibration *calibration)
+{
+    qem_metadata_calibration(json_object_get(f->header, "scientific_metadata"), calibration);
+}
+
+qem_status qem_get_dark(const qem_file *f, float *plane, size_t count)
+{
+    if (!f || !f->dark || !plane || count < f->pixels)
+        return QEM_E_INVALID_ARGUMENT;
+    memcpy(plane, f->dark, (size_t)f->pixels * sizeof *plane);
+    return QEM_OK;
 }
 
 const char *qem_header_json(const qem_file *f, size_t *length)

@@ -86,6 +86,23 @@ char *qem_summary_json(const qem_file *f)
         metadata_summary(json_object_get(f->header, "scientific_metadata")));
     if (!root)
         return NULL;
+    if (f->codec == QEM_CODEC_FLOAT32) {
+        const json_t *bg = json_object_get(json_object_get(f->header, "empad"), "background");
+        json_object_set_new(root, "dark",
+                            f->dark ? json_pack("{s:s, s:O}", "schema", "empad-mean-dark/v1",
+                                                "identity", json_object_get(bg, "identity"))
+                                    : json_null());
+    }
+    if (f->codec == QEM_CODEC_SCALED) {
+        json_t *regions = json_array();
+        for (uint64_t i = 0; i < f->region_count; i++)
+            json_array_append_new(regions,
+                                  json_pack("{s:I, s:I, s:f, s:f}", "first_frame",
+                                            (json_int_t)f->regions[i].first, "stop_frame",
+                                            (json_int_t)f->regions[i].stop, "scale",
+                                            f->regions[i].scale, "offset", f->regions[i].offset));
+        json_object_set_new(root, "regions", regions);
+    }
     char *text = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
     json_decref(root);
     return text;

@@ -6,6 +6,7 @@
 #include "common/bitpack.h"
 #include "common/error.h"
 #include "common/options.h"
+#include "common/sha256.h"
 #include "qem/qem_internal.h"
 
 #define PIXEL_GROUP 64
@@ -107,6 +108,18 @@ static qem_status compare_fields(const qem_file *f, const qem_chunk_view *v, uin
     return QEM_OK;
 }
 
+/* Integer codec: every stream decoded and every spatial sum recomputed. */
+static qem_status verify_block_integer(qem_file *f, const qem_chunk_view *v, uint64_t ci,
+                                       uint64_t b, int threads, uint64_t *sums,
+                                       uint32_t *unpacked, qem_verify_report *report,
+                                       qem_error *error)
+{
+    QEM_TRY(block_field_sums(f, v, b, sums, threads, error));
+    QEM_TRY(compare_fields(f, v, ci, b, sums, unpacked, error));
+    report->spatial_values_checked += (uint64_t)qem_block_samples(v->chunk, b) * f->geometry.fields;
+    return QEM_OK;
+}
+
 qem_status qem_verify(qem_file *f, const qem_verify_options *options, qem_verify_report *report,
                       qem_error *error)
 {
@@ -122,17 +135,21 @@ qem_status qem_verify(qem_file *f, const qem_verify_options *options, qem_verify
     memset(report, 0, sizeof *report);
     if (!f)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_verify: NULL file");
-    if (f->codec != QEM_CODEC_INTEGER)
-        return qem_fail(error, QEM_E_NOT_YET, "verifying %s is not implemented yet",
-                        qem_codec_name(f->codec));
     QEM_TRY(qem_body_check_range(f, 0, f->body_bytes, 1, &report->body_blocks_checked, error));
 
     const int threads = qem_resolve_threads(options->threads);
+    const int integer = f->codec == QEM_CODEC_INTEGER;
+    const qem_output kind = f->codec == QEM_CODEC_SCALED ? QEM_OUTPUT_CODES : QEM_OUTPUT_NATIVE;
+    const size_t row_bytes = (size_t)f->pixels * qem_output_item(f, kind);
     const uint64_t F = f->geometry.fields;
-    uint64_t *sums = malloc((size_t)(QEM_INTERVAL * F) * sizeof *sums);
-    uint32_t *unpacked = malloc(QEM_INTERVAL * sizeof *unpacked);
+    /* Integer: per-block field sums. Others: one decoded block of rows
+     * (a float chunk is a single block of at most 32 MiB). */
+    uint64_t *sums = integer ? malloc((size_t)(QEM_INTERVAL * F) * sizeof *sums) : NULL;
+    uint32_t *unpacked = integer ? malloc(QEM_INTERVAL * sizeof *unpacked) : NULL;
+    uint8_t *rows = integer ? NULL : malloc(QEM_INTERVAL * row_bytes);
+    qem_sha256 *logical = f->codec == QEM_CODEC_FLOAT32 ? qem_sha256_new() : NULL;
     qem_status st = QEM_OK;
-    if (!sums || !unpacked)
+    if (integer ? (!sums || !unpacked) : (!rows || (f->codec == QEM_CODEC_FLOAT32 && !logical)))
         st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     uint64_t done = 0;
     for (uint64_t ci = 0; ci < f->chunk_count && st == QEM_OK; ci++) {
@@ -140,13 +157,15 @@ qem_status qem_verify(qem_file *f, const qem_verify_options *options, qem_verify
         st = qem_chunk_load(f, ci, 1, &view, error);
         for (uint64_t b = 0; st == QEM_OK && b < view.chunk->blocks; b++) {
             uint32_t n = qem_block_samples(view.chunk, b);
-            st = block_field_sums(f, &view, b, sums, threads, error);
-            if (st == QEM_OK)
-                st = compare_fields(f, &view, ci, b, sums, unpacked, error);
+            if (integer)
+                st = verify_block_integer(f, &view, ci, b, threads, sums, unpacked, report, error);
+            else
+                st = qem_decode_block(f, &view, b, 0, n, kind, rows, threads, error);
+            if (st == QEM_OK && logical && qem_sha256_update(logical, rows, n * row_bytes) != 0)
+                st = qem_fail(error, QEM_E_IO, "SHA-256 computation failed");
             if (st == QEM_OK) {
-                report->streams_decoded += f->pixels;
+                report->streams_decoded += view.chunk->lanes;
                 report->samples_decoded += (uint64_t)n * f->pixels;
-                report->spatial_values_checked += (uint64_t)n * F;
             }
         }
         if (st == QEM_OK) {
@@ -156,7 +175,16 @@ qem_status qem_verify(qem_file *f, const qem_verify_options *options, qem_verify
         }
         qem_chunk_view_free(&view);
     }
+    if (st == QEM_OK && logical) {
+        uint8_t digest[QEM_SHA256_BYTES];
+        if (qem_sha256_final(logical, digest) != 0)
+            st = qem_fail(error, QEM_E_IO, "SHA-256 computation failed");
+        else
+            st = qem_logical_digest_check(f, digest, error);
+    }
+    qem_sha256_free(logical);
     free(sums);
     free(unpacked);
+    free(rows);
     return st;
 }

@@ -1,8 +1,12 @@
-/* Streaming .qem writer (integer codec). Scans arrive in order; every
- * full window of chunk_scans scans is encoded and appended to an anonymous
- * body scratch file while its 64 MiB block digests are computed. Finishing
- * writes prefix + header + body into a temporary file beside the
- * destination and links it into place. */
+/* Streaming .qem writer for all three codecs. Scans arrive in order; every
+ * full window is encoded and appended to an anonymous body scratch file
+ * while its 64 MiB block digests are computed. Finishing writes prefix +
+ * header + body into a temporary file beside the destination and links it
+ * into place.
+ *
+ * The codec follows from what is written: uint8/uint16 counts use the
+ * integer codec, float32 values the float codec, and uint16 codes with a
+ * precision report the scaled codec (whose chunks never cross a region). */
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,20 +17,31 @@
 #include "common/json.h"
 #include "common/options.h"
 #include "common/sha256.h"
-#include "qem/int_encode.h"
+#include "qem/encode.h"
 #include "qem/qem_internal.h"
 
+#define FLOAT_WINDOW_BYTES (32ull << 20)
+
 struct qem_writer {
-    qem_dtype dtype;
+    qem_codec codec;
+    qem_dtype dtype; /* element type of the window */
     uint64_t shape[4];
     uint64_t scans, pixels;
     qem_geometry geometry;
     uint8_t *valid;
     uint32_t chunk_scans;
     int threads;
-    char *source_format;
     qem_progress_fn progress;
     void *progress_user;
+
+    json_t *scientific;   /* scientific_metadata, validated */
+    json_t *metadata;     /* header "metadata" */
+    json_t *empad;        /* float codec */
+    json_t *report;       /* scaled codec: intensity_calibration */
+    json_t *attributes;   /* scaled codec, optional */
+    qem_region *regions;  /* scaled codec */
+    uint64_t region_count;
+    qem_sha256 *logical;  /* float codec: digest of the original bits */
 
     qem_publish publish;
     int body_fd;
@@ -34,7 +49,7 @@ struct qem_writer {
     qem_block_hasher hasher;
 
     uint8_t *window;
-    uint64_t window_fill;  /* scans in the window */
+    uint64_t window_fill; /* scans in the window */
     uint64_t scans_encoded;
     json_t *chunks;
     qem_rans_tables *tables;
@@ -63,12 +78,179 @@ void qem_writer_free(qem_writer *w)
     if (w->body_fd >= 0)
         close(w->body_fd);
     qem_block_hasher_free(&w->hasher);
+    qem_sha256_free(w->logical);
     free(w->valid);
-    free(w->source_format);
     free(w->window);
+    free(w->regions);
     json_decref(w->chunks);
+    json_decref(w->scientific);
+    json_decref(w->metadata);
+    json_decref(w->empad);
+    json_decref(w->report);
+    json_decref(w->attributes);
     free(w->tables);
     free(w);
+}
+
+/* Parses an optional JSON object option; NULL text gives NULL. */
+static qem_status option_object(const char *text, const char *what, json_t **out,
+                                qem_error *error)
+{
+    *out = NULL;
+    if (!text)
+        return QEM_OK;
+    qem_status st = qem_json_parse_object(text, strlen(text), QEM_E_INVALID_ARGUMENT, out, error);
+    if (st != QEM_OK)
+        return qem_fail(error, st, "%s is not a JSON object", what);
+    return QEM_OK;
+}
+
+/* The processing entry recorded when a mean-dark plane is saved. */
+static void record_dark_processing(json_t *scientific)
+{
+    json_t *processing = json_object_get(scientific, "processing");
+    size_t i;
+    json_t *entry;
+    json_array_foreach(processing, i, entry) {
+        const char *op = json_string_value(json_object_get(entry, "operation"));
+        if (op && !strcmp(op, "mean_dark_subtraction"))
+            return;
+    }
+    json_array_append_new(processing,
+                          json_pack("{s:s, s:b, s:s, s:b}", "operation", "mean_dark_subtraction",
+                                    "changes_measurements", 1, "scope", "display_and_products",
+                                    "original_measurements_preserved", 1));
+}
+
+static void record_scaled_processing(json_t *scientific)
+{
+    json_t *processing = json_object_get(scientific, "processing");
+    size_t i;
+    json_t *entry;
+    json_array_foreach(processing, i, entry) {
+        const char *op = json_string_value(json_object_get(entry, "operation"));
+        if (op && !strcmp(op, "scaled_uint16_quantization"))
+            return;
+    }
+    json_array_append_new(processing, json_pack("{s:s, s:b}", "operation",
+                                                "scaled_uint16_quantization",
+                                                "changes_measurements", 1));
+}
+
+/* Builds and validates the metadata the header will carry. */
+static qem_status prepare_metadata(qem_writer *w, const qem_save_options *o, qem_error *error)
+{
+    json_t *source = NULL;
+    QEM_TRY(option_object(o->scientific_metadata_json, "scientific_metadata", &w->scientific,
+                          error));
+    QEM_TRY(option_object(o->metadata_json, "metadata", &w->metadata, error));
+    if (!w->scientific) {
+        QEM_TRY(option_object(o->source_metadata_json, "source_metadata", &source, error));
+        w->scientific = qem_metadata_new(w->shape, o->source_format ? o->source_format : "unknown",
+                                         source);
+        json_decref(source);
+        if (!w->scientific)
+            return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    }
+    if (!w->metadata)
+        w->metadata = json_pack("{s:s}", "producer", "qem " QEM_VERSION_STRING);
+    if (o->calibration_json) {
+        json_t *calibration = NULL;
+        QEM_TRY(option_object(o->calibration_json, "the calibration file", &calibration, error));
+        qem_status st = qem_metadata_apply_calibration(w->scientific, calibration, error);
+        json_decref(calibration);
+        QEM_TRY(st);
+    }
+    if (w->codec == QEM_CODEC_SCALED)
+        record_scaled_processing(w->scientific);
+    if (w->codec == QEM_CODEC_FLOAT32 && o->dark)
+        record_dark_processing(w->scientific);
+    const char *stored = w->codec == QEM_CODEC_SCALED ? "uint16" : qem_dtype_name(w->dtype);
+    return qem_metadata_validate(w->scientific, w->metadata, w->shape, stored, error);
+}
+
+static qem_status prepare_codec(qem_writer *w, const qem_save_options *o, qem_error *error)
+{
+    if (w->codec == QEM_CODEC_SCALED) {
+        QEM_TRY(option_object(o->intensity_calibration_json, "intensity_calibration", &w->report,
+                              error));
+        QEM_TRY(option_object(o->attributes_json, "attributes", &w->attributes, error));
+        qem_status st = qem_precision_load(w->report, w->shape, &w->regions, &w->region_count,
+                                           error);
+        if (st != QEM_OK)
+            return qem_fail(error, QEM_E_INVALID_ARGUMENT, "the precision report is invalid");
+        return QEM_OK;
+    }
+    if (w->codec == QEM_CODEC_FLOAT32) {
+        if (o->empad_json) {
+            QEM_TRY(option_object(o->empad_json, "empad", &w->empad, error));
+            if (o->dark) { /* a new recipe replaces the kept one */
+                json_t *fresh = qem_empad_new(o->dark, w->pixels, o->dark_identity);
+                json_object_set(w->empad, "background", json_object_get(fresh, "background"));
+                json_decref(fresh);
+            }
+        } else {
+            w->empad = qem_empad_new(o->dark, w->pixels, o->dark_identity);
+        }
+        w->logical = qem_sha256_new();
+        if (!w->empad || !w->logical)
+            return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    }
+    return QEM_OK;
+}
+
+/* Checks what the chosen codec can store. */
+static qem_status check_request(qem_codec codec, qem_dtype dtype, const uint64_t shape[4],
+                                const qem_save_options *o, qem_error *error)
+{
+    for (int i = 0; i < 4; i++)
+        if (shape[i] == 0 || shape[i] >= QEM_AXIS_LIMIT)
+            return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                            "every axis must lie in 1..16777215; axis %d is %llu", i,
+                            (unsigned long long)shape[i]);
+    const uint64_t pixels = shape[2] * shape[3];
+    if (codec == QEM_CODEC_SCALED && dtype != QEM_DTYPE_UINT16)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "scaled codes are uint16; a precision report needs uint16 data");
+    if (codec != QEM_CODEC_INTEGER && o->valid) {
+        for (uint64_t p = 0; p < pixels; p++)
+            if (!o->valid[p])
+                return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                                "%s cannot store a detector validity mask; save without one",
+                                qem_codec_name(codec));
+    }
+    if (codec != QEM_CODEC_FLOAT32 && (o->dark || o->empad_json))
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "a mean-dark plane and the empad block belong to float32 data");
+    if (codec == QEM_CODEC_FLOAT32 && 4 * pixels > FLOAT_WINDOW_BYTES)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "a float32 frame of %llu pixels exceeds the float codec's 32 MiB window",
+                        (unsigned long long)pixels);
+    return QEM_OK;
+}
+
+/* Scans per chunk: the option, capped by the codec's limits. */
+static qem_status chunk_limit(qem_codec codec, const uint64_t shape[4], uint32_t requested,
+                              uint64_t *out, qem_error *error)
+{
+    const uint64_t scans = shape[0] * shape[1], pixels = shape[2] * shape[3];
+    uint64_t chunk = requested ? requested : QEM_INTERVAL;
+    if (codec == QEM_CODEC_FLOAT32) {
+        uint64_t cap = FLOAT_WINDOW_BYTES / (4 * pixels);
+        cap = cap < QEM_INTERVAL ? cap : QEM_INTERVAL;
+        chunk = chunk < cap ? chunk : cap;
+    }
+    if (chunk > scans)
+        chunk = scans;
+    uint64_t blocks = (chunk + QEM_INTERVAL - 1) / QEM_INTERVAL, worst;
+    uint64_t per_stream = 2 * (chunk < QEM_INTERVAL ? chunk : QEM_INTERVAL) + 4;
+    if (qem_mul_overflow_u64(blocks * pixels, per_stream, &worst) || worst >= (1ull << 32))
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "%llu scans per chunk are too many for %llu detector pixels (32-bit "
+                        "payload offsets); use fewer scans per chunk",
+                        (unsigned long long)chunk, (unsigned long long)pixels);
+    *out = chunk;
+    return QEM_OK;
 }
 
 qem_status qem_writer_create(const char *dest, qem_dtype dtype, const uint64_t shape[4],
@@ -87,57 +269,48 @@ qem_status qem_writer_create(const char *dest, qem_dtype dtype, const uint64_t s
                         "destination '%s' must end in .qem; the format is recognised by its "
                         "signature, but the name should say what the file is",
                         dest);
-    if (dtype == QEM_DTYPE_FLOAT32)
-        return qem_fail(error, QEM_E_NOT_YET,
-                        "saving float32 data (float32-bit-lanes-rans-v1) is not implemented yet");
-    if (dtype != QEM_DTYPE_UINT8 && dtype != QEM_DTYPE_UINT16)
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "dtype must be uint8 or uint16");
-    for (int i = 0; i < 4; i++)
-        if (shape[i] == 0 || shape[i] >= QEM_AXIS_LIMIT)
-            return qem_fail(error, QEM_E_INVALID_ARGUMENT,
-                            "every axis must lie in 1..16777215; axis %d is %llu", i,
-                            (unsigned long long)shape[i]);
-    const uint64_t scans = shape[0] * shape[1], pixels = shape[2] * shape[3];
-    uint64_t chunk = options->chunk_scans ? options->chunk_scans : QEM_INTERVAL;
-    if (chunk > scans)
-        chunk = scans;
-    uint64_t blocks = (chunk + QEM_INTERVAL - 1) / QEM_INTERVAL, worst;
-    uint64_t per_stream = 2 * (chunk < QEM_INTERVAL ? chunk : QEM_INTERVAL) + 4;
-    if (qem_mul_overflow_u64(blocks * pixels, per_stream, &worst) || worst >= (1ull << 32))
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
-                        "%llu scans per chunk are too many for %llu detector pixels (32-bit "
-                        "payload offsets); use fewer scans per chunk",
-                        (unsigned long long)chunk, (unsigned long long)pixels);
+    if (dtype != QEM_DTYPE_UINT8 && dtype != QEM_DTYPE_UINT16 && dtype != QEM_DTYPE_FLOAT32)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "dtype must be uint8, uint16 or float32");
+    const qem_codec codec = dtype == QEM_DTYPE_FLOAT32       ? QEM_CODEC_FLOAT32
+                            : options->intensity_calibration_json ? QEM_CODEC_SCALED
+                                                                : QEM_CODEC_INTEGER;
+    QEM_TRY(check_request(codec, dtype, shape, options, error));
+    uint64_t chunk = 0;
+    QEM_TRY(chunk_limit(codec, shape, options->chunk_scans, &chunk, error));
 
     qem_writer *w = calloc(1, sizeof *w);
     if (!w)
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     w->body_fd = -1;
     w->publish.fd = -1;
+    w->codec = codec;
     w->dtype = dtype;
     memcpy(w->shape, shape, sizeof w->shape);
-    w->scans = scans;
-    w->pixels = pixels;
+    w->scans = shape[0] * shape[1];
+    w->pixels = shape[2] * shape[3];
     qem_geometry_init(&w->geometry, shape[2], shape[3]);
     w->chunk_scans = (uint32_t)chunk;
     w->threads = qem_resolve_threads(options->threads);
     w->progress = options->progress;
     w->progress_user = options->progress_user;
-    w->valid = malloc((size_t)pixels);
-    w->window = malloc((size_t)(chunk * pixels * qem_dtype_size(dtype)));
+    w->valid = malloc((size_t)w->pixels);
+    w->window = malloc((size_t)(chunk * w->pixels * qem_dtype_size(dtype)));
     w->chunks = json_array();
     w->tables = malloc(sizeof *w->tables);
-    w->source_format = strdup(options->source_format ? options->source_format : "unknown");
     qem_status st = QEM_OK;
-    if (!w->valid || !w->window || !w->chunks || !w->tables || !w->source_format) {
+    if (!w->valid || !w->window || !w->chunks || !w->tables) {
         st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory for a %llu-scan window",
                       (unsigned long long)chunk);
         goto fail;
     }
-    for (uint64_t p = 0; p < pixels; p++)
+    for (uint64_t p = 0; p < w->pixels; p++)
         w->valid[p] = options->valid ? (options->valid[p] != 0) : 1;
     qem_rans_tables_init(w->tables);
-    st = qem_publish_begin(&w->publish, dest, error);
+    st = prepare_codec(w, options, error);
+    if (st == QEM_OK)
+        st = prepare_metadata(w, options, error);
+    if (st == QEM_OK)
+        st = qem_publish_begin(&w->publish, dest, error);
     if (st == QEM_OK)
         st = qem_scratch_open(w->publish.dir, &w->body_fd, error);
     if (st == QEM_OK)
@@ -171,40 +344,91 @@ static qem_status body_align(qem_writer *w, uint64_t *offset, qem_error *error)
     return QEM_OK;
 }
 
+/* Column codecs: `narrays` 8-byte aligned arrays, described as
+ * {"arrays": [{count, offset}...]} (plus "region" for the scaled codec). */
+static qem_status write_column_arrays(qem_writer *w, const qem_encoded_chunk *e, int narrays,
+                                      json_t *chunk, qem_error *error)
+{
+    const void *data[QEM_INT_ARRAYS] = {e->payload,       e->offsets,         e->models,
+                                        e->spatial_words, e->spatial_offsets, e->spatial_widths};
+    const uint64_t counts[QEM_INT_ARRAYS] = {e->payload_bytes,      e->streams + 1,
+                                             e->streams,            e->spatial_word_count,
+                                             e->spatial_streams + 1, e->spatial_streams};
+    const uint64_t item[QEM_INT_ARRAYS] = {1, 4, 1, 4, 8, 1};
+    json_t *arrays = json_array();
+    if (!arrays || json_object_set_new(chunk, "arrays", arrays) != 0)
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    for (int a = 0; a < narrays; a++) {
+        uint64_t offset = 0;
+        QEM_TRY(body_align(w, &offset, error));
+        QEM_TRY(body_append(w, data[a], counts[a] * item[a], error));
+        if (json_array_append_new(arrays, json_pack("{s:I, s:I}", "count", (json_int_t)counts[a],
+                                                    "offset", (json_int_t)offset)) != 0)
+            return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    }
+    return QEM_OK;
+}
+
+/* Float codec: payload, offsets and models back to back; an empty payload
+ * keeps one padding byte because a zero-length array is not allowed. */
+static qem_status write_float_arrays(qem_writer *w, const qem_encoded_chunk *e, json_t *chunk,
+                                     qem_error *error)
+{
+    static const uint8_t pad = 0;
+    const uint64_t payload_bytes = e->payload_bytes ? e->payload_bytes : 1;
+    const uint64_t payload_offset = w->body_bytes;
+    QEM_TRY(body_append(w, e->payload_bytes ? e->payload : &pad, payload_bytes, error));
+    const uint64_t offset_offset = w->body_bytes;
+    QEM_TRY(body_append(w, e->offsets, (e->streams + 1) * 4, error));
+    const uint64_t model_offset = w->body_bytes;
+    QEM_TRY(body_append(w, e->models, e->streams, error));
+    json_t *fields = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "payload_offset",
+                               (json_int_t)payload_offset, "payload_bytes",
+                               (json_int_t)payload_bytes, "offset_offset",
+                               (json_int_t)offset_offset, "offset_bytes",
+                               (json_int_t)((e->streams + 1) * 4), "model_offset",
+                               (json_int_t)model_offset, "model_bytes", (json_int_t)e->streams);
+    if (!fields || json_object_update(chunk, fields) != 0) {
+        json_decref(fields);
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    }
+    json_decref(fields);
+    return QEM_OK;
+}
+
+/* The region containing flat scan `scan` (scaled codec). */
+static uint64_t region_of(const qem_writer *w, uint64_t scan)
+{
+    uint64_t r = 0;
+    while (r + 1 < w->region_count && w->regions[r].stop <= scan)
+        r++;
+    return r;
+}
+
 static qem_status write_chunk(qem_writer *w, qem_error *error)
 {
     const uint64_t scans = w->window_fill;
+    const size_t window_bytes = (size_t)(scans * w->pixels * qem_dtype_size(w->dtype));
+    if (w->logical && qem_sha256_update(w->logical, w->window, window_bytes) != 0)
+        return qem_fail(error, QEM_E_IO, "SHA-256 computation failed");
     qem_encoded_chunk e;
-    QEM_TRY(qem_encode_chunk(w->tables, &w->geometry, w->valid, w->window, w->dtype, scans,
-                             w->threads, &e, error));
-    const void *data[QEM_INT_ARRAYS] = {e.payload,       e.offsets,         e.models,
-                                        e.spatial_words, e.spatial_offsets, e.spatial_widths};
-    const uint64_t counts[QEM_INT_ARRAYS] = {e.payload_bytes,      e.streams + 1,
-                                             e.streams,            e.spatial_word_count,
-                                             e.spatial_streams + 1, e.spatial_streams};
-    const uint64_t item[QEM_INT_ARRAYS] = {1, 4, 1, 4, 8, 1};
-    json_t *arrays = json_array();
-    qem_status st = arrays ? QEM_OK : qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
-    for (int a = 0; a < QEM_INT_ARRAYS && st == QEM_OK; a++) {
-        uint64_t offset = 0;
-        st = body_align(w, &offset, error);
-        if (st == QEM_OK)
-            st = body_append(w, data[a], counts[a] * item[a], error);
-        if (st == QEM_OK &&
-            json_array_append_new(arrays, json_pack("{s:I, s:I}", "count", (json_int_t)counts[a],
-                                                    "offset", (json_int_t)offset)) != 0)
-            st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
-    }
+    QEM_TRY(qem_encode_chunk(w->tables, w->codec, &w->geometry, w->valid, w->window, w->dtype,
+                             scans, w->threads, &e, error));
+    json_t *chunk = json_pack("{s:I, s:I}", "first", (json_int_t)w->scans_encoded, "scans",
+                              (json_int_t)scans);
+    qem_status st = chunk ? QEM_OK : qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    if (st == QEM_OK && w->codec == QEM_CODEC_FLOAT32)
+        st = write_float_arrays(w, &e, chunk, error);
+    else if (st == QEM_OK)
+        st = write_column_arrays(w, &e, w->codec == QEM_CODEC_INTEGER ? QEM_INT_ARRAYS : 3, chunk,
+                                 error);
+    if (st == QEM_OK && w->codec == QEM_CODEC_SCALED)
+        json_object_set_new(chunk, "region", json_integer((json_int_t)region_of(w, w->scans_encoded)));
     qem_encoded_chunk_free(&e);
-    if (st == QEM_OK &&
-        json_array_append_new(w->chunks, json_pack("{s:o, s:I, s:I}", "arrays", arrays, "first",
-                                                   (json_int_t)w->scans_encoded, "scans",
-                                                   (json_int_t)scans)) != 0)
-        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
-    if (st != QEM_OK) {
-        json_decref(arrays);
-        return st;
-    }
+    if (st == QEM_OK && json_array_append(w->chunks, chunk) != 0)
+        st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    json_decref(chunk);
+    QEM_TRY(st);
     w->scans_encoded += scans;
     w->window_fill = 0;
     if (w->progress && w->progress(w->progress_user, w->scans_encoded, w->scans))
@@ -214,9 +438,12 @@ static qem_status write_chunk(qem_writer *w, qem_error *error)
 
 void *qem_writer_window(qem_writer *w, uint64_t *room)
 {
-    uint64_t remaining = w->scans - w->scans_encoded - w->window_fill;
+    const uint64_t next = w->scans_encoded + w->window_fill;
     uint64_t space = w->chunk_scans - w->window_fill;
-    *room = space < remaining ? space : remaining;
+    uint64_t limit = w->scans - next;
+    if (w->codec == QEM_CODEC_SCALED) /* a chunk never crosses a region */
+        limit = w->regions[region_of(w, w->scans_encoded)].stop - next;
+    *room = space < limit ? space : limit;
     return w->window + w->window_fill * w->pixels * qem_dtype_size(w->dtype);
 }
 
@@ -227,8 +454,8 @@ qem_status qem_writer_commit(qem_writer *w, uint64_t count, qem_error *error)
     if (count > room)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "more scans than the window holds");
     w->window_fill += count;
-    if (w->window_fill == w->chunk_scans ||
-        w->scans_encoded + w->window_fill == w->scans) {
+    qem_writer_window(w, &room);
+    if (w->window_fill > 0 && room == 0) {
         qem_status st = write_chunk(w, error);
         if (st != QEM_OK)
             w->broken = 1;
@@ -283,7 +510,36 @@ static char *valid_hex(const uint8_t *valid, uint64_t pixels)
     return hex;
 }
 
-static json_t *build_header(qem_writer *w)
+/* Adds the codec's own keys to the common header. */
+static qem_status codec_keys(qem_writer *w, json_t *h, qem_error *error)
+{
+    int failed = 0;
+    if (w->codec == QEM_CODEC_INTEGER) {
+        char *valid = valid_hex(w->valid, w->pixels);
+        failed |= !valid || json_object_set_new(h, "valid", json_string(valid)) != 0;
+        free(valid);
+        failed |= json_object_set_new(h, "interval", json_integer(QEM_INTERVAL)) != 0;
+        failed |= json_object_set_new(h, "dtype", json_string(qem_dtype_name(w->dtype))) != 0;
+    } else if (w->codec == QEM_CODEC_SCALED) {
+        failed |= json_object_set_new(h, "interval", json_integer(QEM_INTERVAL)) != 0;
+        failed |= json_object_set_new(h, "dtype", json_string("uint16")) != 0;
+        failed |= json_object_set(h, "intensity_calibration", w->report) != 0;
+        if (w->attributes)
+            failed |= json_object_set(h, "attributes", w->attributes) != 0;
+    } else {
+        uint8_t digest[QEM_SHA256_BYTES];
+        char hex[65];
+        if (qem_sha256_final(w->logical, digest) != 0)
+            return qem_fail(error, QEM_E_IO, "SHA-256 computation failed");
+        qem_sha256_hex(digest, hex);
+        failed |= json_object_set_new(h, "dtype", json_string("float32")) != 0;
+        failed |= json_object_set_new(h, "logical_sha256", json_string(hex)) != 0;
+        failed |= json_object_set(h, "empad", w->empad) != 0;
+    }
+    return failed ? qem_fail(error, QEM_E_NO_MEMORY, "out of memory building the header") : QEM_OK;
+}
+
+static qem_status build_header(qem_writer *w, json_t **out, qem_error *error)
 {
     json_t *sha = json_array();
     for (size_t i = 0; sha && i < w->hasher.count; i++) {
@@ -291,26 +547,24 @@ static json_t *build_header(qem_writer *w)
         qem_sha256_hex(w->hasher.digests[i], hex);
         json_array_append_new(sha, json_string(hex));
     }
-    char *valid = valid_hex(w->valid, w->pixels);
-    json_t *metadata = json_pack("{s:s}", "producer", "qem " QEM_VERSION_STRING);
-    json_t *scientific = qem_metadata_new(w->shape, w->source_format);
-    json_t *header = NULL;
-    if (sha && valid && metadata && scientific)
-        header = json_pack(
-            "{s:I, s:O, s:s, s:s, s:i, s:s, s:i, s:o, s:s, s:o, s:o, s:[I,I,I,I], s:s, s:i}",
-            "bytes", (json_int_t)w->body_bytes, "chunks", w->chunks, "codec",
-            qem_codec_name(QEM_CODEC_INTEGER), "container", "quantem.qem", "container_version", 1,
-            "dtype", qem_dtype_name(w->dtype), "interval", (int)QEM_INTERVAL, "metadata",
-            metadata, "profile", qem_codec_name(QEM_CODEC_INTEGER), "scientific_metadata",
-            scientific, "sha256", sha, "shape", (json_int_t)w->shape[0], (json_int_t)w->shape[1],
-            (json_int_t)w->shape[2], (json_int_t)w->shape[3], "valid", valid, "version", 1);
-    else {
-        json_decref(sha);
-        json_decref(metadata);
-        json_decref(scientific);
+    const char *codec = qem_codec_name(w->codec);
+    json_t *h = sha ? json_pack("{s:I, s:O, s:s, s:s, s:i, s:O, s:s, s:O, s:o, s:[I,I,I,I], s:i}",
+                                "bytes", (json_int_t)w->body_bytes, "chunks", w->chunks, "codec",
+                                codec, "container", "quantem.qem", "container_version", 1,
+                                "metadata", w->metadata, "profile", codec, "scientific_metadata",
+                                w->scientific, "sha256", sha, "shape", (json_int_t)w->shape[0],
+                                (json_int_t)w->shape[1], (json_int_t)w->shape[2],
+                                (json_int_t)w->shape[3], "version", 1)
+                    : NULL;
+    if (!h)
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory building the header");
+    qem_status st = codec_keys(w, h, error);
+    if (st != QEM_OK) {
+        json_decref(h);
+        return st;
     }
-    free(valid);
-    return header;
+    *out = h;
+    return QEM_OK;
 }
 
 qem_status qem_writer_finish(qem_writer *w, qem_error *error)
@@ -329,9 +583,8 @@ qem_status qem_writer_finish(qem_writer *w, qem_error *error)
     }
     w->broken = 1; /* whatever happens below, the writer is spent */
     QEM_TRY(qem_block_hasher_finish(&w->hasher, error));
-    json_t *header = build_header(w);
-    if (!header)
-        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory building the header");
+    json_t *header = NULL;
+    QEM_TRY(build_header(w, &header, error));
     size_t size = 0;
     char *text = qem_json_dump_canonical(header, &size);
     json_decref(header);

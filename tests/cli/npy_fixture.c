@@ -1,6 +1,6 @@
 /* Writes small .npy files for the CLI tests: npy_fixture KIND OUT, where
- * KIND is u16 (a 4D uint16 array), f32 (4D float32), mask (8x8 bool with
- * one invalid pixel) or 3d (a 3D uint16 stack). */
+ * KIND is u16 (a 4D uint16 array), f32 (4D float32), mask (8x8 with one
+ * invalid pixel), dark (an 8x8 float32 plane) or 3d (a 3D uint16 stack). */
 #include "test_util.h"
 
 int main(int argc, char **argv)
@@ -30,6 +30,14 @@ int main(int argc, char **argv)
         m[9] = 0;
         if (qem_npy_writer_create(out, QEM_DTYPE_UINT8, 2, shape, &w, &e) != QEM_OK ||
             qem_npy_writer_append(w, m, 64, &e) != QEM_OK || qem_npy_writer_finish(w, &e) != QEM_OK)
+            return 1;
+    } else if (!strcmp(kind, "dark")) {
+        uint64_t shape[2] = {8, 8};
+        float d[64];
+        for (int i = 0; i < 64; i++)
+            d[i] = 0.5f + (float)i / 64.0f;
+        if (qem_npy_writer_create(out, QEM_DTYPE_FLOAT32, 2, shape, &w, &e) != QEM_OK ||
+            qem_npy_writer_append(w, d, 64, &e) != QEM_OK || qem_npy_writer_finish(w, &e) != QEM_OK)
             return 1;
     } else if (!strcmp(kind, "3d")) {
         uint64_t shape[3] = {12, 8, 8};

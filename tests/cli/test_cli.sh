@@ -27,7 +27,7 @@ contains() {
 
 expect 2 "no arguments" -- "$QEM"
 expect 0 "--help" -- "$QEM" --help
-contains "$T/out" "save IN.npy OUT.qem"
+contains "$T/out" "save IN OUT.qem"
 expect 0 "--version" -- "$QEM" --version
 contains "$T/out" "qem 0.1.0"
 expect 0 "help save" -- "$QEM" help save
@@ -76,9 +76,42 @@ expect 1 "existing destination" -- "$QEM" save "$T/a.npy" "$T/a.qem"
 contains "$T/err" "already exists"
 if cmp -s "$T/a.qem" "$T/keep.qem"; then ok; else bad "existing destination was altered"; fi
 expect 1 "existing export destination" -- "$QEM" export "$T/a.qem" "$T/b.npy"
+
+# float32: every bit kept; a dark plane is recorded but never applied.
 expect 0 "f32 fixture" -- "$NPY" f32 "$T/f.npy"
-expect 1 "float32 source" -- "$QEM" save "$T/f.npy" "$T/f.qem"
-contains "$T/err" "not implemented yet"
+expect 0 "dark fixture" -- "$NPY" dark "$T/dark.npy"
+expect 0 "float32 save" -- "$QEM" save "$T/f.npy" "$T/f.qem" --dark "$T/dark.npy"
+contains "$T/out" "float32-bit-lanes-rans-v1"
+expect 0 "float32 info" -- "$QEM" info "$T/f.qem"
+contains "$T/out" "mean-dark plane"
+contains "$T/out" "mean_dark_subtraction"
+expect 0 "float32 verify" -- "$QEM" verify "$T/f.qem"
+expect 0 "float32 export" -- "$QEM" export "$T/f.qem" "$T/f2.npy"
+if cmp -s "$T/f.npy" "$T/f2.npy"; then ok; else bad "float32 export differs from the source"; fi
+expect 1 "float32 with a mask" -- "$QEM" save "$T/f.npy" "$T/fm.qem" --valid "$T/mask.npy"
+contains "$T/err" "validity mask"
+expect 1 "dark for counts" -- "$QEM" save "$T/u16.npy" "$T/ud.qem" --dark "$T/dark.npy"
+
+# Calibration: recorded quantities and overrides, shown apart; kept on re-save.
+cat > "$T/cal.json" <<'JSON'
+{"quantities": {"electron_source/accelerating_voltage": {"value": 300000, "unit": "V"},
+                "scan_controller/regular_scan/pixel_size_row": {"value": 0.5, "unit": "nm"},
+                "scan_controller/regular_scan/pixel_size_column": {"value": 0.5, "unit": "nm"}},
+ "overrides": {"illumination_system/semi_convergence_angle":
+                  {"value": 21.4, "unit": "mrad", "evidence": "aperture calibration 2026-11"}}}
+JSON
+expect 0 "save --calibration" -- "$QEM" save "$T/u16.npy" "$T/c.qem" --calibration "$T/cal.json"
+expect 0 "info calibration" -- "$QEM" info "$T/c.qem"
+contains "$T/out" "accelerating_voltage = 300 kV"
+contains "$T/out" "scan_row = 5 angstrom"
+contains "$T/out" "semi_convergence_angle = 21.4 mrad (user_override)"
+expect 0 "re-save" -- "$QEM" save "$T/c.qem" "$T/c2.qem" --chunk-scans 5
+expect 0 "info re-saved" -- "$QEM" info "$T/c2.qem"
+contains "$T/out" "semi_convergence_angle = 21.4 mrad (user_override)"
+contains "$T/out" "chunks             3"
+echo '{"overrides": {"illumination_system/semi_convergence_angle": {"value": 21.4, "unit": "mrad"}}}' > "$T/noev.json"
+expect 1 "override without evidence" -- "$QEM" save "$T/u16.npy" "$T/n.qem" --calibration "$T/noev.json"
+contains "$T/err" "evidence"
 expect 0 "3d fixture" -- "$NPY" 3d "$T/s.npy"
 expect 1 "3D source" -- "$QEM" save "$T/s.npy" "$T/s.qem"
 contains "$T/err" "4D"

@@ -131,6 +131,146 @@ static void check_integer_fixture(const char *name)
     json_decref(facts);
 }
 
+/* Reads a whole fixture .npy into memory. */
+static uint8_t *fixture_array(const char *rel, qem_npy_info *info)
+{
+    qem_npy *npy = NULL;
+    qem_error e = {0};
+    CHECK_OK(qem_npy_open(fixture_path(rel), &npy, &e), &e);
+    if (!npy)
+        return NULL;
+    qem_npy_get_info(npy, info);
+    uint8_t *data = malloc((size_t)(info->elements * qem_dtype_size(info->dtype)));
+    CHECK_OK(qem_npy_read(npy, 0, info->elements, data, &e), &e);
+    qem_npy_close(npy);
+    return data;
+}
+
+static void check_digest(const void *data, size_t size, json_t *facts)
+{
+    uint8_t digest[32];
+    char hex[65];
+    qem_sha256_oneshot(data, size, digest);
+    qem_sha256_hex(digest, hex);
+    CHECK(!strcmp(hex, json_string_value(json_object_get(facts, "original_sha256"))));
+}
+
+/* float32 bits, compared as bits so that NaN payloads count. */
+static void check_float_fixture(const char *name)
+{
+    char rel[256];
+    snprintf(rel, sizeof rel, "qem/%s.json", name);
+    json_t *facts = load_json(fixture_path(rel));
+    snprintf(rel, sizeof rel, "qem/%s.qem", name);
+    qem_error e = {0};
+    qem_file *f = NULL;
+    CHECK_OK(qem_open(fixture_path(rel), NULL, &f, &e), &e);
+    snprintf(rel, sizeof rel, "qem/%s.npy", name);
+    qem_npy_info ninfo;
+    uint8_t *original = fixture_array(rel, &ninfo);
+    if (!f || !original || !facts) {
+        qem_close(f);
+        free(original);
+        json_decref(facts);
+        return;
+    }
+    qem_file_info info;
+    qem_get_info(f, &info);
+    CHECK_EQ_U64(info.codec, QEM_CODEC_FLOAT32);
+    CHECK_EQ_U64(info.dtype, QEM_DTYPE_FLOAT32);
+    CHECK_EQ_U64(ninfo.dtype, QEM_DTYPE_FLOAT32);
+    CHECK_EQ_U64(info.chunk_count, 2);
+    CHECK_EQ_U64(info.file_bytes, json_integer_value(json_object_get(facts, "file_bytes")));
+    CHECK(!info.has_dark);
+    size_t bytes = (size_t)qem_read_scans_bound(f, info.scans);
+    CHECK_EQ_U64(bytes, ninfo.elements * 4);
+    uint8_t *decoded = malloc(bytes);
+    CHECK_OK(qem_read_scans(f, 0, info.scans, decoded, bytes, &e), &e);
+    CHECK(memcmp(decoded, original, bytes) == 0);
+    check_digest(decoded, bytes, facts);
+    /* The special classes really are in there. */
+    int nan_payloads = 0, neg_zero = 0, subnormal = 0, inf = 0;
+    for (size_t k = 0; k < bytes / 4; k++) {
+        uint32_t b;
+        memcpy(&b, decoded + 4 * k, 4);
+        uint32_t exp = (b >> 23) & 255, man = b & 0x7fffff;
+        nan_payloads += exp == 255 && man != 0 && man != 0x400000;
+        neg_zero += b == 0x80000000u;
+        subnormal += exp == 0 && man != 0;
+        inf += exp == 255 && man == 0;
+    }
+    CHECK(nan_payloads > 0 && neg_zero > 0 && subnormal > 0 && inf > 0);
+    /* A window, and values (identical bits for this codec). */
+    float *values = malloc(bytes);
+    CHECK_OK(qem_read_values(f, 0, info.scans, values, bytes, &e), &e);
+    CHECK(memcmp(values, original, bytes) == 0);
+    CHECK_OK(qem_read_scans(f, 3, 2, decoded, bytes, &e), &e);
+    CHECK(memcmp(decoded, original + 3 * info.pixels * 4, 2 * info.pixels * 4) == 0);
+    uint16_t codes[4];
+    CHECK_STATUS(qem_read_codes(f, 0, 1, codes, sizeof codes, &e), QEM_E_WRONG_CODEC, &e);
+    qem_verify_report report;
+    CHECK_OK(qem_verify(f, NULL, &report, &e), &e);
+    CHECK_EQ_U64(report.streams_decoded, 2 * 2 * info.pixels);
+    free(values);
+    free(decoded);
+    free(original);
+    qem_close(f);
+    json_decref(facts);
+}
+
+/* Scaled codes restore to the expected float32 values; codes are never
+ * presented as counts. */
+static void check_scaled_fixture(const char *name)
+{
+    char rel[256];
+    snprintf(rel, sizeof rel, "qem/%s.json", name);
+    json_t *facts = load_json(fixture_path(rel));
+    snprintf(rel, sizeof rel, "qem/%s.qem", name);
+    qem_error e = {0};
+    qem_file *f = NULL;
+    CHECK_OK(qem_open(fixture_path(rel), NULL, &f, &e), &e);
+    qem_npy_info vinfo, cinfo;
+    snprintf(rel, sizeof rel, "qem/%s.npy", name);
+    uint8_t *values = fixture_array(rel, &vinfo);
+    snprintf(rel, sizeof rel, "qem/%s.codes.npy", name);
+    uint8_t *codes = fixture_array(rel, &cinfo);
+    if (!f || !values || !codes || !facts) {
+        qem_close(f);
+        free(values);
+        free(codes);
+        json_decref(facts);
+        return;
+    }
+    qem_file_info info;
+    qem_get_info(f, &info);
+    CHECK_EQ_U64(info.codec, QEM_CODEC_SCALED);
+    CHECK_EQ_U64(info.dtype, QEM_DTYPE_FLOAT32);
+    CHECK_EQ_U64(info.region_count, 2);
+    CHECK_EQ_U64(info.chunk_count, 3);
+    CHECK_EQ_U64(vinfo.dtype, QEM_DTYPE_FLOAT32);
+    CHECK_EQ_U64(cinfo.dtype, QEM_DTYPE_UINT16);
+    const size_t n = (size_t)(info.scans * info.pixels);
+    float *restored = malloc(n * 4);
+    uint16_t *stored = malloc(n * 2);
+    CHECK_OK(qem_read_values(f, 0, info.scans, restored, n * 4, &e), &e);
+    CHECK(memcmp(restored, values, n * 4) == 0);
+    check_digest(restored, n * 4, facts);
+    CHECK_OK(qem_read_codes(f, 0, info.scans, stored, n * 2, &e), &e);
+    CHECK(memcmp(stored, codes, n * 2) == 0);
+    /* A window crossing the region boundary at frame 4. */
+    CHECK_OK(qem_read_values(f, 2, 5, restored, n * 4, &e), &e);
+    CHECK(memcmp(restored, values + 2 * info.pixels * 4, 5 * info.pixels * 4) == 0);
+    CHECK_STATUS(qem_read_scans(f, 0, 1, stored, n * 2, &e), QEM_E_WRONG_CODEC, &e);
+    CHECK(strstr(e.message, "not detector counts") != NULL);
+    CHECK_OK(qem_verify(f, NULL, NULL, &e), &e);
+    free(restored);
+    free(stored);
+    free(values);
+    free(codes);
+    qem_close(f);
+    json_decref(facts);
+}
+
 static void check_corrupt(void)
 {
     json_t *manifest = load_json(fixture_path("qem/corrupt/corrupt.json"));
@@ -196,7 +336,7 @@ int main(void)
 {
     json_t *index = load_json(fixture_path("qem/INDEX.json"));
     CHECK(index != NULL);
-    size_t i, integer = 0;
+    size_t i, integer = 0, others = 0;
     json_t *fx;
     json_array_foreach(json_object_get(index, "fixtures"), i, fx) {
         const char *name = json_string_value(json_object_get(fx, "name"));
@@ -204,18 +344,16 @@ int main(void)
         if (!strcmp(codec, "runtime-column-rans-spatial-v2")) {
             check_integer_fixture(name);
             integer++;
-        } else {
-            /* The float and scaled codecs are recognised, and refused as
-             * not yet implemented rather than misread. */
-            char rel[256];
-            snprintf(rel, sizeof rel, "qem/%s.qem", name);
-            qem_error e = {0};
-            qem_file *f = NULL;
-            CHECK_STATUS(qem_open(fixture_path(rel), NULL, &f, &e), QEM_E_NOT_YET, &e);
-            qem_close(f);
+        } else if (!strcmp(codec, "float32-bit-lanes-rans-v1")) {
+            check_float_fixture(name);
+            others++;
+        } else if (!strcmp(codec, "scaled-uint16-column-rans-v1")) {
+            check_scaled_fixture(name);
+            others++;
         }
     }
     CHECK_EQ_U64(integer, 3);
+    CHECK_EQ_U64(others, 2);
     json_decref(index);
     check_corrupt();
     return test_finish("golden_qem_fixtures");
