@@ -19,9 +19,9 @@
 #define END_MARK "<!-- qem-bench:end -->"
 
 typedef struct config {
-    synth_params data;
     int runs;
     int threads[2];
+    const char *only;
     const char *workdir;
     const char *markdown;
 } config;
@@ -68,7 +68,7 @@ static int time_save(const config *c, const char *npy, int threads, const char *
     so.threads = threads;
     unlink(dest);
     double t0 = now();
-    qem_status st = qem_save_npy(npy, dest, &so, &e);
+    qem_status st = qem_save_file(npy, dest, &so, &e);
     *sec = now() - t0;
     (void)c;
     return st == QEM_OK ? 0 : die("save", &e);
@@ -162,38 +162,109 @@ static int write_markdown(const char *path, const char *section)
     return 0;
 }
 
+typedef struct set_result {
+    const synth_params *data;
+    uint64_t raw_bytes, qem_bytes;
+    double save_min[2], save_med[2], dec_min[2], dec_med[2];
+} set_result;
+
+/* Generates one set, then measures save and full decode on 1 and 2 threads. */
+static int run_set(const config *c, const char *dir, const synth_params *data, set_result *out)
+{
+    char npy[600], qem[600], scratch[600];
+    snprintf(npy, sizeof npy, "%s/set.npy", dir);
+    snprintf(qem, sizeof qem, "%s/set.qem", dir);
+    snprintf(scratch, sizeof scratch, "%s/timed.qem", dir);
+    const uint64_t *s = data->shape;
+    fprintf(stderr, "generating %llux%llux%llux%llu %s, dose %.3g ...\n", (unsigned long long)s[0],
+            (unsigned long long)s[1], (unsigned long long)s[2], (unsigned long long)s[3],
+            qem_dtype_name(data->dtype), data->dose);
+    qem_error e = {0};
+    if (synth_write_npy(data, npy, &e) != QEM_OK)
+        return die("generate", &e);
+    if (qem_save_file(npy, qem, NULL, &e) != QEM_OK)
+        return die("save", &e);
+    out->data = data;
+    out->raw_bytes = s[0] * s[1] * s[2] * s[3] * qem_dtype_size(data->dtype);
+    out->qem_bytes = file_size(qem);
+    for (int k = 0; k < 2; k++) {
+        double t[MAX_RUNS];
+        for (int r = 0; r < c->runs; r++)
+            if (time_save(c, npy, c->threads[k], scratch, &t[r]))
+                return 1;
+        summarise(t, c->runs, &out->save_min[k], &out->save_med[k]);
+        for (int r = 0; r < c->runs; r++)
+            if (time_decode(qem, c->threads[k], &t[r]))
+                return 1;
+        summarise(t, c->runs, &out->dec_min[k], &out->dec_med[k]);
+    }
+    unlink(scratch);
+    unlink(qem);
+    unlink(npy);
+    return 0;
+}
+
+/* One table per set: ratio, save MB/s and decode in counts/s or GB/s. */
+static int format_set(char *out, size_t size, const char *title, const set_result *r)
+{
+    const uint64_t *s = r->data->shape;
+    const double mb = (double)r->raw_bytes / 1e6, counts = (double)(s[0] * s[1] * s[2] * s[3]);
+    const int is_float = r->data->dtype == QEM_DTYPE_FLOAT32;
+    int n = snprintf(out, size,
+                     "### %s\n\n"
+                     "%llu x %llu scans x %llu x %llu detector, %s, synthetic (dose %.3g counts "
+                     "per bright-field pixel%s, seed %llu), %.1f MB raw.\n\n"
+                     "| measure | 1 thread | 2 threads | 2-thread speed-up (min) |\n"
+                     "|---|---|---|---|\n"
+                     "| size: raw %.1f MB -> .qem %.2f MB | ratio %.2fx | | |\n"
+                     "| save (MB/s of source) | %.0f / %.0f | %.0f / %.0f | %.2fx |\n",
+                     title, (unsigned long long)s[0], (unsigned long long)s[1],
+                     (unsigned long long)s[2], (unsigned long long)s[3],
+                     qem_dtype_name(r->data->dtype), r->data->dose,
+                     is_float ? ", Gaussian read noise" : "", (unsigned long long)r->data->seed, mb,
+                     mb, (double)r->qem_bytes / 1e6, (double)r->raw_bytes / (double)r->qem_bytes,
+                     mb / r->save_min[0], mb / r->save_med[0], mb / r->save_min[1],
+                     mb / r->save_med[1], r->save_min[0] / r->save_min[1]);
+    if (is_float)
+        n += snprintf(out + n, size - (size_t)n,
+                      "| full decode (GB/s of float32) | %.3f / %.3f | %.3f / %.3f | %.2fx |\n\n",
+                      mb / 1e3 / r->dec_min[0], mb / 1e3 / r->dec_med[0], mb / 1e3 / r->dec_min[1],
+                      mb / 1e3 / r->dec_med[1], r->dec_min[0] / r->dec_min[1]);
+    else
+        n += snprintf(out + n, size - (size_t)n,
+                      "| full decode (G counts/s) | %.3f / %.3f | %.3f / %.3f | %.2fx |\n\n",
+                      counts / r->dec_min[0] / 1e9, counts / r->dec_med[0] / 1e9,
+                      counts / r->dec_min[1] / 1e9, counts / r->dec_med[1] / 1e9,
+                      r->dec_min[0] / r->dec_min[1]);
+    return n;
+}
+
 static const char *const help =
-    "usage: qem-bench [--shape R,C,H,W] [--dose D] [--runs N] [--workdir DIR]\n"
+    "usage: qem-bench [--runs N] [--only integer|float] [--workdir DIR]\n"
     "                 [--markdown FILE]\n"
     "\n"
-    "Generates a synthetic uint16 4D-STEM set (fixed seed; default 128,128,128,128\n"
-    "at dose 0.3 counts per bright-field pixel), then measures the compression\n"
-    "ratio, save throughput (MB/s of source) and full-decode throughput\n"
-    "(G counts/s) of .qem on 1 and 2 threads: min and median of N runs\n"
-    "(default 3). --markdown replaces the results section of FILE.\n";
+    "Generates synthetic 4D-STEM sets (fixed seeds) and measures, on 1 and 2\n"
+    "threads, min and median of N runs (default 3): compression ratio, save\n"
+    "throughput (MB/s of source) and full-decode throughput of .qem.\n"
+    "  integer: 128x128 scans x 128x128 uint16, dose 0.3 (G counts/s)\n"
+    "  float:   64x64 scans x 128x128 float32, dose 20, read noise 1 (GB/s)\n"
+    "--markdown replaces the results section of FILE.\n";
 
 int main(int argc, char **argv)
 {
-    config c = {{{128, 128, 128, 128}, QEM_DTYPE_UINT16, 0.3, 20261129}, 3, {1, 2}, NULL, NULL};
+    config c = {3, {1, 2}, NULL, NULL, NULL};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             fputs(help, stdout);
             return 0;
-        } else if (!strcmp(a, "--shape") && v) {
-            unsigned long long s[4];
-            if (sscanf(v, "%llu,%llu,%llu,%llu", &s[0], &s[1], &s[2], &s[3]) != 4)
-                return fputs(help, stderr), 2;
-            for (int k = 0; k < 4; k++)
-                c.data.shape[k] = s[k];
-            i++;
-        } else if (!strcmp(a, "--dose") && v) {
-            c.data.dose = strtod(v, NULL);
-            i++;
         } else if (!strcmp(a, "--runs") && v) {
             c.runs = atoi(v);
             if (c.runs < 1 || c.runs > MAX_RUNS)
                 return fputs("qem-bench: --runs is 1..16\n", stderr), 2;
+            i++;
+        } else if (!strcmp(a, "--only") && v) {
+            c.only = v;
             i++;
         } else if (!strcmp(a, "--workdir") && v) {
             c.workdir = v;
@@ -211,68 +282,38 @@ int main(int argc, char **argv)
     snprintf(dir, sizeof dir, "%s/qem-bench-XXXXXX", base);
     if (!mkdtemp(dir))
         return perror("mkdtemp"), 1;
-    char npy[600], qem[600], scratch[600];
-    snprintf(npy, sizeof npy, "%s/set.npy", dir);
-    snprintf(qem, sizeof qem, "%s/set.qem", dir);
-    snprintf(scratch, sizeof scratch, "%s/timed.qem", dir);
 
-    const uint64_t *s = c.data.shape;
-    const uint64_t counts = s[0] * s[1] * s[2] * s[3];
-    const double source_mb = (double)counts * 2.0 / 1e6;
-    fprintf(stderr, "generating %llux%llux%llux%llu uint16, dose %.3g ...\n",
-            (unsigned long long)s[0], (unsigned long long)s[1], (unsigned long long)s[2],
-            (unsigned long long)s[3], c.data.dose);
-    qem_error e = {0};
-    if (synth_write_npy(&c.data, npy, &e) != QEM_OK)
-        return die("generate", &e);
-    if (qem_save_npy(npy, qem, NULL, &e) != QEM_OK)
-        return die("save", &e);
-    const uint64_t raw_bytes = counts * 2, qem_bytes = file_size(qem);
-
-    double save_min[2], save_med[2], dec_min[2], dec_med[2];
-    for (int k = 0; k < 2; k++) {
-        double t[MAX_RUNS];
-        for (int r = 0; r < c.runs; r++)
-            if (time_save(&c, npy, c.threads[k], scratch, &t[r]))
-                return 1;
-        summarise(t, c.runs, &save_min[k], &save_med[k]);
-        for (int r = 0; r < c.runs; r++)
-            if (time_decode(qem, c.threads[k], &t[r]))
-                return 1;
-        summarise(t, c.runs, &dec_min[k], &dec_med[k]);
-    }
-    unlink(scratch);
-    unlink(qem);
-    unlink(npy);
-    rmdir(dir);
-
-    char cpu[160], section[4096];
+    static const synth_params integer_set = {{128, 128, 128, 128}, QEM_DTYPE_UINT16, 0.3,
+                                             20261129, 0.0};
+    static const synth_params float_set = {{64, 64, 128, 128}, QEM_DTYPE_FLOAT32, 20.0,
+                                           20261130, 1.0};
+    char section[8192];
+    char cpu[160];
     cpu_model(cpu, sizeof cpu);
     struct utsname u;
     uname(&u);
     time_t t = time(NULL);
     char date[32];
     strftime(date, sizeof date, "%Y-%m-%d", gmtime(&t));
-    int n = snprintf(
-        section, sizeof section,
-        "Set: %llu x %llu scans x %llu x %llu detector, uint16, synthetic (dose %.3g counts "
-        "per bright-field pixel, seed %llu), %.1f MB raw.\n"
-        "Machine: %s, %ld cores online, %s %s; compiler %s; %s.\n"
-        "Runs: %d per cell; times are min / median.\n\n"
-        "| measure | 1 thread | 2 threads | 2-thread speed-up (min) |\n"
-        "|---|---|---|---|\n"
-        "| size: raw %.1f MB -> .qem %.2f MB | ratio %.2fx | | |\n"
-        "| save (MB/s of source) | %.0f / %.0f | %.0f / %.0f | %.2fx |\n"
-        "| full decode (G counts/s) | %.3f / %.3f | %.3f / %.3f | %.2fx |\n",
-        (unsigned long long)s[0], (unsigned long long)s[1], (unsigned long long)s[2],
-        (unsigned long long)s[3], c.data.dose, (unsigned long long)c.data.seed, source_mb, cpu,
-        sysconf(_SC_NPROCESSORS_ONLN), u.sysname, u.release, __VERSION__, date, c.runs,
-        (double)raw_bytes / 1e6, (double)qem_bytes / 1e6, (double)raw_bytes / (double)qem_bytes,
-        source_mb / save_min[0], source_mb / save_med[0], source_mb / save_min[1],
-        source_mb / save_med[1], save_min[0] / save_min[1], (double)counts / dec_min[0] / 1e9,
-        (double)counts / dec_med[0] / 1e9, (double)counts / dec_min[1] / 1e9,
-        (double)counts / dec_med[1] / 1e9, dec_min[0] / dec_min[1]);
-    (void)n;
+    int n = snprintf(section, sizeof section,
+                     "Machine: %s, %ld cores online, %s %s; compiler %s; %s.\n"
+                     "Runs: %d per cell; times are min / median.\n\n",
+                     cpu, sysconf(_SC_NPROCESSORS_ONLN), u.sysname, u.release, __VERSION__, date,
+                     c.runs);
+    set_result r;
+    if (!c.only || !strcmp(c.only, "integer")) {
+        if (run_set(&c, dir, &integer_set, &r))
+            return 1;
+        n += format_set(section + n, sizeof section - (size_t)n,
+                        "Integer codec (runtime-column-rans-spatial-v2), low dose", &r);
+    }
+    if (!c.only || !strcmp(c.only, "float")) {
+        if (run_set(&c, dir, &float_set, &r))
+            return 1;
+        n += format_set(section + n, sizeof section - (size_t)n,
+                        "Float codec (float32-bit-lanes-rans-v1), read noise", &r);
+    }
+    rmdir(dir);
     fputs(section, stdout);
     if (c.markdown && write_markdown(c.markdown, section) != 0) {
         fprintf(stderr, "qem-bench: cannot write %s\n", c.markdown);

@@ -7,17 +7,18 @@
 #include "synth.h"
 
 static const char *const help =
-    "usage: qem-synth OUT.npy [--shape R,C,H,W] [--dtype uint8|uint16]\n"
-    "                 [--dose COUNTS] [--seed N]\n"
+    "usage: qem-synth OUT.npy [--shape R,C,H,W] [--dtype uint8|uint16|float32]\n"
+    "                 [--dose COUNTS] [--read-noise SIGMA] [--seed N]\n"
     "\n"
     "Writes a synthetic 4D-STEM acquisition: Poisson counts in a drifting\n"
     "bright-field disk, six weak diffraction spots, faint background, a few hot\n"
-    "and dead pixels. Defaults: --shape 32,32,64,64 --dtype uint16 --dose 4\n"
-    "--seed 1. The same arguments always give the same bytes.\n";
+    "and dead pixels; float32 adds Gaussian read noise (default sigma 1 count).\n"
+    "Defaults: --shape 32,32,64,64 --dtype uint16 --dose 4 --seed 1. The same\n"
+    "arguments always give the same bytes.\n";
 
 int main(int argc, char **argv)
 {
-    synth_params p = {{32, 32, 64, 64}, QEM_DTYPE_UINT16, 4.0, 1};
+    synth_params p = {{32, 32, 64, 64}, QEM_DTYPE_UINT16, 4.0, 1, 1.0};
     const char *out = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -40,13 +41,18 @@ int main(int argc, char **argv)
                 p.dtype = QEM_DTYPE_UINT8;
             else if (!strcmp(v, "uint16"))
                 p.dtype = QEM_DTYPE_UINT16;
+            else if (!strcmp(v, "float32"))
+                p.dtype = QEM_DTYPE_FLOAT32;
             else {
-                fprintf(stderr, "qem-synth: --dtype is uint8 or uint16\n");
+                fprintf(stderr, "qem-synth: --dtype is uint8, uint16 or float32\n");
                 return 2;
             }
             i++;
         } else if (!strcmp(a, "--dose") && v) {
             p.dose = strtod(v, NULL);
+            i++;
+        } else if (!strcmp(a, "--read-noise") && v) {
+            p.read_noise = strtod(v, NULL);
             i++;
         } else if (!strcmp(a, "--seed") && v) {
             p.seed = strtoull(v, NULL, 10);

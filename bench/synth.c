@@ -148,6 +148,14 @@ void synth_frame(synth *s, uint64_t scan, void *out)
         uint8_t *o = out;
         for (uint64_t p = 0; p < s->pixels; p++)
             o[p] = (uint8_t)s->frame16[p];
+    } else if (s->p.dtype == QEM_DTYPE_FLOAT32) {
+        /* An integrating detector: counts plus Gaussian read noise. */
+        float *o = out;
+        for (uint64_t p = 0; p < s->pixels; p++) {
+            double u1 = rng_uniform(&r), u2 = rng_uniform(&r);
+            double z = sqrt(-2.0 * log(u1 > 0 ? u1 : 1e-300)) * cos(2 * M_PI * u2);
+            o[p] = (float)((double)s->frame16[p] + s->p.read_noise * z);
+        }
     } else {
         memcpy(out, s->frame16, (size_t)s->pixels * sizeof *s->frame16);
     }

@@ -11,9 +11,10 @@
 
 typedef struct synth_params {
     uint64_t shape[4];  /* scan rows, scan columns, detector rows, columns */
-    qem_dtype dtype;    /* uint8 or uint16 */
+    qem_dtype dtype;    /* uint8, uint16 or float32 */
     double dose;        /* mean counts per bright-field disk pixel */
     uint64_t seed;
+    double read_noise;  /* float32 only: Gaussian read noise (sigma, counts) */
 } synth_params;
 
 typedef struct synth synth;

@@ -19,7 +19,8 @@ static const char *const main_help =
     "Arrays are (scan_row, scan_column, detector_row, detector_column).\n"
     "\n"
     "commands:\n"
-    "  save IN.npy OUT.qem     store a uint8/uint16 4D .npy losslessly as .qem\n"
+    "  save IN OUT.qem         store a 4D .npy (uint8/uint16 counts, float32) or\n"
+    "                          re-save a .qem, losslessly\n"
     "  info FILE.qem           container, codec, shape, sizes, ratio, metadata\n"
     "  verify FILE.qem         check every checksum, stream and spatial sum\n"
     "  export FILE.qem OUT.npy decode to a 4D .npy, chunk by chunk\n"
@@ -31,19 +32,31 @@ static const char *const main_help =
     "Exit status: 0 success, 1 the work failed (message on stderr), 2 usage.\n";
 
 static const char *const save_help =
-    "usage: qem save IN.npy OUT.qem [--chunk-scans N] [--valid MASK.npy]\n"
+    "usage: qem save IN OUT.qem [--chunk-scans N] [--valid MASK.npy]\n"
+    "                [--dark DARK.npy] [--calibration FILE.json]\n"
     "                [--threads N] [--quiet]\n"
     "\n"
-    "Saves a C-order little-endian 4D .npy of uint8 or uint16 counts as .qem\n"
-    "(codec runtime-column-rans-spatial-v2). Every count is kept exactly.\n"
+    "Saves IN losslessly as .qem. IN is recognised by its signature:\n"
+    "  - a C-order little-endian 4D .npy of uint8/uint16 counts (codec\n"
+    "    runtime-column-rans-spatial-v2) or float32 values (codec\n"
+    "    float32-bit-lanes-rans-v1: every bit pattern kept, NaN payloads\n"
+    "    included); its header is kept under source_metadata;\n"
+    "  - a .qem file, re-saved with its own codec, data and metadata.\n"
     "\n"
-    "  --chunk-scans N   scan positions per chunk (default 512). Memory used\n"
-    "                    is about 3 x N x detector pixels x 2 bytes.\n"
-    "  --valid MASK.npy  detector validity mask (bool or uint8 0/1, shape of\n"
-    "                    the detector); invalid pixels keep their counts but\n"
-    "                    are left out of the spatial sums and products.\n"
-    "  --threads N       encoding threads (default: all cores)\n"
-    "  --quiet           no progress on stderr\n";
+    "  --chunk-scans N     scan positions per chunk (default 512). Memory used\n"
+    "                      is about 3 x N x detector pixels x 4 bytes.\n"
+    "  --valid MASK.npy    detector validity mask (bool or uint8 0/1, detector\n"
+    "                      shape; counts only): invalid pixels keep their\n"
+    "                      counts but leave the spatial sums and products.\n"
+    "  --dark DARK.npy     float32 data: record a mean-dark plane (a float32\n"
+    "                      detector plane, or a stack of dark frames whose\n"
+    "                      mean is taken). Products subtract it once; the\n"
+    "                      stored measurements never change.\n"
+    "  --calibration FILE  JSON with recorded quantities and user overrides\n"
+    "                      (see doc/metadata.md); overrides never replace the\n"
+    "                      record, they take precedence in calculations.\n"
+    "  --threads N         encoding threads (default: all cores)\n"
+    "  --quiet             no progress on stderr\n";
 
 static const char *const info_help =
     "usage: qem info FILE.qem [--json]\n"
@@ -64,10 +77,14 @@ static const char *const verify_help =
     "the first failure and exits 1.\n";
 
 static const char *const export_help =
-    "usage: qem export FILE.qem OUT.npy [--threads N] [--quiet]\n"
+    "usage: qem export FILE.qem OUT.npy [--codes] [--threads N] [--quiet]\n"
     "\n"
-    "Decodes FILE into a 4D .npy with the stored dtype, one chunk at a time\n"
-    "(memory: one chunk of scans).\n";
+    "Decodes FILE into a 4D .npy, one chunk at a time (memory: one chunk of\n"
+    "scans): exact counts, the original float32 bits (checked against the\n"
+    "file's logical SHA-256 before OUT appears), or, for scaled files, the\n"
+    "restored float32 intensities.\n"
+    "\n"
+    "  --codes   scaled files: write the stored uint16 codes instead\n";
 
 typedef struct options {
     const char *positional[2];
@@ -77,6 +94,9 @@ typedef struct options {
     int threads;
     long chunk_scans;
     const char *valid;
+    const char *dark;
+    const char *calibration;
+    int codes;
 } options;
 
 typedef struct progress_state {
@@ -165,6 +185,16 @@ static int parse_args(int argc, char **argv, const char *help, int max_positiona
             if (i + 1 >= argc)
                 return usage_error(help, "--valid needs a mask .npy file%s", "");
             o->valid = argv[++i];
+        } else if (!strcmp(a, "--dark") && strstr(allowed, "dark")) {
+            if (i + 1 >= argc)
+                return usage_error(help, "--dark needs a dark .npy file%s", "");
+            o->dark = argv[++i];
+        } else if (!strcmp(a, "--calibration") && strstr(allowed, "calibration")) {
+            if (i + 1 >= argc)
+                return usage_error(help, "--calibration needs a JSON file%s", "");
+            o->calibration = argv[++i];
+        } else if (!strcmp(a, "--codes") && strstr(allowed, "codes")) {
+            o->codes = 1;
         } else if (a[0] == '-' && a[1] != '\0') {
             return usage_error(help, "unknown option '%s'", a);
         } else {
@@ -192,10 +222,39 @@ static qem_file *open_deferred(const char *command, const char *path)
     return f;
 }
 
+/* Reads a whole (small) text file, e.g. a calibration JSON. */
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *text = NULL;
+    size_t size = 0, used = 0;
+    for (;;) {
+        if (used + 4096 + 1 > size) {
+            size = size ? 2 * size : 8192;
+            char *grown = size <= (64u << 20) ? realloc(text, size) : NULL;
+            if (!grown) {
+                free(text);
+                fclose(f);
+                return NULL;
+            }
+            text = grown;
+        }
+        size_t got = fread(text + used, 1, 4096, f);
+        used += got;
+        if (got < 4096)
+            break;
+    }
+    fclose(f);
+    text[used] = '\0';
+    return text;
+}
+
 static int cmd_save(int argc, char **argv)
 {
     options o;
-    int rc = parse_args(argc, argv, save_help, 2, "chunk valid", &o);
+    int rc = parse_args(argc, argv, save_help, 2, "chunk valid dark calibration", &o);
     if (rc)
         return rc < 0 ? EXIT_OK : rc;
     qem_error e = {0};
@@ -203,35 +262,48 @@ static int cmd_save(int argc, char **argv)
     qem_save_options_init(&so);
     so.threads = o.threads;
     so.chunk_scans = (uint32_t)o.chunk_scans;
+    uint64_t shape[4];
+    qem_dtype dtype;
+    if (qem_source_shape(o.positional[0], shape, &dtype, &e) != QEM_OK)
+        return fail("save", &e);
+    const uint64_t pixels = shape[2] * shape[3];
     uint8_t *mask = NULL;
+    float *dark = NULL;
+    char *calibration = NULL;
+    char identity[65];
+    int code = EXIT_OK;
     if (o.valid) {
-        qem_npy *npy = NULL;
-        if (qem_npy_open(o.positional[0], &npy, &e) != QEM_OK)
-            return fail("save", &e);
-        qem_npy_info info;
-        qem_npy_get_info(npy, &info);
-        qem_npy_close(npy);
-        if (info.ndim != 4) {
-            fprintf(stderr, "qem save: '%s' is not a 4D array\n", o.positional[0]);
-            return EXIT_FAILED;
-        }
-        mask = malloc((size_t)(info.shape[2] * info.shape[3]));
-        if (!mask) {
-            fprintf(stderr, "qem save: out of memory\n");
-            return EXIT_FAILED;
-        }
-        if (qem_npy_read_mask(o.valid, info.shape[2], info.shape[3], mask, &e) != QEM_OK) {
-            free(mask);
-            return fail("save", &e);
-        }
+        mask = malloc((size_t)pixels);
+        if (!mask || qem_npy_read_mask(o.valid, shape[2], shape[3], mask, &e) != QEM_OK)
+            code = mask ? fail("save", &e) : EXIT_FAILED;
         so.valid = mask;
     }
-    progress_state ps;
-    progress_setup(&ps, "saving", &o, &so.progress, &so.progress_user);
-    qem_status st = qem_save_npy(o.positional[0], o.positional[1], &so, &e);
+    if (code == EXIT_OK && o.dark) {
+        dark = malloc((size_t)pixels * sizeof *dark);
+        if (!dark || qem_dark_from_npy(o.dark, shape[2], shape[3], dark, identity, &e) != QEM_OK)
+            code = dark ? fail("save", &e) : EXIT_FAILED;
+        so.dark = dark;
+        so.dark_identity = identity;
+    }
+    if (code == EXIT_OK && o.calibration) {
+        calibration = slurp(o.calibration);
+        if (!calibration) {
+            fprintf(stderr, "qem save: cannot read calibration file '%s'\n", o.calibration);
+            code = EXIT_FAILED;
+        }
+        so.calibration_json = calibration;
+    }
+    if (code == EXIT_OK) {
+        progress_state ps;
+        progress_setup(&ps, "saving", &o, &so.progress, &so.progress_user);
+        if (qem_save_file(o.positional[0], o.positional[1], &so, &e) != QEM_OK)
+            code = fail("save", &e);
+    }
     free(mask);
-    if (st != QEM_OK)
-        return fail("save", &e);
+    free(dark);
+    free(calibration);
+    if (code != EXIT_OK)
+        return code;
     qem_file *f = open_deferred("save", o.positional[1]); /* only sizes are needed */
     if (!f)
         return EXIT_FAILED;
@@ -239,11 +311,22 @@ static int cmd_save(int argc, char **argv)
     qem_get_info(f, &info);
     qem_close(f);
     if (!o.quiet)
-        printf("saved %s: %llu bytes of %s counts in %llu bytes (ratio %.2fx)\n", o.positional[1],
-               (unsigned long long)info.logical_bytes, qem_dtype_name(info.dtype),
-               (unsigned long long)info.file_bytes,
+        printf("saved %s (%s): %llu bytes of %s data in %llu bytes (ratio %.2fx)\n",
+               o.positional[1], qem_codec_name(info.codec), (unsigned long long)info.logical_bytes,
+               qem_dtype_name(info.dtype), (unsigned long long)info.file_bytes,
                (double)info.logical_bytes / (double)info.file_bytes);
     return EXIT_OK;
+}
+
+/* The shortest decimal that reads back as the same double. */
+static const char *shortest(double v, char *buf, size_t size)
+{
+    for (int digits = 6; digits <= 17; digits++) {
+        snprintf(buf, size, "%.*g", digits, v);
+        if (strtod(buf, NULL) == v)
+            break;
+    }
+    return buf;
 }
 
 static void print_quantities(const char *title, const json_t *object)
@@ -257,8 +340,9 @@ static void print_quantities(const char *title, const json_t *object)
     int first = 1;
     json_object_foreach((json_t *)object, key, q) {
         json_t *unit = json_object_get(q, "unit"), *prov = json_object_get(q, "provenance");
-        printf("%-18s %s = %.17g %s (%s)\n", first ? title : "", key,
-               json_number_value(json_object_get(q, "value")),
+        char number[32];
+        printf("%-18s %s = %s %s (%s)\n", first ? title : "", key,
+               shortest(json_number_value(json_object_get(q, "value")), number, sizeof number),
                json_is_string(unit) ? json_string_value(unit) : "",
                json_is_string(prov) ? json_string_value(prov) : "no provenance");
         first = 0;
@@ -309,6 +393,23 @@ static void print_summary(const json_t *s)
                json_string_value(json_object_get(c, "operation")),
                json_is_true(json_object_get(c, "changes_measurements")) ? " (changes measurements)"
                                                                          : "");
+    }
+    const json_t *dark = json_object_get(s, "dark");
+    if (json_is_object(dark))
+        printf("%-18s mean-dark plane recorded (%s, identity %.16s...); products subtract it "
+               "once, raw reads never\n",
+               "dark", json_string_value(json_object_get(dark, "schema")),
+               json_string_value(json_object_get(dark, "identity")));
+    else if (dark)
+        printf("%-18s none recorded\n", "dark");
+    json_array_foreach(json_object_get(s, "regions"), i, c) {
+        char scale[32], offset[32];
+        printf("%-18s frames [%lld, %lld): value = code x %s + %s\n",
+               i == 0 ? "scaled regions" : "",
+               json_integer_value(json_object_get(c, "first_frame")),
+               json_integer_value(json_object_get(c, "stop_frame")),
+               shortest(json_number_value(json_object_get(c, "scale")), scale, sizeof scale),
+               shortest(json_number_value(json_object_get(c, "offset")), offset, sizeof offset));
     }
     print_quantities("calibrated axes", json_object_get(sm, "calibrated_axes"));
     print_quantities("microscope", json_object_get(sm, "electron_microscope"));
@@ -373,7 +474,7 @@ static int cmd_verify(int argc, char **argv)
 static int cmd_export(int argc, char **argv)
 {
     options o;
-    int rc = parse_args(argc, argv, export_help, 2, "", &o);
+    int rc = parse_args(argc, argv, export_help, 2, "codes", &o);
     if (rc)
         return rc < 0 ? EXIT_OK : rc;
     qem_error e = {0};
@@ -383,6 +484,7 @@ static int cmd_export(int argc, char **argv)
     qem_export_options xo;
     qem_export_options_init(&xo);
     xo.threads = o.threads;
+    xo.scaled_codes = o.codes;
     progress_state ps;
     progress_setup(&ps, "exporting", &o, &xo.progress, &xo.progress_user);
     qem_status st = qem_export_npy(f, o.positional[1], &xo, &e);
