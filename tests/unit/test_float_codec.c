@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "common/base64.h"
+#include "common/sha256.h"
 #include "qem_build.h"
 
 static const uint32_t specials[] = {
@@ -193,9 +194,47 @@ EDIT(lane_span, {
         }
 })
 
+/* Dark recipes from .npy: a plane as given, or the mean of a frame stack;
+ * the identity hashes the schema, a NUL, the frames and the plane. */
+static void test_dark_from_npy(void)
+{
+    qem_error e = {0};
+    uint16_t frames[3][4] = {{1, 2, 3, 4}, {1, 2, 3, 5}, {1, 2, 4, 5}};
+    uint64_t shape3[3] = {3, 2, 2};
+    qem_npy_writer *w = NULL;
+    CHECK_OK(qem_npy_writer_create(test_path("stack.npy"), QEM_DTYPE_UINT16, 3, shape3, &w, &e), &e);
+    CHECK_OK(qem_npy_writer_append(w, frames, 12, &e), &e);
+    CHECK_OK(qem_npy_writer_finish(w, &e), &e);
+    qem_npy_writer_free(w);
+    float plane[4];
+    char identity[65];
+    CHECK_OK(qem_dark_from_npy(test_path("stack.npy"), 2, 2, plane, identity, &e), &e);
+    const float mean[4] = {1.0f, 2.0f, (float)(10.0 / 3.0), (float)(14.0 / 3.0)};
+    CHECK(memcmp(plane, mean, sizeof mean) == 0);
+    uint8_t buf[19 + 24 + 16], digest[32];
+    memcpy(buf, "empad-mean-dark/v1", 19); /* with its NUL */
+    memcpy(buf + 19, frames, 24);
+    memcpy(buf + 43, mean, 16);
+    char want[65];
+    qem_sha256_oneshot(buf, sizeof buf, digest);
+    qem_sha256_hex(digest, want);
+    CHECK(!strcmp(identity, want));
+    /* A float32 plane is taken as it is. */
+    uint64_t shape2[2] = {2, 2};
+    CHECK_OK(qem_npy_writer_create(test_path("plane.npy"), QEM_DTYPE_FLOAT32, 2, shape2, &w, &e), &e);
+    CHECK_OK(qem_npy_writer_append(w, mean, 4, &e), &e);
+    CHECK_OK(qem_npy_writer_finish(w, &e), &e);
+    qem_npy_writer_free(w);
+    CHECK_OK(qem_dark_from_npy(test_path("plane.npy"), 2, 2, plane, identity, &e), &e);
+    CHECK(memcmp(plane, mean, sizeof mean) == 0);
+    CHECK_STATUS(qem_dark_from_npy(test_path("plane.npy"), 2, 3, plane, identity, &e), QEM_E_NPY, &e);
+    CHECK_STATUS(qem_dark_from_npy(test_path("stack.npy"), 3, 2, plane, identity, &e), QEM_E_NPY, &e);
+}
+
 int main(void)
 {
     qem_error e = {0};
+    test_dark_from_npy();
     /* Special values, several chunks, with and without a dark plane. */
     const uint64_t small[4] = {4, 5, 6, 7};
     roundtrip("plain.qem", small, 3, NULL, 7);
