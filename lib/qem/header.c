@@ -282,14 +282,20 @@ static qem_status check_optional_object(const qem_file *f, const char *key, qem_
     return QEM_OK;
 }
 
-static qem_status check_int_layout(qem_file *f, qem_error *error)
+static qem_status check_interval(const qem_file *f, qem_error *error)
 {
     uint64_t interval = 0;
-    const char *dtype = "";
     QEM_TRY(get_u64(f->header, "interval", &interval, error));
     if (interval != QEM_INTERVAL)
         return qem_fail(error, QEM_E_HEADER, "QEM interval %llu differs from 512",
                         (unsigned long long)interval);
+    return QEM_OK;
+}
+
+static qem_status check_int_layout(qem_file *f, qem_error *error)
+{
+    const char *dtype = "";
+    QEM_TRY(check_interval(f, error));
     QEM_TRY(get_string(f->header, "dtype", &dtype, error));
     if (!strcmp(dtype, "uint8"))
         f->dtype = QEM_DTYPE_UINT8;
@@ -318,12 +324,8 @@ static qem_status all_valid(qem_file *f, qem_error *error)
 
 static qem_status check_scaled_layout(qem_file *f, qem_error *error)
 {
-    uint64_t interval = 0;
     const char *dtype = "";
-    QEM_TRY(get_u64(f->header, "interval", &interval, error));
-    if (interval != QEM_INTERVAL)
-        return qem_fail(error, QEM_E_HEADER, "QEM interval %llu differs from 512",
-                        (unsigned long long)interval);
+    QEM_TRY(check_interval(f, error));
     QEM_TRY(get_string(f->header, "dtype", &dtype, error));
     if (strcmp(dtype, "uint16") != 0)
         return qem_fail(error, QEM_E_HEADER,

@@ -105,36 +105,21 @@ static qem_status option_object(const char *text, const char *what, json_t **out
     return QEM_OK;
 }
 
-/* The processing entry recorded when a mean-dark plane is saved. */
-static void record_dark_processing(json_t *scientific)
+/* Appends a processing entry unless one with its operation is there. */
+static void record_processing(json_t *scientific, json_t *entry)
 {
+    const char *wanted = json_string_value(json_object_get(entry, "operation"));
     json_t *processing = json_object_get(scientific, "processing");
     size_t i;
-    json_t *entry;
-    json_array_foreach(processing, i, entry) {
-        const char *op = json_string_value(json_object_get(entry, "operation"));
-        if (op && !strcmp(op, "mean_dark_subtraction"))
+    json_t *old;
+    json_array_foreach(processing, i, old) {
+        const char *op = json_string_value(json_object_get(old, "operation"));
+        if (op && !strcmp(op, wanted)) {
+            json_decref(entry);
             return;
+        }
     }
-    json_array_append_new(processing,
-                          json_pack("{s:s, s:b, s:s, s:b}", "operation", "mean_dark_subtraction",
-                                    "changes_measurements", 1, "scope", "display_and_products",
-                                    "original_measurements_preserved", 1));
-}
-
-static void record_scaled_processing(json_t *scientific)
-{
-    json_t *processing = json_object_get(scientific, "processing");
-    size_t i;
-    json_t *entry;
-    json_array_foreach(processing, i, entry) {
-        const char *op = json_string_value(json_object_get(entry, "operation"));
-        if (op && !strcmp(op, "scaled_uint16_quantization"))
-            return;
-    }
-    json_array_append_new(processing, json_pack("{s:s, s:b}", "operation",
-                                                "scaled_uint16_quantization",
-                                                "changes_measurements", 1));
+    json_array_append_new(processing, entry);
 }
 
 /* Builds and validates the metadata the header will carry. */
@@ -162,9 +147,14 @@ static qem_status prepare_metadata(qem_writer *w, const qem_save_options *o, qem
         QEM_TRY(st);
     }
     if (w->codec == QEM_CODEC_SCALED)
-        record_scaled_processing(w->scientific);
-    if (w->codec == QEM_CODEC_FLOAT32 && o->dark)
-        record_dark_processing(w->scientific);
+        record_processing(w->scientific,
+                          json_pack("{s:s, s:b}", "operation", "scaled_uint16_quantization",
+                                    "changes_measurements", 1));
+    if (w->codec == QEM_CODEC_FLOAT32 && o->dark) /* the recipe changes what products show */
+        record_processing(w->scientific,
+                          json_pack("{s:s, s:b, s:s, s:b}", "operation", "mean_dark_subtraction",
+                                    "changes_measurements", 1, "scope", "display_and_products",
+                                    "original_measurements_preserved", 1));
     const char *stored = w->codec == QEM_CODEC_SCALED ? "uint16" : qem_dtype_name(w->dtype);
     return qem_metadata_validate(w->scientific, w->metadata, w->shape, stored, error);
 }
