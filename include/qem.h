@@ -76,7 +76,18 @@ typedef enum qem_status {
     QEM_E_WRONG_CODEC = 26,     /* operation not meaningful for this codec */
     QEM_E_CHANGED = 27,         /* the file changed while it was being read */
     QEM_E_LIMIT = 28,           /* a size exceeds what qem accepts */
-    QEM_E_LOGICAL_CHECKSUM = 29 /* decoded float bits differ from logical_sha256 */
+    QEM_E_LOGICAL_CHECKSUM = 29, /* decoded float bits differ from logical_sha256 */
+    QEM_E_PACK_PRELUDE = 30,     /* pack: magic, lengths or index range invalid */
+    QEM_E_PACK_CRC = 31,         /* pack: manifest CRC-32 mismatch */
+    QEM_E_PACK_MANIFEST = 32,    /* pack: manifest invalid or disagrees with the index */
+    QEM_E_PACK_INDEX = 33,       /* pack: binary index invalid */
+    QEM_E_PACK_RANGE = 34,       /* pack: a byte range leaves the file or overlaps */
+    QEM_E_PACK_DESCRIPTOR = 35,  /* pack: widths, descriptors or compact headers invalid */
+    QEM_E_PACK_LZ4 = 36,         /* pack: an LZ4 block does not decode exactly */
+    QEM_E_PACK_DIGEST = 37,      /* pack: a shard digest mismatch */
+    QEM_E_RAW_UNAVAILABLE = 38,  /* raw values cannot be reconstructed from this file */
+    QEM_E_PACK_CALIBRATION = 39, /* pack: detector_calibration invalid */
+    QEM_E_FILE_DIGEST = 40       /* whole-file SHA-256 differs from the expected identity */
 } qem_status;
 
 /* A short, static description of a status (never NULL). */
@@ -329,6 +340,120 @@ QEM_API qem_status qem_writer_finish(qem_writer *writer, qem_error *error);
 
 /* Frees the writer; an unfinished file is discarded without a trace. */
 QEM_API void qem_writer_free(qem_writer *writer);
+
+/* ------------------------------------------------------------------------ */
+/* Lossless Pack Format v1 (HDF5 container with a user-block index)          */
+
+typedef struct qem_pack qem_pack;
+
+typedef enum qem_pack_profile {
+    QEM_PACK_UINT16_LZ4 = 1,      /* exact uint16, 128-scan tiles, raw LZ4 blocks */
+    QEM_PACK_UINT8_BITPACKED = 3  /* exact uint8, 32-scan tiles, direct bit-packing */
+} qem_pack_profile;
+
+/* How raw (unmasked) values of excluded detector pixels can be recovered. */
+typedef enum qem_raw_access {
+    QEM_RAW_EXACT_NO_EXCLUSIONS = 1,   /* nothing is excluded */
+    QEM_RAW_RETAINED_PAYLOAD = 2,      /* uint16/LZ4: retained_exactly_in_payload */
+    QEM_RAW_EXCLUSION_CONSTANTS = 3,   /* uint8: authenticated constant raw values */
+    QEM_RAW_MASK_APPLIED_ONLY = 4      /* legacy: raw reconstruction refused */
+} qem_raw_access;
+
+typedef struct qem_pack_info {
+    qem_pack_profile profile;
+    uint64_t shape[4];
+    uint64_t scans, pixels;
+    uint64_t shard_count, scans_per_shard;
+    qem_dtype working_dtype; /* what mask-applied reads return */
+    uint64_t excluded_count;
+    qem_raw_access raw_access;
+    uint64_t file_bytes;
+    uint64_t resident_bytes; /* payload + descriptors/headers once loaded */
+    int loaded;
+    int has_detector_calibration;
+    char source_identity_sha256[65];
+} qem_pack_info;
+
+/* Detector calibration bound to the source (manifest detector_calibration). */
+typedef struct qem_detector_calibration {
+    double center_row, center_column; /* pixels, (row, column) */
+    double bright_field_radius;       /* pixels */
+    int has_dpc;                      /* rotation and exchange both present */
+    double dpc_rotation_degrees;
+    int dpc_component_order_exchanged;
+    char method[128];
+} qem_detector_calibration;
+
+/* Phases of opening and loading, in milliseconds (negative: not run). */
+typedef struct qem_pack_timings {
+    double metadata;             /* prelude, manifest, index, every range */
+    double whole_file_integrity; /* SHA-256 of the file, when an identity is expected */
+    double source_read;          /* reading shard payloads and metadata */
+    double header_validation;    /* widths/descriptors or compact headers */
+    double payload_integrity;    /* SHA-256 of decoded (uint16) or stored (uint8) payloads */
+    double descriptor_preparation;
+    double decode;               /* LZ4 blocks (uint16 profile only) */
+    double resident_copy;
+    double resident_ready;       /* open through a loaded, published source */
+    double first_diffraction;    /* first selected pattern after loading */
+    double first_detector;       /* first virtual detector image after loading */
+    uint64_t peak_transient_bytes; /* largest staging held at once (one shard) */
+    uint64_t decoded_digests_checked;
+} qem_pack_timings;
+
+typedef struct qem_pack_load_options {
+    size_t struct_size;
+    int threads; /* 0 = OpenMP default */
+    /* Whole-file SHA-256 (64 hex digits) the file must have, or NULL. The
+     * uint8/bitpacked index does not hash its compact headers, so
+     * qualifying such a file needs this identity. */
+    const char *expect_sha256;
+    qem_progress_fn progress; /* per shard; cancel = nothing is loaded */
+    void *progress_user;
+} qem_pack_load_options;
+
+QEM_API void qem_pack_load_options_init(qem_pack_load_options *options);
+
+/* Opens a pack cheaply: prelude, manifest CRC before parsing, manifest
+ * agreement with the binary index, every byte range inside the file and
+ * disjoint, raw access mode and detector calibration. Nothing is decoded. */
+QEM_API qem_status qem_pack_open(const char *path, qem_pack **out, qem_error *error);
+
+/* The bounded resident lifecycle: one shard at a time, read, check
+ * descriptors or compact headers, decode, authenticate, keep only the
+ * compact payload. The source becomes loaded only after every shard
+ * passed; on failure or cancellation nothing is kept. */
+QEM_API qem_status qem_pack_load(qem_pack *pack, const qem_pack_load_options *options,
+                                 qem_error *error);
+QEM_API void qem_pack_close(qem_pack *pack);
+
+QEM_API void qem_pack_get_info(const qem_pack *pack, qem_pack_info *info);
+QEM_API void qem_pack_get_timings(const qem_pack *pack, qem_pack_timings *timings);
+/* Excluded detector pixels, row-major indices, ascending. */
+QEM_API qem_status qem_pack_get_excluded(const qem_pack *pack, uint32_t *pixels, size_t count);
+/* QEM_E_INVALID_ARGUMENT when the manifest carries none. */
+QEM_API qem_status qem_pack_get_detector_calibration(const qem_pack *pack,
+                                                     qem_detector_calibration *calibration);
+/* The exact manifest bytes (JSON). */
+QEM_API const char *qem_pack_manifest_json(const qem_pack *pack, size_t *length);
+
+typedef enum qem_pack_values {
+    /* The scientific working array: excluded pixels read 0; elements in
+     * the working dtype (uint8 or uint16). */
+    QEM_PACK_MASK_APPLIED = 0,
+    /* The raw uint16 reconstruction: retained samples or exclusion
+     * constants; refused (QEM_E_RAW_UNAVAILABLE) where the file does not
+     * admit it. */
+    QEM_PACK_RAW = 1
+} qem_pack_values;
+
+/* Bytes for `scans` scan positions of `values`. */
+QEM_API uint64_t qem_pack_read_bound(const qem_pack *pack, qem_pack_values values, uint64_t scans);
+
+/* Reads scans [first, first + count) of a loaded pack, C order. */
+QEM_API qem_status qem_pack_read_scans(qem_pack *pack, uint64_t first, uint64_t count,
+                                       qem_pack_values values, void *out, size_t out_size,
+                                       qem_error *error);
 
 /* ------------------------------------------------------------------------ */
 /* .npy files                                                               */

@@ -37,6 +37,17 @@ const char *qem_strerror(qem_status status)
     case QEM_E_CHANGED: return "file changed while being read";
     case QEM_E_LIMIT: return "size limit exceeded";
     case QEM_E_LOGICAL_CHECKSUM: return "decoded float32 bits differ from logical_sha256";
+    case QEM_E_PACK_PRELUDE: return "invalid pack prelude";
+    case QEM_E_PACK_CRC: return "pack manifest CRC-32 mismatch";
+    case QEM_E_PACK_MANIFEST: return "pack manifest invalid or inconsistent with the index";
+    case QEM_E_PACK_INDEX: return "invalid pack binary index";
+    case QEM_E_PACK_RANGE: return "pack byte range outside the file or overlapping";
+    case QEM_E_PACK_DESCRIPTOR: return "invalid pack widths, descriptors or compact headers";
+    case QEM_E_PACK_LZ4: return "pack LZ4 block does not decode exactly";
+    case QEM_E_PACK_DIGEST: return "pack shard digest mismatch";
+    case QEM_E_RAW_UNAVAILABLE: return "raw values are not reconstructible from this file";
+    case QEM_E_PACK_CALIBRATION: return "invalid pack detector calibration";
+    case QEM_E_FILE_DIGEST: return "whole-file SHA-256 differs from the expected identity";
     }
     return "unknown status";
 }

@@ -1,0 +1,165 @@
+/* Reading a loaded pack: unpack the bit-packed tiles of the pixels and
+ * scans asked for, straight from the resident (LZ4 never runs again). The
+ * mask-applied working array reads 0 at excluded pixels; the raw
+ * reconstruction returns retained samples or exclusion constants. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "pack/pack_internal.h"
+
+void pack_unpack_tile(const uint32_t *words, uint64_t word, unsigned width, unsigned count,
+                      uint32_t *values)
+{
+    if (width == 0) {
+        memset(values, 0, count * sizeof *values);
+        return;
+    }
+    const uint32_t mask = width == 32 ? 0xffffffffu : (1u << width) - 1u;
+    const uint32_t *w = words + word;
+    for (unsigned k = 0, bit = 0; k < count; k++, bit += width) {
+        const unsigned i = bit >> 5, shift = bit & 31;
+        uint32_t v = w[i] >> shift;
+        if (shift + width > 32)
+            v |= w[i + 1] << (32 - shift);
+        values[k] = v & mask;
+    }
+}
+
+/* Start word and width of the tile holding local scan `scan` of `pixel`. */
+static void locate(const qem_pack *p, const pack_shard *sh, uint64_t scan, uint64_t pixel,
+                   uint64_t *word, unsigned *width, unsigned *index)
+{
+    if (p->profile == QEM_PACK_UINT16_LZ4) {
+        const uint32_t d = sh->descriptors[pixel * p->tiles + scan / PACK_V1_TILE];
+        *word = d >> 5;
+        *width = d & 31u;
+        *index = (unsigned)(scan % PACK_V1_TILE);
+        return;
+    }
+    const uint64_t H = p->checkpoints + p->width_words, t = scan / PACK_V3_TILE;
+    const uint32_t *h = sh->headers + pixel * H;
+    uint64_t at = h[0] + (t >= 32 ? h[t / 32] : 0);
+    for (uint64_t u = t / 32 * 32; u < t; u++)
+        at += pack_v3_width(p, sh->headers, pixel, u);
+    *word = at;
+    *width = pack_v3_width(p, sh->headers, pixel, t);
+    *index = (unsigned)(scan % PACK_V3_TILE);
+}
+
+uint32_t pack_sample(const qem_pack *p, const pack_shard *sh, uint64_t scan, uint64_t pixel)
+{
+    uint64_t word;
+    unsigned width, index;
+    locate(p, sh, scan, pixel, &word, &width, &index);
+    if (width == 0)
+        return 0;
+    const uint64_t bit = (uint64_t)index * width;
+    const uint32_t *w = sh->words + word + bit / 32;
+    const unsigned shift = (unsigned)(bit % 32);
+    uint32_t v = w[0] >> shift;
+    if (shift + width > 32)
+        v |= w[1] << (32 - shift);
+    return width == 32 ? v : v & ((1u << width) - 1u);
+}
+
+uint64_t qem_pack_read_bound(const qem_pack *p, qem_pack_values values, uint64_t scans)
+{
+    const size_t item = values == QEM_PACK_RAW ? 2 : qem_dtype_size(p->working_dtype);
+    return scans * p->pixels * item;
+}
+
+/* Raw value of excluded pixel `pixel` where constants stand for it. */
+static uint16_t raw_constant(const qem_pack *p, uint64_t pixel)
+{
+    uint64_t lo = 0, hi = p->excluded_count;
+    while (hi - lo > 1) {
+        uint64_t mid = (lo + hi) / 2;
+        if (p->excluded[mid] <= pixel)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return p->raw_constants[lo];
+}
+
+qem_status qem_pack_read_scans(qem_pack *p, uint64_t first, uint64_t count, qem_pack_values values,
+                               void *out, size_t out_size, qem_error *error)
+{
+    qem_error_clear(error);
+    if (!p || (!out && count))
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_pack_read_scans: NULL argument");
+    if (!p->loaded)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "the pack is not loaded; call qem_pack_load first");
+    if (values == QEM_PACK_RAW && p->raw_access == QEM_RAW_MASK_APPLIED_ONLY)
+        return qem_fail(error, QEM_E_RAW_UNAVAILABLE,
+                        "raw reconstruction needs retained excluded payloads (uint16/LZ4 with "
+                        "masked_detector_payload_policy retained_exactly_in_payload) or "
+                        "authenticated exclusion constants (uint8/bitpacked with "
+                        "masked_detector_pixels_sha256 and masked_detector_raw_values); this "
+                        "file admits only mask-applied reads");
+    if (first > p->scans || count > p->scans - first)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "scans [%llu, +%llu) lie outside the %llu scan positions",
+                        (unsigned long long)first, (unsigned long long)count,
+                        (unsigned long long)p->scans);
+    if (out_size < qem_pack_read_bound(p, values, count))
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "output buffer of %zu bytes is smaller than the %llu needed", out_size,
+                        (unsigned long long)qem_pack_read_bound(p, values, count));
+    const int raw = values == QEM_PACK_RAW;
+    const int u8 = !raw && p->working_dtype == QEM_DTYPE_UINT8;
+    const uint64_t P = p->pixels, end = first + count;
+    const uint64_t tile_scans = p->profile == QEM_PACK_UINT16_LZ4 ? PACK_V1_TILE : PACK_V3_TILE;
+    int nomem = 0;
+#pragma omp parallel
+    {
+        uint32_t *tile = malloc(PACK_V1_TILE * sizeof *tile);
+        if (!tile) {
+#pragma omp atomic write
+            nomem = 1;
+        }
+#pragma omp for schedule(dynamic, 16)
+        for (uint64_t px = 0; px < P; px++) {
+            if (!tile)
+                continue;
+            const int excluded = p->is_excluded[px];
+            const int constant = raw && excluded && p->raw_access == QEM_RAW_EXCLUSION_CONSTANTS;
+            const uint16_t fixed = constant ? raw_constant(p, px) : 0;
+            for (uint64_t scan = first; scan < end;) {
+                const uint64_t s = scan / p->sps, local = scan % p->sps;
+                const uint64_t tile_end_local = (local / tile_scans + 1) * tile_scans;
+                const uint64_t stop_local = tile_end_local < p->sps ? tile_end_local : p->sps;
+                const uint64_t n = (end - scan) < (stop_local - local) ? end - scan
+                                                                         : stop_local - local;
+                if ((excluded && !raw) || constant) {
+                    for (uint64_t i = 0; i < n; i++) {
+                        const uint64_t at = (scan - first + i) * P + px;
+                        if (u8)
+                            ((uint8_t *)out)[at] = 0;
+                        else
+                            ((uint16_t *)out)[at] = fixed;
+                    }
+                } else {
+                    uint64_t word;
+                    unsigned width, index;
+                    locate(p, &p->shards[s], local, px, &word, &width, &index);
+                    pack_unpack_tile(p->shards[s].words, word, width, index + (unsigned)n, tile);
+                    for (uint64_t i = 0; i < n; i++) {
+                        const uint64_t at = (scan - first + i) * P + px;
+                        if (u8)
+                            ((uint8_t *)out)[at] = (uint8_t)tile[index + i];
+                        else
+                            ((uint16_t *)out)[at] = (uint16_t)tile[index + i];
+                    }
+                }
+                scan += n;
+            }
+        }
+        free(tile);
+    }
+    if (nomem)
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    return QEM_OK;
+}

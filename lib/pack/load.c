@@ -1,0 +1,375 @@
+/* The bounded resident lifecycle: one shard at a time, read its stored
+ * ranges, check widths/descriptors (uint16/LZ4) or compact headers
+ * (uint8/bitpacked), decode the 128-byte LZ4 blocks, authenticate the
+ * payload, keep only the compact payload and its descriptors. The source is
+ * published only after every shard passed; nothing partial is ever kept. */
+#include <lz4.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "common/error.h"
+#include "common/fileio.h"
+#include "common/options.h"
+#include "common/sha256.h"
+#include "pack/pack_internal.h"
+
+void qem_pack_load_options_init(qem_pack_load_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->struct_size = sizeof *o;
+}
+
+typedef struct load_state {
+    qem_pack *p;
+    int threads;
+    pack_shard *staged; /* resident buffers, adopted only at the end */
+    uint8_t *max_width;
+    qem_pack_timings t;
+} load_state;
+
+static qem_status digest_check(const void *data, uint64_t size, const uint8_t want[32],
+                               qem_status status, const char *what, uint64_t shard,
+                               qem_error *error)
+{
+    uint8_t got[32];
+    if (qem_sha256_oneshot(data, (size_t)size, got) != 0)
+        return qem_fail(error, QEM_E_IO, "SHA-256 computation failed");
+    if (memcmp(got, want, 32) != 0)
+        return qem_fail(error, status, "pack shard %llu %s failed SHA-256; the file is damaged",
+                        (unsigned long long)shard, what);
+    return QEM_OK;
+}
+
+static qem_status read_range(const qem_pack *p, void *buf, uint64_t offset, uint64_t bytes,
+                             qem_error *error)
+{
+    return qem_pread_full(p->fd, buf, (size_t)bytes, offset, QEM_E_PACK_RANGE, error);
+}
+
+/* uint16/LZ4: widths -> descriptors, then the LZ4 blocks, then the digest. */
+static qem_status load_v1_shard(load_state *L, uint64_t s, qem_error *error)
+{
+    qem_pack *p = L->p;
+    const pack_shard *r = &p->shards[s];
+    pack_shard *out = &L->staged[s];
+    struct timespec t0;
+    qem_status st = QEM_OK;
+    uint8_t *payload = malloc((size_t)r->payload_bytes);
+    uint8_t *lengths = malloc((size_t)r->lengths_bytes);
+    uint8_t *widths = malloc((size_t)r->widths_bytes);
+    uint64_t *chunk_at = malloc((size_t)(r->chunk_count + 1) * sizeof *chunk_at);
+    out->descriptors = malloc((size_t)r->descriptor_count * sizeof *out->descriptors);
+    out->words = malloc((size_t)r->decoded_bytes);
+    const uint64_t transient = r->payload_bytes + r->lengths_bytes + r->widths_bytes +
+                               (r->chunk_count + 1) * 8 + r->decoded_bytes +
+                               4ull * r->descriptor_count;
+    if (transient > L->t.peak_transient_bytes)
+        L->t.peak_transient_bytes = transient;
+    if (!payload || !lengths || !widths || !chunk_at || !out->descriptors || !out->words) {
+        st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory loading pack shard %llu",
+                      (unsigned long long)s);
+        goto done;
+    }
+    pack_now(&t0);
+    st = read_range(p, payload, r->payload_offset, r->payload_bytes, error);
+    if (st == QEM_OK)
+        st = read_range(p, lengths, r->lengths_offset, r->lengths_bytes, error);
+    if (st == QEM_OK)
+        st = read_range(p, widths, r->widths_offset, r->widths_bytes, error);
+    L->t.source_read += pack_elapsed_ms(&t0);
+    if (st != QEM_OK)
+        goto done;
+
+    /* Descriptors: tile offsets are implicit, 4 words per unit of width. */
+    pack_now(&t0);
+    uint64_t word = 0;
+    for (uint64_t d = 0; d < r->descriptor_count; d++) {
+        const unsigned w = widths[d];
+        const uint64_t pixel = d / p->tiles;
+        if (w > 16) {
+            st = qem_fail(error, QEM_E_PACK_DESCRIPTOR,
+                          "pack shard %llu requires %u bits per sample (detector pixel %llu), "
+                          "beyond exact uint16 width 16",
+                          (unsigned long long)s, w, (unsigned long long)pixel);
+            goto done;
+        }
+        if (w > 8 && p->working_dtype == QEM_DTYPE_UINT8 && !p->is_excluded[pixel]) {
+            st = qem_fail(error, QEM_E_PACK_DESCRIPTOR,
+                          "pack shard %llu stores width %u at detector pixel %llu, which is not "
+                          "excluded, under working_dtype uint8",
+                          (unsigned long long)s, w, (unsigned long long)pixel);
+            goto done;
+        }
+        if (w > L->max_width[pixel])
+            L->max_width[pixel] = (uint8_t)w;
+        out->descriptors[d] = (uint32_t)(word << 5) | w;
+        word += 4ull * w;
+        if (word >= PACK_MAX_WORDS)
+            break;
+    }
+    if (word != r->decoded_bytes / 4) {
+        st = qem_fail(error, QEM_E_PACK_DESCRIPTOR,
+                      "pack shard %llu descriptors end at word %llu, not at the decoded size "
+                      "(%llu words)",
+                      (unsigned long long)s, (unsigned long long)word,
+                      (unsigned long long)(r->decoded_bytes / 4));
+        goto done;
+    }
+    L->t.descriptor_preparation += pack_elapsed_ms(&t0);
+
+    /* Optional digests of the stored ranges, after the width rules so that
+     * a bad width is named as such. */
+    pack_now(&t0);
+    if (r->has_compressed_sha256)
+        st = digest_check(payload, r->payload_bytes, r->compressed_sha256, QEM_E_PACK_DIGEST,
+                          "compressed payload (payload_compressed_sha256)", s, error);
+    if (st == QEM_OK && r->has_widths_sha256)
+        st = digest_check(widths, r->widths_bytes, r->widths_sha256, QEM_E_PACK_DIGEST,
+                          "descriptor widths (descriptor_widths_sha256)", s, error);
+    L->t.payload_integrity += pack_elapsed_ms(&t0);
+    if (st != QEM_OK)
+        goto done;
+
+    /* Each stored length byte is compressed size - 1; together they cover
+     * the payload exactly. */
+    pack_now(&t0);
+    chunk_at[0] = 0;
+    for (uint64_t c = 0; c < r->chunk_count; c++)
+        chunk_at[c + 1] = chunk_at[c] + lengths[c] + 1u;
+    if (chunk_at[r->chunk_count] != r->payload_bytes) {
+        st = qem_fail(error, QEM_E_PACK_LZ4,
+                      "pack shard %llu chunk lengths cover %llu bytes, not the %llu-byte "
+                      "compressed payload",
+                      (unsigned long long)s, (unsigned long long)chunk_at[r->chunk_count],
+                      (unsigned long long)r->payload_bytes);
+        goto done;
+    }
+    int64_t bad_chunk = -1;
+#pragma omp parallel for num_threads(L->threads) schedule(static)
+    for (int64_t c = 0; c < (int64_t)r->chunk_count; c++) {
+        const uint64_t start = (uint64_t)c * PACK_CHUNK_BYTES;
+        const int expect = (int)(r->decoded_bytes - start < PACK_CHUNK_BYTES
+                                     ? r->decoded_bytes - start
+                                     : PACK_CHUNK_BYTES);
+        int got = LZ4_decompress_safe((const char *)payload + chunk_at[c],
+                                      (char *)out->words + start,
+                                      (int)(chunk_at[c + 1] - chunk_at[c]), expect);
+        if (got != expect) {
+#pragma omp critical(qem_pack_lz4)
+            if (bad_chunk < 0 || c < bad_chunk)
+                bad_chunk = c;
+        }
+    }
+    L->t.decode += pack_elapsed_ms(&t0);
+    if (bad_chunk >= 0) {
+        st = qem_fail(error, QEM_E_PACK_LZ4,
+                      "pack shard %llu LZ4 block %lld does not decode to its exact size; the "
+                      "file is damaged",
+                      (unsigned long long)s, (long long)bad_chunk);
+        goto done;
+    }
+    pack_now(&t0);
+    st = digest_check(out->words, r->decoded_bytes, r->decoded_sha256, QEM_E_PACK_DIGEST,
+                      "decoded payload", s, error);
+    L->t.payload_integrity += pack_elapsed_ms(&t0);
+    if (st == QEM_OK)
+        L->t.decoded_digests_checked++;
+done:
+    free(payload);
+    free(lengths);
+    free(widths);
+    free(chunk_at);
+    return st;
+}
+
+/* uint8/bitpacked: bases, checkpoints and nibble widths, then the digest
+ * of the payload as stored. Nothing is expanded. */
+static qem_status load_v3_shard(load_state *L, uint64_t s, qem_error *error)
+{
+    qem_pack *p = L->p;
+    const pack_shard *r = &p->shards[s];
+    pack_shard *out = &L->staged[s];
+    struct timespec t0;
+    out->words = malloc((size_t)r->payload_bytes);
+    out->headers = malloc((size_t)r->widths_bytes);
+    const uint64_t transient = r->payload_bytes + r->widths_bytes;
+    if (transient > L->t.peak_transient_bytes)
+        L->t.peak_transient_bytes = transient;
+    if (!out->words || !out->headers)
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory loading pack shard %llu",
+                        (unsigned long long)s);
+    pack_now(&t0);
+    QEM_TRY(read_range(p, out->words, r->payload_offset, r->payload_bytes, error));
+    QEM_TRY(read_range(p, out->headers, r->widths_offset, r->widths_bytes, error));
+    L->t.source_read += pack_elapsed_ms(&t0);
+
+    pack_now(&t0);
+    const uint64_t C = p->checkpoints, W = p->width_words, H = C + W, T = p->tiles;
+    const unsigned long long k = (unsigned long long)s;
+    uint64_t running = 0;
+    for (uint64_t px = 0; px < p->pixels; px++) {
+        const uint32_t *h = out->headers + px * H;
+        if (h[0] != running)
+            return qem_fail(error, QEM_E_PACK_DESCRIPTOR,
+                            "pack shard %llu: detector pixel %llu base %u should be %llu", k,
+                            (unsigned long long)px, h[0], (unsigned long long)running);
+        uint64_t total = 0;
+        for (uint64_t t = 0; t < 8 * W; t++) {
+            const unsigned w = (h[C + t / 8] >> (4 * (t % 8))) & 15u;
+            if (t >= T) {
+                if (w != 0)
+                    return qem_fail(error, QEM_E_PACK_DESCRIPTOR,
+                                    "pack shard %llu: detector pixel %llu has a nonzero unused "
+                                    "width nibble",
+                                    k, (unsigned long long)px);
+                continue;
+            }
+            if (t > 0 && t % 32 == 0 && h[t / 32] != total)
+                return qem_fail(error, QEM_E_PACK_DESCRIPTOR,
+                                "pack shard %llu: detector pixel %llu checkpoint %llu is %u, the "
+                                "widths give %llu",
+                                k, (unsigned long long)px, (unsigned long long)(t / 32),
+                                h[t / 32], (unsigned long long)total);
+            if (w > 8)
+                return qem_fail(error, QEM_E_PACK_DESCRIPTOR,
+                                "pack shard %llu: detector pixel %llu tile %llu has width %u, "
+                                "above 8",
+                                k, (unsigned long long)px, (unsigned long long)t, w);
+            if (w && p->is_excluded[px])
+                return qem_fail(error, QEM_E_PACK_DESCRIPTOR,
+                                "pack shard %llu retains payload widths for an authenticated "
+                                "excluded detector pixel (%llu)",
+                                k, (unsigned long long)px);
+            if (w > L->max_width[px])
+                L->max_width[px] = (uint8_t)w;
+            total += w;
+        }
+        running += total;
+    }
+    if (running != r->payload_bytes / 4)
+        return qem_fail(error, QEM_E_PACK_DESCRIPTOR,
+                        "pack shard %llu compact headers end at word %llu, not at the payload's "
+                        "%llu words",
+                        k, (unsigned long long)running,
+                        (unsigned long long)(r->payload_bytes / 4));
+    L->t.header_validation += pack_elapsed_ms(&t0);
+
+    pack_now(&t0);
+    qem_status st = digest_check(out->words, r->payload_bytes, r->decoded_sha256,
+                                 QEM_E_PACK_DIGEST, "direct payload", s, error);
+    L->t.payload_integrity += pack_elapsed_ms(&t0);
+    if (st == QEM_OK)
+        L->t.decoded_digests_checked++;
+    return st;
+}
+
+static qem_status whole_file_digest(const qem_pack *p, const char *expect, qem_error *error)
+{
+    uint8_t want[32];
+    if (strlen(expect) != 64)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "the expected SHA-256 must be 64 hexadecimal digits");
+    for (int i = 0; i < 32; i++) {
+        unsigned v;
+        if (sscanf(expect + 2 * i, "%2x", &v) != 1)
+            return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                            "the expected SHA-256 must be 64 hexadecimal digits");
+        want[i] = (uint8_t)v;
+    }
+    enum { PIECE = 4 << 20 };
+    uint8_t *buf = malloc(PIECE);
+    qem_sha256 *ctx = qem_sha256_new();
+    qem_status st = buf && ctx ? QEM_OK : qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    for (uint64_t at = 0; st == QEM_OK && at < p->file_size; at += PIECE) {
+        size_t n = p->file_size - at < PIECE ? (size_t)(p->file_size - at) : PIECE;
+        st = qem_pread_full(p->fd, buf, n, at, QEM_E_IO, error);
+        if (st == QEM_OK)
+            qem_sha256_update(ctx, buf, n);
+    }
+    uint8_t got[32];
+    if (st == QEM_OK && (qem_sha256_final(ctx, got) != 0 || memcmp(got, want, 32) != 0))
+        st = qem_fail(error, QEM_E_FILE_DIGEST,
+                      "the file's SHA-256 differs from the expected identity; it is not the "
+                      "qualified file");
+    free(buf);
+    qem_sha256_free(ctx);
+    return st;
+}
+
+static void free_staged(pack_shard *staged, uint64_t n)
+{
+    for (uint64_t s = 0; staged && s < n; s++) {
+        free(staged[s].words);
+        free(staged[s].descriptors);
+        free(staged[s].headers);
+    }
+    free(staged);
+}
+
+qem_status qem_pack_load(qem_pack *p, const qem_pack_load_options *options, qem_error *error)
+{
+    qem_error_clear(error);
+    if (!p)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_pack_load: NULL pack");
+    qem_pack_load_options o;
+    qem_pack_load_options_init(&o);
+    QEM_TRY(qem_options_overlay(&o, sizeof o, options, "qem_pack_load_options", error));
+    if (p->loaded)
+        return QEM_OK;
+    load_state L = {p, 0, NULL, NULL, p->timings};
+#ifdef _OPENMP
+    L.threads = o.threads > 0 ? o.threads : omp_get_max_threads();
+#else
+    L.threads = 1;
+#endif
+    L.t.source_read = L.t.header_validation = L.t.payload_integrity = 0;
+    L.t.descriptor_preparation = L.t.decode = L.t.resident_copy = 0;
+    L.t.peak_transient_bytes = 0;
+    L.t.decoded_digests_checked = 0;
+    qem_status st = QEM_OK;
+    if (o.expect_sha256) {
+        struct timespec t0;
+        pack_now(&t0);
+        st = whole_file_digest(p, o.expect_sha256, error);
+        L.t.whole_file_integrity = pack_elapsed_ms(&t0);
+    }
+    L.staged = calloc((size_t)p->shard_count, sizeof *L.staged);
+    L.max_width = calloc((size_t)p->pixels, 1);
+    if (st == QEM_OK && (!L.staged || !L.max_width))
+        st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    for (uint64_t s = 0; st == QEM_OK && s < p->shard_count; s++) {
+        st = p->profile == QEM_PACK_UINT16_LZ4 ? load_v1_shard(&L, s, error)
+                                               : load_v3_shard(&L, s, error);
+        if (st == QEM_OK && o.progress && o.progress(o.progress_user, s + 1, p->shard_count))
+            st = qem_fail(error, QEM_E_CANCELLED, "loading cancelled; nothing was kept");
+    }
+    /* The file must be the one that was opened, unchanged. */
+    struct stat sb;
+    if (st == QEM_OK &&
+        (fstat(p->fd, &sb) != 0 || sb.st_ino != p->ino || sb.st_dev != p->dev ||
+         (uint64_t)sb.st_size != p->file_size || sb.st_mtim.tv_sec != p->mtime.tv_sec ||
+         sb.st_mtim.tv_nsec != p->mtime.tv_nsec))
+        st = qem_fail(error, QEM_E_CHANGED, "'%s' changed while it was being loaded", p->path);
+    if (st != QEM_OK) {
+        free_staged(L.staged, p->shard_count);
+        free(L.max_width);
+        return st;
+    }
+    /* Publish: every shard passed. */
+    for (uint64_t s = 0; s < p->shard_count; s++) {
+        p->shards[s].words = L.staged[s].words;
+        p->shards[s].descriptors = L.staged[s].descriptors;
+        p->shards[s].headers = L.staged[s].headers;
+    }
+    free(L.staged);
+    p->max_width = L.max_width;
+    p->loaded = 1;
+    L.t.resident_ready = pack_elapsed_ms(&p->opened_at);
+    p->timings = L.t;
+    return QEM_OK;
+}

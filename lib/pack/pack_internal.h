@@ -1,0 +1,105 @@
+/* Internals of Lossless Pack Format v1: an HDF5 file whose user block
+ * holds a prelude, a JSON manifest and a binary index over bit-packed
+ * shards. Readers use only those and the byte ranges they name, never
+ * HDF5 structures. */
+#ifndef QEM_PACK_INTERNAL_H
+#define QEM_PACK_INTERNAL_H
+
+#include <jansson.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "qem.h"
+
+#define PACK_MAGIC "QGPUH5\0\x01"
+#define PACK_PRELUDE_BYTES 24u
+#define PACK_INDEX_MAGIC_V1 "QGIX\0\0\0\x01"
+#define PACK_INDEX_MAGIC_V3 "QGIX\0\0\0\x03"
+#define PACK_RECORD_BYTES 96u
+#define PACK_V1_TILE 128u
+#define PACK_V3_TILE 32u
+#define PACK_CHUNK_BYTES 128u
+#define PACK_MAX_WORDS (1ull << 27) /* descriptor offsets are 27 bits */
+
+#define PACK_SCHEMA_V1 "quantem.gpu.packed-detector-h5/v1"
+#define PACK_SCHEMA_V3 "quantem.gpu.packed-detector-h5/v3"
+#define PACK_V3_WORKING_DEFINITION \
+    "all admitted source counts exactly; authenticated dead pixels set to zero"
+
+typedef struct pack_shard {
+    /* From the binary index. */
+    uint64_t payload_offset, payload_bytes;
+    uint64_t lengths_offset, lengths_bytes;
+    uint64_t widths_offset, widths_bytes; /* uint8: compact headers */
+    uint64_t decoded_bytes;
+    uint32_t descriptor_count, chunk_count;
+    uint8_t decoded_sha256[32];
+    /* Optional manifest digests of the stored ranges (uint16 profile). */
+    int has_compressed_sha256, has_widths_sha256;
+    uint8_t compressed_sha256[32], widths_sha256[32];
+    /* Resident once loaded. */
+    uint32_t *words;   /* decoded (uint16) or stored (uint8) payload */
+    uint32_t *descriptors; /* uint16: (word offset << 5) | width per tile */
+    uint32_t *headers;     /* uint8: compact headers as stored */
+} pack_shard;
+
+struct qem_pack {
+    int fd;
+    char *path;
+    dev_t dev;
+    ino_t ino;
+    uint64_t file_size;
+    struct timespec mtime;
+
+    char *manifest_text;
+    uint64_t manifest_bytes;
+    json_t *manifest;
+
+    qem_pack_profile profile;
+    uint64_t shape[4], scans, pixels;
+    uint64_t shard_count, sps;
+    uint64_t tiles;        /* tiles per pixel per shard */
+    uint64_t checkpoints;  /* uint8: checkpoint words per pixel (C) */
+    uint64_t width_words;  /* uint8: width words per pixel (W) */
+    uint32_t *excluded;    /* ascending row-major indices */
+    uint64_t excluded_count;
+    uint8_t *is_excluded;  /* pixels bytes */
+    uint16_t *raw_constants; /* uint8 profile: one per excluded pixel, or NULL */
+    uint8_t identity[32];
+    pack_shard *shards;
+
+    qem_dtype working_dtype;
+    qem_raw_access raw_access;
+    int has_calibration;
+    qem_detector_calibration calibration;
+
+    int loaded;
+    uint8_t *max_width; /* per pixel, over every tile and shard, once loaded */
+    qem_pack_timings timings;
+    struct timespec opened_at;
+    int first_diffraction_taken;
+    int first_detector_taken;
+};
+
+/* Milliseconds since `start`. */
+double pack_elapsed_ms(const struct timespec *start);
+void pack_now(struct timespec *t);
+
+/* Value of local scan `scan` of pixel `pixel` in a loaded shard. */
+uint32_t pack_sample(const qem_pack *pack, const pack_shard *shard, uint64_t scan,
+                     uint64_t pixel);
+
+/* Unpacks one tile (count values of width w starting at `word`). */
+void pack_unpack_tile(const uint32_t *words, uint64_t word, unsigned width, unsigned count,
+                      uint32_t *values);
+
+/* Stored width of tile `tile` of `pixel` (uint8 profile compact headers). */
+static inline unsigned pack_v3_width(const qem_pack *p, const uint32_t *headers, uint64_t pixel,
+                                     uint64_t tile)
+{
+    const uint32_t *h = headers + pixel * (p->checkpoints + p->width_words) + p->checkpoints;
+    return (h[tile / 8] >> (4 * (tile % 8))) & 15u;
+}
+
+#endif
