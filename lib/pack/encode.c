@@ -1,0 +1,289 @@
+#include "pack/encode.h"
+
+#include <libdeflate.h>
+#include <lz4.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/bitpack.h"
+#include "common/error.h"
+#include "common/sha256.h"
+#include "pack/pack_internal.h"
+
+void pack_encoded_shard_free(pack_encoded_shard *s)
+{
+    free(s->widths);
+    free(s->decoded);
+    free(s->compressed);
+    free(s->lengths);
+    free(s->headers);
+    memset(s, 0, sizeof *s);
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+    put32(p, (uint32_t)v);
+    put32(p + 4, (uint32_t)(v >> 32));
+}
+
+/* Packs `count` values LSB-first at word `word` (the words are zeroed). */
+static void pack_tile(uint32_t *words, uint64_t word, unsigned width, const uint32_t *values,
+                      unsigned count)
+{
+    for (unsigned k = 0, bit = 0; k < count; k++, bit += width) {
+        const unsigned i = bit >> 5, shift = bit & 31;
+        words[word + i] |= values[k] << shift;
+        if (shift + width > 32)
+            words[word + i + 1] |= values[k] >> (32 - shift);
+    }
+}
+
+qem_status pack_encode_v1_shard(const uint16_t *rows, uint64_t sps, uint64_t pixels,
+                                pack_encoded_shard *out, qem_error *error)
+{
+    memset(out, 0, sizeof *out);
+    const uint64_t tiles = (sps + PACK_V1_TILE - 1) / PACK_V1_TILE;
+    out->width_count = pixels * tiles;
+    out->widths = malloc((size_t)out->width_count);
+    if (!out->widths)
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    uint64_t words = 0;
+    for (uint64_t p = 0; p < pixels; p++)
+        for (uint64_t t = 0; t < tiles; t++) {
+            uint32_t vmax = 0;
+            for (uint64_t s = t * PACK_V1_TILE; s < sps && s < (t + 1) * PACK_V1_TILE; s++)
+                vmax = rows[s * pixels + p] > vmax ? rows[s * pixels + p] : vmax;
+            unsigned w = qem_bit_length(vmax);
+            out->widths[p * tiles + t] = (uint8_t)w;
+            out->maximum_width = w > out->maximum_width ? w : out->maximum_width;
+            words += 4ull * w;
+        }
+    if (words >= PACK_MAX_WORDS) {
+        pack_encoded_shard_free(out);
+        return qem_fail(error, QEM_E_LIMIT,
+                        "a shard would decode to more words than 27-bit descriptors address; "
+                        "use fewer scans per shard");
+    }
+    if (words == 0) {
+        /* An all-zero shard still needs a positive decoded size: store its
+         * first tile at width 1 (readers accept non-minimal widths). */
+        out->widths[0] = 1;
+        out->maximum_width = 1;
+        words = 4;
+    }
+    out->decoded_bytes = 4 * words;
+    out->decoded = calloc((size_t)(out->decoded_bytes / 4), 4);
+    if (!out->decoded) {
+        pack_encoded_shard_free(out);
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    }
+    uint32_t tile[PACK_V1_TILE];
+    uint64_t at = 0;
+    for (uint64_t p = 0; p < pixels; p++)
+        for (uint64_t t = 0; t < tiles; t++) {
+            const unsigned w = out->widths[p * tiles + t];
+            unsigned n = 0;
+            for (uint64_t s = t * PACK_V1_TILE; s < sps && s < (t + 1) * PACK_V1_TILE; s++)
+                tile[n++] = rows[s * pixels + p];
+            if (w)
+                pack_tile(out->decoded, at, w, tile, n);
+            at += 4ull * w;
+        }
+    /* Independent 128-byte raw LZ4 blocks, one length byte each. */
+    out->chunk_count = (out->decoded_bytes + PACK_CHUNK_BYTES - 1) / PACK_CHUNK_BYTES;
+    out->lengths = malloc((size_t)out->chunk_count);
+    out->compressed = malloc((size_t)(out->chunk_count * (uint64_t)LZ4_compressBound(PACK_CHUNK_BYTES)));
+    if (!out->lengths || !out->compressed) {
+        pack_encoded_shard_free(out);
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    }
+    for (uint64_t c = 0; c < out->chunk_count; c++) {
+        const uint64_t start = c * PACK_CHUNK_BYTES;
+        const int n = (int)(out->decoded_bytes - start < PACK_CHUNK_BYTES ? out->decoded_bytes - start
+                                                                          : PACK_CHUNK_BYTES);
+        const int got = LZ4_compress_default((const char *)out->decoded + start,
+                                             (char *)out->compressed + out->compressed_bytes, n,
+                                             LZ4_compressBound(PACK_CHUNK_BYTES));
+        if (got <= 0 || got > 256) {
+            pack_encoded_shard_free(out);
+            return qem_fail(error, QEM_E_IO, "LZ4 compression of a 128-byte block failed");
+        }
+        out->lengths[c] = (uint8_t)(got - 1);
+        out->compressed_bytes += (uint64_t)got;
+    }
+    qem_sha256_oneshot(out->decoded, (size_t)out->decoded_bytes, out->decoded_sha256);
+    return QEM_OK;
+}
+
+qem_status pack_encode_v3_shard(const uint16_t *rows, uint64_t sps, uint64_t pixels,
+                                const uint8_t *is_excluded, uint64_t first_scan,
+                                pack_encoded_shard *out, qem_error *error)
+{
+    memset(out, 0, sizeof *out);
+    if (sps % PACK_V3_TILE != 0)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "uint8/bitpacked shards hold whole 32-scan tiles");
+    const uint64_t T = sps / PACK_V3_TILE, C = (T + 31) / 32, W = (T + 7) / 8, H = C + W;
+    out->header_words = pixels * H;
+    out->headers = calloc((size_t)out->header_words, 4);
+    uint8_t *widths = malloc((size_t)(pixels * T));
+    if (!out->headers || !widths) {
+        free(widths);
+        pack_encoded_shard_free(out);
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    }
+    uint64_t words = 0;
+    for (uint64_t p = 0; p < pixels; p++) {
+        uint32_t *h = out->headers + p * H;
+        h[0] = (uint32_t)words;
+        uint64_t total = 0;
+        for (uint64_t t = 0; t < T; t++) {
+            if (t > 0 && t % 32 == 0)
+                h[t / 32] = (uint32_t)total;
+            uint32_t vmax = 0;
+            for (uint64_t s = t * PACK_V3_TILE; !is_excluded[p] && s < (t + 1) * PACK_V3_TILE; s++) {
+                uint32_t v = rows[s * pixels + p];
+                if (v > 255) {
+                    free(widths);
+                    pack_encoded_shard_free(out);
+                    return qem_fail(error, QEM_E_VALUE_RANGE,
+                                    "scan %llu, detector pixel %llu holds %u, which the uint8 "
+                                    "profile cannot store exactly; use the uint16/LZ4 profile",
+                                    (unsigned long long)(first_scan + s), (unsigned long long)p, v);
+                }
+                vmax = v > vmax ? v : vmax;
+            }
+            unsigned w = qem_bit_length(vmax);
+            widths[p * T + t] = (uint8_t)w;
+            h[C + t / 8] |= (uint32_t)w << (4 * (t % 8));
+            out->maximum_width = w > out->maximum_width ? w : out->maximum_width;
+            total += w;
+        }
+        words += total;
+    }
+    if (words == 0) {
+        /* An all-zero shard needs a nonempty payload: give the first
+         * admitted pixel's first tile width 1 (non-minimal widths are
+         * valid; excluded pixels must keep zero). */
+        uint64_t p = 0;
+        while (p < pixels && is_excluded[p])
+            p++;
+        if (p == pixels) {
+            free(widths);
+            pack_encoded_shard_free(out);
+            return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                            "every detector pixel is excluded; the uint8 profile cannot store "
+                            "an empty payload");
+        }
+        widths[p * T] = 1;
+        out->headers[p * H + C] |= 1u;
+        for (uint64_t k = 1; k < C; k++)
+            out->headers[p * H + k] += 1; /* checkpoints count that word too */
+        out->maximum_width = 1;
+        for (uint64_t q = p + 1; q < pixels; q++)
+            out->headers[q * H] += 1; /* later bases move by one word */
+        words = 1;
+    }
+    if (words >= PACK_MAX_WORDS) {
+        free(widths);
+        pack_encoded_shard_free(out);
+        return qem_fail(error, QEM_E_LIMIT, "a shard payload is too large; use fewer scans per "
+                                            "shard");
+    }
+    out->decoded_bytes = 4 * words;
+    out->decoded = calloc((size_t)words, 4);
+    if (!out->decoded) {
+        free(widths);
+        pack_encoded_shard_free(out);
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    }
+    uint32_t tile[PACK_V3_TILE];
+    uint64_t at = 0;
+    for (uint64_t p = 0; p < pixels; p++)
+        for (uint64_t t = 0; t < T; t++) {
+            const unsigned w = widths[p * T + t];
+            if (!w)
+                continue;
+            for (unsigned k = 0; k < PACK_V3_TILE; k++)
+                tile[k] = rows[(t * PACK_V3_TILE + k) * pixels + p];
+            pack_tile(out->decoded, at, w, tile, PACK_V3_TILE);
+            at += w;
+        }
+    free(widths);
+    qem_sha256_oneshot(out->decoded, (size_t)out->decoded_bytes, out->decoded_sha256);
+    return QEM_OK;
+}
+
+uint8_t *pack_index_build(qem_pack_profile profile, const uint64_t shape[4], uint64_t sps,
+                          const uint32_t *excluded, uint64_t excluded_count,
+                          const uint8_t identity[32], const pack_shard_record *records,
+                          uint64_t shard_count, uint64_t *size)
+{
+    const uint64_t head = profile == QEM_PACK_UINT16_LZ4 ? 36 : 44;
+    const uint64_t n = head + 4 + 4 * excluded_count + 32 + PACK_RECORD_BYTES * shard_count;
+    uint8_t *ix = calloc((size_t)n, 1);
+    if (!ix)
+        return NULL;
+    memcpy(ix, profile == QEM_PACK_UINT16_LZ4 ? PACK_INDEX_MAGIC_V1 : PACK_INDEX_MAGIC_V3, 8);
+    put32(ix + 8, (uint32_t)shard_count);
+    put32(ix + 12, profile == QEM_PACK_UINT16_LZ4 ? PACK_CHUNK_BYTES : 0);
+    for (int i = 0; i < 4; i++)
+        put32(ix + 16 + 4 * i, (uint32_t)shape[i]);
+    put32(ix + 32, (uint32_t)sps);
+    if (profile == QEM_PACK_UINT8_BITPACKED) {
+        put32(ix + 36, PACK_V3_TILE);
+        put32(ix + 40, 1);
+    }
+    uint8_t *cur = ix + head;
+    put32(cur, (uint32_t)excluded_count);
+    cur += 4;
+    for (uint64_t i = 0; i < excluded_count; i++, cur += 4)
+        put32(cur, excluded[i]);
+    memcpy(cur, identity, 32);
+    cur += 32;
+    for (uint64_t s = 0; s < shard_count; s++, cur += PACK_RECORD_BYTES) {
+        const pack_shard_record *r = &records[s];
+        put64(cur, r->payload_offset);
+        put64(cur + 8, r->payload_bytes);
+        put64(cur + 16, r->lengths_offset);
+        put64(cur + 24, r->lengths_bytes);
+        put64(cur + 32, r->widths_offset);
+        put64(cur + 40, r->widths_bytes);
+        put64(cur + 48, r->decoded_bytes);
+        put32(cur + 56, r->descriptor_count);
+        put32(cur + 60, r->chunk_count);
+        memcpy(cur + 64, r->decoded_sha256, 32);
+    }
+    *size = n;
+    return ix;
+}
+
+qem_status pack_user_block(const char *manifest, uint64_t manifest_bytes, const uint8_t *index,
+                           uint64_t index_bytes, uint64_t block_bytes, uint8_t **block,
+                           qem_error *error)
+{
+    const uint64_t index_at = (PACK_PRELUDE_BYTES + manifest_bytes + 7) & ~7ull;
+    if (index_at + index_bytes > block_bytes || index_at > UINT32_MAX)
+        return qem_fail(error, QEM_E_LIMIT,
+                        "the manifest and index (%llu bytes) do not fit the %llu-byte user block",
+                        (unsigned long long)(index_at + index_bytes),
+                        (unsigned long long)block_bytes);
+    uint8_t *b = calloc((size_t)block_bytes, 1);
+    if (!b)
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    memcpy(b, PACK_MAGIC, 8);
+    put32(b + 8, (uint32_t)manifest_bytes);
+    put32(b + 12, (uint32_t)libdeflate_crc32(0, manifest, (size_t)manifest_bytes));
+    put32(b + 16, (uint32_t)index_at);
+    put32(b + 20, (uint32_t)index_bytes);
+    memcpy(b + PACK_PRELUDE_BYTES, manifest, (size_t)manifest_bytes);
+    memcpy(b + index_at, index, (size_t)index_bytes);
+    *block = b;
+    return QEM_OK;
+}

@@ -1,0 +1,170 @@
+/* Packs built from the byte rules load and read back exactly, raw and
+ * mask-applied: both profiles, a partial final 128-scan tile, several
+ * shards, excluded pixels retained in the payload, exclusion constants,
+ * legacy uint8 files with wide excluded columns, all-zero shards. Loading
+ * holds one shard in flight at a time. */
+#include "pack_build.h"
+
+static uint64_t seed = 8;
+
+typedef struct variant {
+    const char *name;
+    pack_spec spec;
+    int u8_values;          /* keep admitted values within uint8 */
+    uint16_t excluded_value; /* constant at excluded pixels (0 = varying) */
+    qem_raw_access raw_access;
+} variant;
+
+static uint16_t *make_data(const variant *v, const uint8_t *excluded)
+{
+    const pack_spec *s = &v->spec;
+    const uint64_t P = s->shape[2] * s->shape[3], n = s->shape[0] * s->shape[1] * P;
+    uint16_t *d = malloc((size_t)n * 2);
+    for (uint64_t k = 0; k < n; k++) {
+        const uint64_t p = k % P, scan = k / P;
+        uint64_t r = test_rand(&seed);
+        uint32_t x;
+        if (!strcmp(v->name, "zeros") || (scan >= 256 && !strcmp(v->name, "zero_shard")))
+            x = 0;
+        else if (p % 5 == 0)
+            x = (uint32_t)(r % 3); /* narrow */
+        else if (p % 5 == 1)
+            x = v->u8_values ? (uint32_t)(r % 256) : (uint32_t)(r % 65536); /* wide */
+        else if (p % 5 == 2)
+            x = 0; /* silent */
+        else
+            x = (uint32_t)(r % (v->u8_values ? 40 : 1000));
+        if (excluded[p])
+            x = v->excluded_value ? v->excluded_value : (uint32_t)(1000 + r % 60000);
+        d[k] = (uint16_t)x;
+    }
+    return d;
+}
+
+static void check_variant(const variant *v)
+{
+    const pack_spec *s = &v->spec;
+    const uint64_t P = s->shape[2] * s->shape[3], scans = s->shape[0] * s->shape[1];
+    uint8_t *excluded = calloc((size_t)P, 1);
+    for (uint64_t i = 0; i < s->excluded_count; i++)
+        excluded[s->excluded[i]] = 1;
+    uint16_t *data = make_data(v, excluded);
+    pack_spec spec = *s;
+    spec.data = data;
+    char name[96];
+    snprintf(name, sizeof name, "%s.h5", v->name);
+    pack_built built = {0};
+    CHECK(pack_build(test_path(name), &spec, &built));
+    /* What one shard in flight costs: its stored ranges, chunk table,
+     * decoded payload and descriptors (uint16) or payload and headers. */
+    uint64_t one_shard_max = 0, all_shards = 0;
+    for (uint64_t k = 0; k < built.shard_count; k++) {
+        const pack_shard_record *r = &built.records[k];
+        uint64_t b = s->profile == QEM_PACK_UINT16_LZ4
+                         ? r->payload_bytes + r->lengths_bytes + r->widths_bytes +
+                               8ull * (r->chunk_count + 1) + r->decoded_bytes +
+                               4ull * r->descriptor_count
+                         : r->payload_bytes + r->widths_bytes;
+        one_shard_max = b > one_shard_max ? b : one_shard_max;
+        all_shards += b;
+    }
+    pack_built_free(&built);
+    qem_error e = {0};
+    qem_pack *p = NULL;
+    CHECK_OK(qem_pack_open(test_path(name), &p, &e), &e);
+    if (!p) {
+        free(data);
+        free(excluded);
+        return;
+    }
+    CHECK_OK(qem_pack_load(p, NULL, &e), &e);
+    qem_pack_info info;
+    qem_pack_get_info(p, &info);
+    CHECK_EQ_U64(info.raw_access, v->raw_access);
+    CHECK_EQ_U64(info.shard_count, scans / s->sps);
+    const int u8 = info.working_dtype == QEM_DTYPE_UINT8;
+    const size_t wbytes = (size_t)(scans * P) * (u8 ? 1 : 2);
+    uint8_t *working = malloc(wbytes);
+    CHECK_OK(qem_pack_read_scans(p, 0, scans, QEM_PACK_MASK_APPLIED, working, wbytes, &e), &e);
+    int wrong = 0;
+    for (uint64_t k = 0; k < scans * P; k++) {
+        uint32_t want = excluded[k % P] ? 0 : data[k];
+        uint32_t have = u8 ? working[k] : ((uint16_t *)working)[k];
+        wrong += want != have;
+    }
+    if (wrong)
+        fprintf(stderr, "%s: %d mask-applied values differ\n", v->name, wrong);
+    CHECK_EQ_U64(wrong, 0);
+    uint16_t *raw = malloc((size_t)(scans * P) * 2);
+    qem_status st = qem_pack_read_scans(p, 0, scans, QEM_PACK_RAW, raw, (size_t)(scans * P) * 2, &e);
+    if (v->raw_access == QEM_RAW_MASK_APPLIED_ONLY) {
+        CHECK_STATUS(st, QEM_E_RAW_UNAVAILABLE, &e);
+    } else {
+        CHECK_OK(st, &e);
+        CHECK(memcmp(raw, data, (size_t)(scans * P) * 2) == 0);
+    }
+    /* Windows crossing tiles and shards. */
+    for (int t = 0; t < 12; t++) {
+        uint64_t first = test_rand(&seed) % scans, count = 1 + test_rand(&seed) % (scans - first);
+        CHECK_OK(qem_pack_read_scans(p, first, count, QEM_PACK_MASK_APPLIED, working, wbytes, &e), &e);
+        int bad = 0;
+        for (uint64_t k = 0; k < count * P; k++) {
+            uint32_t want = excluded[k % P] ? 0 : data[first * P + k];
+            bad += want != (u8 ? working[k] : ((uint16_t *)working)[k]);
+        }
+        CHECK_EQ_U64(bad, 0);
+    }
+    /* Staging never held more than one shard. */
+    qem_pack_timings t;
+    qem_pack_get_timings(p, &t);
+    CHECK_EQ_U64(t.peak_transient_bytes, one_shard_max);
+    if (info.shard_count > 1)
+        CHECK(t.peak_transient_bytes < all_shards);
+    CHECK_EQ_U64(t.decoded_digests_checked, info.shard_count);
+    free(working);
+    free(raw);
+    qem_pack_close(p);
+    free(data);
+    free(excluded);
+}
+
+int main(void)
+{
+    static const uint32_t four[] = {0, 7, 13, 19};
+    static const uint32_t one[] = {5};
+    static const uint32_t wide[] = {1, 6};
+    const variant variants[] = {
+        {"u16_partial_tile", {QEM_PACK_UINT16_LZ4, {5, 40, 4, 5}, 200, NULL, NULL, 0, 0,
+                              QEM_DTYPE_UINT16, 0, 0}, 0, 0, QEM_RAW_EXACT_NO_EXCLUSIONS},
+        {"u16_shards_retained", {QEM_PACK_UINT16_LZ4, {8, 64, 4, 5}, 128, NULL, four, 4, 1,
+                                 QEM_DTYPE_UINT16, 0, 1}, 0, 0, QEM_RAW_RETAINED_PAYLOAD},
+        {"u16_excluded_no_policy", {QEM_PACK_UINT16_LZ4, {2, 128, 4, 5}, 128, NULL, four, 4, 0,
+                                    QEM_DTYPE_UINT16, 0, 0}, 0, 0, QEM_RAW_MASK_APPLIED_ONLY},
+        {"u8_legacy_wide_excluded", {QEM_PACK_UINT16_LZ4, {4, 96, 3, 4}, 128, NULL, wide, 2, 0,
+                                     QEM_DTYPE_UINT8, 0, 0}, 1, 65535, QEM_RAW_MASK_APPLIED_ONLY},
+        {"u8_constants", {QEM_PACK_UINT8_BITPACKED, {4, 96, 3, 4}, 128, NULL, one, 1, 0,
+                          QEM_DTYPE_UINT8, 1, 0}, 1, 65535, QEM_RAW_EXCLUSION_CONSTANTS},
+        {"u8_legacy_no_constants", {QEM_PACK_UINT8_BITPACKED, {2, 64, 3, 4}, 64, NULL, one, 1, 0,
+                                    QEM_DTYPE_UINT8, 0, 0}, 1, 4000, QEM_RAW_MASK_APPLIED_ONLY},
+        {"u8_33_tiles", {QEM_PACK_UINT8_BITPACKED, {2, 1056, 2, 3}, 1056, NULL, NULL, 0, 0,
+                         QEM_DTYPE_UINT8, 1, 0}, 1, 0, QEM_RAW_EXACT_NO_EXCLUSIONS},
+        {"zero_shard", {QEM_PACK_UINT16_LZ4, {2, 256, 3, 3}, 256, NULL, NULL, 0, 0,
+                        QEM_DTYPE_UINT16, 0, 0}, 0, 0, QEM_RAW_EXACT_NO_EXCLUSIONS},
+        {"zeros", {QEM_PACK_UINT8_BITPACKED, {1, 64, 2, 2}, 32, NULL, NULL, 0, 0,
+                   QEM_DTYPE_UINT8, 1, 0}, 1, 0, QEM_RAW_EXACT_NO_EXCLUSIONS},
+    };
+    for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++)
+        check_variant(&variants[i]);
+
+    /* Values the uint8 profile cannot hold are refused, naming them. */
+    uint16_t bad[2 * 32 * 4] = {0};
+    bad[33 * 4 + 2] = 300;
+    pack_spec s = {QEM_PACK_UINT8_BITPACKED, {1, 64, 2, 2}, 64, bad, NULL, 0, 0, QEM_DTYPE_UINT8, 0, 0};
+    pack_encoded_shard enc;
+    uint8_t none[4] = {0};
+    qem_error e = {0};
+    CHECK_STATUS(pack_encode_v3_shard(bad, 64, 4, none, 0, &enc, &e), QEM_E_VALUE_RANGE, &e);
+    CHECK(strstr(e.message, "scan 33, detector pixel 2 holds 300") != NULL);
+    (void)s;
+    return test_finish("unit_pack_roundtrip");
+}
