@@ -21,9 +21,13 @@ static const char *const main_help =
     "commands:\n"
     "  save IN OUT.qem         store a 4D .npy (uint8/uint16 counts, float32) or\n"
     "                          re-save a .qem, losslessly\n"
-    "  info FILE.qem           container, codec, shape, sizes, ratio, metadata\n"
-    "  verify FILE.qem         check every checksum, stream and spatial sum\n"
-    "  export FILE.qem OUT.npy decode to a 4D .npy, chunk by chunk\n"
+    "  info FILE               container, codec/profile, shape, sizes, ratio, metadata\n"
+    "  verify FILE             check every checksum, stream, digest and index\n"
+    "  export FILE OUT.npy     decode to a 4D .npy, one chunk or shard at a time\n"
+    "  dp FILE --scan R,C -o OUT.npy\n"
+    "                          one diffraction pattern as a 2D .npy\n"
+    "FILE is a .qem file or a Lossless Pack Format v1 file (.h5), recognised by\n"
+    "its signature.\n"
     "  help [COMMAND]          this text, or a command's own help\n"
     "\n"
     "options for every command: --quiet (no progress), --threads N (default:\n"
@@ -58,33 +62,60 @@ static const char *const save_help =
     "  --threads N         encoding threads (default: all cores)\n"
     "  --quiet             no progress on stderr\n";
 
+
+
+
 static const char *const info_help =
-    "usage: qem info FILE.qem [--json]\n"
+    "usage: qem info FILE [--json] [--timings] [--expect-sha256 HEX]\n"
     "\n"
-    "Validates FILE (envelope, header checksum, layout, body checksums) and\n"
-    "prints container, codec, shape, dtype, chunks, sizes, compression ratio\n"
-    "and a summary of the scientific metadata: calibrated axes, recorded\n"
-    "microscope quantities and user calibration overrides, kept apart.\n"
+    "A .qem file is validated (envelope, header checksum, layout, body\n"
+    "checksums) and described: container, codec, shape, dtype, chunks, sizes,\n"
+    "compression ratio, the scientific metadata with calibrated axes, recorded\n"
+    "microscope quantities and user calibration overrides kept apart.\n"
+    "A pack is opened cheaply (prelude, manifest CRC, index, every range, the\n"
+    "manifest's agreement with the index) and described: profile, shape,\n"
+    "shards, working dtype, exclusions, raw access mode, detector calibration.\n"
     "\n"
-    "  --json   machine-readable output\n";
+    "  --json               machine-readable output\n"
+    "  --timings            packs: load (every shard authenticated), read the\n"
+    "                       first pattern and a first detector image, and print\n"
+    "                       each phase. The page cache is not dropped, so these\n"
+    "                       are warm-cache timings.\n"
+    "  --expect-sha256 HEX  packs: the whole-file SHA-256 the file must have\n";
 
 static const char *const verify_help =
-    "usage: qem verify FILE.qem [--threads N] [--quiet]\n"
+    "usage: qem verify FILE [--expect-sha256 HEX] [--threads N] [--quiet]\n"
     "\n"
-    "Checks everything: every body checksum, every count stream decoded to\n"
-    "completion under every rule, every value within the dtype, and every\n"
-    "8x8/32x32 spatial sum recomputed from the decoded counts. Prints OK, or\n"
-    "the first failure and exits 1.\n";
+    "A .qem file: every body checksum, every count stream decoded to\n"
+    "completion under every rule, every value within the dtype, every\n"
+    "8x8/32x32 spatial sum recomputed from the decoded counts, and for float32\n"
+    "the logical SHA-256 of the decoded bits.\n"
+    "A pack: the full load (descriptors or compact headers, every LZ4 block,\n"
+    "every shard digest) and, with --expect-sha256, the whole-file identity,\n"
+    "which the uint8/bitpacked profile needs because its index does not hash\n"
+    "the compact headers.\n"
+    "Prints OK, or the first failure and exits 1.\n";
 
 static const char *const export_help =
-    "usage: qem export FILE.qem OUT.npy [--codes] [--threads N] [--quiet]\n"
+    "usage: qem export FILE OUT.npy [--raw] [--threads N] [--quiet]\n"
     "\n"
-    "Decodes FILE into a 4D .npy, one chunk at a time (memory: one chunk of\n"
-    "scans): exact counts, the original float32 bits (checked against the\n"
-    "file's logical SHA-256 before OUT appears), or, for scaled files, the\n"
-    "restored float32 intensities.\n"
+    "Decodes FILE into a 4D .npy, one chunk or shard at a time:\n"
+    "  .qem: exact counts, the original float32 bits (checked against the\n"
+    "        file's logical SHA-256 before OUT appears), or restored float32\n"
+    "        intensities of a scaled file;\n"
+    "  pack: the mask-applied working array in the file's working dtype\n"
+    "        (excluded detector pixels read 0).\n"
     "\n"
-    "  --codes   scaled files: write the stored uint16 codes instead\n";
+    "  --raw    pack: the raw uint16 reconstruction (retained samples or\n"
+    "           exclusion constants), refused where the file does not admit it;\n"
+    "           scaled .qem: the stored uint16 codes (also --codes)\n";
+
+static const char *const dp_help =
+    "usage: qem dp FILE --scan ROW,COLUMN -o OUT.npy [--raw]\n"
+    "\n"
+    "Writes the diffraction pattern at scan position (ROW, COLUMN) as a 2D\n"
+    "(detector_row, detector_column) .npy: working values (pack: excluded\n"
+    "pixels read 0), or with --raw the raw values where the file admits them.\n";
 
 typedef struct options {
     const char *positional[2];
@@ -97,6 +128,12 @@ typedef struct options {
     const char *dark;
     const char *calibration;
     int codes;
+    int raw;
+    int timings;
+    const char *expect_sha256;
+    const char *output;
+    long scan_row, scan_column;
+    int have_scan;
 } options;
 
 typedef struct progress_state {
@@ -195,6 +232,30 @@ static int parse_args(int argc, char **argv, const char *help, int max_positiona
             o->calibration = argv[++i];
         } else if (!strcmp(a, "--codes") && strstr(allowed, "codes")) {
             o->codes = 1;
+        } else if (!strcmp(a, "--raw") && strstr(allowed, "raw")) {
+            o->raw = 1;
+        } else if (!strcmp(a, "--timings") && strstr(allowed, "timings")) {
+            o->timings = 1;
+        } else if (!strcmp(a, "--expect-sha256") && strstr(allowed, "expect")) {
+            if (i + 1 >= argc || strlen(argv[i + 1]) != 64)
+                return usage_error(help, "--expect-sha256 needs 64 hexadecimal digits%s", "");
+            o->expect_sha256 = argv[++i];
+        } else if ((!strcmp(a, "-o") || !strcmp(a, "--output")) && strstr(allowed, "output")) {
+            if (i + 1 >= argc)
+                return usage_error(help, "-o needs an output file%s", "");
+            o->output = argv[++i];
+        } else if (!strcmp(a, "--scan") && strstr(allowed, "scan")) {
+            char *end = NULL;
+            if (i + 1 >= argc)
+                return usage_error(help, "--scan needs ROW,COLUMN%s", "");
+            o->scan_row = strtol(argv[i + 1], &end, 10);
+            if (!end || *end != ',' || o->scan_row < 0)
+                return usage_error(help, "--scan needs ROW,COLUMN, e.g. --scan 12,40%s", "");
+            o->scan_column = strtol(end + 1, &end, 10);
+            if (!end || *end || o->scan_column < 0)
+                return usage_error(help, "--scan needs ROW,COLUMN, e.g. --scan 12,40%s", "");
+            o->have_scan = 1;
+            i++;
         } else if (a[0] == '-' && a[1] != '\0') {
             return usage_error(help, "unknown option '%s'", a);
         } else {
@@ -416,41 +477,184 @@ static void print_summary(const json_t *s)
     print_quantities("overrides", json_object_get(sm, "calibration_overrides"));
 }
 
-static int cmd_info(int argc, char **argv)
+
+
+
+static int print_json(const char *command, char *text, int json,
+                      void (*human)(const json_t *summary))
 {
-    options o;
-    int rc = parse_args(argc, argv, info_help, 1, "json", &o);
-    if (rc)
-        return rc < 0 ? EXIT_OK : rc;
-    qem_error e = {0};
-    qem_file *f = NULL;
-    if (qem_open(o.positional[0], NULL, &f, &e) != QEM_OK)
-        return fail("info", &e);
-    char *text = qem_summary_json(f);
-    qem_close(f);
     if (!text) {
-        fprintf(stderr, "qem info: out of memory\n");
+        fprintf(stderr, "qem %s: out of memory\n", command);
         return EXIT_FAILED;
     }
-    if (o.json) {
+    if (json) {
         printf("%s\n", text);
     } else {
         json_t *s = json_loads(text, 0, NULL);
         if (s)
-            print_summary(s);
+            human(s);
         json_decref(s);
     }
     qem_free(text);
     return EXIT_OK;
 }
 
-static int cmd_verify(int argc, char **argv)
+static void print_ms(const char *label, const json_t *v)
+{
+    if (json_is_number(v))
+        printf("  %-26s %10.3f ms\n", label, json_number_value(v));
+    else
+        printf("  %-26s %10s\n", label, "not run");
+}
+
+static void print_pack_summary(const json_t *s)
+{
+    const json_t *shape = json_object_get(s, "shape");
+    printf("%-18s %s\n", "file", json_string_value(json_object_get(s, "path")));
+    printf("%-18s %s, profile %s (legacy binary revision %lld)\n", "format",
+           json_string_value(json_object_get(s, "format")),
+           json_string_value(json_object_get(s, "profile")),
+           json_integer_value(json_object_get(s, "legacy_binary_revision")));
+    printf("%-18s %s\n", "schema", json_string_value(json_object_get(s, "schema")));
+    printf("%-18s %lld x %lld scan positions, %lld x %lld detector pixels\n", "shape",
+           json_integer_value(json_array_get(shape, 0)), json_integer_value(json_array_get(shape, 1)),
+           json_integer_value(json_array_get(shape, 2)), json_integer_value(json_array_get(shape, 3)));
+    printf("%-18s %lld of %lld scan positions each\n", "shards",
+           json_integer_value(json_object_get(s, "shard_count")),
+           json_integer_value(json_object_get(s, "scans_per_shard")));
+    printf("%-18s %s (excluded pixels read 0)\n", "working dtype",
+           json_string_value(json_object_get(s, "working_dtype")));
+    printf("%-18s %lld detector pixels\n", "excluded",
+           json_integer_value(json_object_get(s, "excluded_count")));
+    printf("%-18s %s\n", "raw access", json_string_value(json_object_get(s, "raw_access")));
+    printf("%-18s %lld bytes (resident once loaded: %lld)\n", "file size",
+           json_integer_value(json_object_get(s, "file_bytes")),
+           json_integer_value(json_object_get(s, "resident_bytes")));
+    printf("%-18s %.2fx of uint16\n", "compression ratio",
+           json_number_value(json_object_get(s, "compression_ratio")));
+    printf("%-18s %s\n", "source identity",
+           json_string_value(json_object_get(s, "source_identity_sha256")));
+    if (!json_is_true(json_object_get(s, "headers_hashed_by_index")))
+        printf("%-18s compact headers are not hashed by the index; qualify the file with "
+               "--expect-sha256\n",
+               "integrity");
+    const json_t *cal = json_object_get(s, "detector_calibration");
+    if (json_is_object(cal)) {
+        const json_t *c = json_object_get(cal, "detector_center_px");
+        char r[32], col[32], rad[32];
+        printf("%-18s centre (%s, %s) px, bright-field radius %s px, method %s\n",
+               "detector calib.", shortest(json_number_value(json_array_get(c, 0)), r, sizeof r),
+               shortest(json_number_value(json_array_get(c, 1)), col, sizeof col),
+               shortest(json_number_value(json_object_get(cal, "bright_field_radius_px")), rad,
+                        sizeof rad),
+               json_string_value(json_object_get(cal, "method")));
+        if (json_object_get(cal, "dpc_rotation_degrees"))
+            printf("%-18s DPC rotation %s degrees, components %sexchanged\n", "",
+                   shortest(json_number_value(json_object_get(cal, "dpc_rotation_degrees")), r,
+                            sizeof r),
+                   json_is_true(json_object_get(cal, "dpc_component_order_exchanged")) ? "" : "not ");
+    } else {
+        printf("%-18s none\n", "detector calib.");
+    }
+    const json_t *t = json_object_get(s, "timings_ms");
+    if (json_is_object(t)) {
+        printf("timings (warm page cache; not a cold run):\n");
+        print_ms("metadata", json_object_get(t, "metadata"));
+        print_ms("whole-file integrity", json_object_get(t, "whole_file_integrity"));
+        print_ms("source read", json_object_get(t, "source_read"));
+        print_ms("header validation", json_object_get(t, "header_validation"));
+        print_ms("payload integrity", json_object_get(t, "payload_integrity"));
+        print_ms("descriptor preparation", json_object_get(t, "descriptor_preparation"));
+        print_ms("LZ4 decode", json_object_get(t, "decode"));
+        print_ms("resident copy", json_object_get(t, "resident_copy"));
+        print_ms("resident ready", json_object_get(t, "resident_ready"));
+        print_ms("first diffraction pattern", json_object_get(t, "first_diffraction"));
+        print_ms("first detector image", json_object_get(t, "first_detector"));
+        printf("  %-26s %10lld bytes\n", "peak transient staging",
+               json_integer_value(json_object_get(s, "peak_transient_bytes")));
+    }
+}
+
+static int cmd_info(int argc, char **argv)
 {
     options o;
-    int rc = parse_args(argc, argv, verify_help, 1, "", &o);
+    int rc = parse_args(argc, argv, info_help, 1, "json timings expect", &o);
     if (rc)
         return rc < 0 ? EXIT_OK : rc;
     qem_error e = {0};
+    qem_file_kind kind;
+    if (qem_identify(o.positional[0], &kind, &e) != QEM_OK)
+        return fail("info", &e);
+    if (kind == QEM_KIND_PACK) {
+        qem_pack *p = NULL;
+        if (qem_pack_open(o.positional[0], &p, &e) != QEM_OK)
+            return fail("info", &e);
+        if (o.timings || o.expect_sha256) {
+            qem_pack_load_options lo;
+            qem_pack_load_options_init(&lo);
+            lo.threads = o.threads;
+            lo.expect_sha256 = o.expect_sha256;
+            if (qem_pack_load(p, &lo, &e) != QEM_OK ||
+                qem_pack_time_first_access(p, &e) != QEM_OK) {
+                qem_pack_close(p);
+                return fail("info", &e);
+            }
+        }
+        char *text = qem_pack_summary_json(p);
+        qem_pack_close(p);
+        return print_json("info", text, o.json, print_pack_summary);
+    }
+    qem_file *f = NULL;
+    if (qem_open(o.positional[0], NULL, &f, &e) != QEM_OK)
+        return fail("info", &e);
+    char *text = qem_summary_json(f);
+    qem_close(f);
+    return print_json("info", text, o.json, print_summary);
+}
+
+static int verify_pack(const options *o)
+{
+    qem_error e = {0};
+    qem_pack *p = NULL;
+    if (qem_pack_open(o->positional[0], &p, &e) != QEM_OK)
+        return fail("verify", &e);
+    qem_pack_load_options lo;
+    qem_pack_load_options_init(&lo);
+    lo.threads = o->threads;
+    lo.expect_sha256 = o->expect_sha256;
+    progress_state ps;
+    progress_setup(&ps, "verifying shards", o, &lo.progress, &lo.progress_user);
+    if (qem_pack_load(p, &lo, &e) != QEM_OK) {
+        qem_pack_close(p);
+        return fail("verify", &e);
+    }
+    qem_pack_info info;
+    qem_pack_get_info(p, &info);
+    qem_pack_timings t;
+    qem_pack_get_timings(p, &t);
+    qem_pack_close(p);
+    printf("OK %s: %llu shards loaded, %llu payload digests verified%s\n", o->positional[0],
+           (unsigned long long)info.shard_count, (unsigned long long)t.decoded_digests_checked,
+           o->expect_sha256 ? ", whole-file identity verified"
+           : info.profile == QEM_PACK_UINT8_BITPACKED
+               ? "; compact headers are not hashed by the index, give --expect-sha256 to "
+                 "qualify the file"
+               : "");
+    return EXIT_OK;
+}
+
+static int cmd_verify(int argc, char **argv)
+{
+    options o;
+    int rc = parse_args(argc, argv, verify_help, 1, "expect", &o);
+    if (rc)
+        return rc < 0 ? EXIT_OK : rc;
+    qem_error e = {0};
+    qem_file_kind kind;
+    if (qem_identify(o.positional[0], &kind, &e) != QEM_OK)
+        return fail("verify", &e);
+    if (kind == QEM_KIND_PACK)
+        return verify_pack(&o);
     qem_file *f = open_deferred("verify", o.positional[0]);
     if (!f)
         return EXIT_FAILED;
@@ -471,26 +675,82 @@ static int cmd_verify(int argc, char **argv)
     return EXIT_OK;
 }
 
+static qem_source *open_source(const char *command, const options *o)
+{
+    qem_error e = {0};
+    qem_source *s = NULL;
+    qem_source_options so;
+    qem_source_options_init(&so);
+    so.threads = o->threads;
+    so.expect_sha256 = o->expect_sha256;
+    if (qem_source_open(o->positional[0], &so, &s, &e) != QEM_OK)
+        fail(command, &e);
+    return s;
+}
+
 static int cmd_export(int argc, char **argv)
 {
     options o;
-    int rc = parse_args(argc, argv, export_help, 2, "codes", &o);
+    int rc = parse_args(argc, argv, export_help, 2, "codes raw expect", &o);
     if (rc)
         return rc < 0 ? EXIT_OK : rc;
     qem_error e = {0};
-    qem_file *f = open_deferred("export", o.positional[0]);
-    if (!f)
+    qem_source *s = open_source("export", &o);
+    if (!s)
         return EXIT_FAILED;
-    qem_export_options xo;
-    qem_export_options_init(&xo);
-    xo.threads = o.threads;
-    xo.scaled_codes = o.codes;
     progress_state ps;
-    progress_setup(&ps, "exporting", &o, &xo.progress, &xo.progress_user);
-    qem_status st = qem_export_npy(f, o.positional[1], &xo, &e);
-    qem_close(f);
+    qem_progress_fn fn;
+    void *user;
+    progress_setup(&ps, "exporting", &o, &fn, &user);
+    qem_status st = qem_source_export_npy(s, o.positional[1],
+                                          o.raw || o.codes ? QEM_VALUES_RAW : QEM_VALUES_WORKING,
+                                          fn, user, &e);
+    qem_source_close(s);
     if (st != QEM_OK)
         return fail("export", &e);
+    return EXIT_OK;
+}
+
+static int cmd_dp(int argc, char **argv)
+{
+    options o;
+    int rc = parse_args(argc, argv, dp_help, 1, "raw scan output expect", &o);
+    if (rc)
+        return rc < 0 ? EXIT_OK : rc;
+    if (!o.have_scan || !o.output)
+        return usage_error(dp_help, "dp needs --scan ROW,COLUMN and -o OUT.npy%s", "");
+    qem_error e = {0};
+    qem_source *s = open_source("dp", &o);
+    if (!s)
+        return EXIT_FAILED;
+    qem_source_info info;
+    qem_source_get_info(s, &info);
+    if ((uint64_t)o.scan_row >= info.shape[0] || (uint64_t)o.scan_column >= info.shape[1]) {
+        fprintf(stderr, "qem dp: scan (%ld, %ld) is outside the %llu x %llu scan\n", o.scan_row,
+                o.scan_column, (unsigned long long)info.shape[0],
+                (unsigned long long)info.shape[1]);
+        qem_source_close(s);
+        return EXIT_FAILED;
+    }
+    const qem_values values = o.raw ? QEM_VALUES_RAW : QEM_VALUES_WORKING;
+    const uint64_t scan = (uint64_t)o.scan_row * info.shape[1] + (uint64_t)o.scan_column;
+    const size_t bytes = (size_t)qem_source_read_bound(s, values, 1);
+    void *dp = malloc(bytes);
+    qem_npy_writer *w = NULL;
+    const uint64_t shape2[2] = {info.shape[2], info.shape[3]};
+    qem_status st = dp ? qem_source_read(s, scan, 1, values, dp, bytes, &e) : QEM_E_NO_MEMORY;
+    if (st == QEM_OK)
+        st = qem_npy_writer_create(o.output, o.raw ? info.raw_dtype : info.working_dtype, 2,
+                                   shape2, &w, &e);
+    if (st == QEM_OK)
+        st = qem_npy_writer_append(w, dp, info.pixels, &e);
+    if (st == QEM_OK)
+        st = qem_npy_writer_finish(w, &e);
+    qem_npy_writer_free(w);
+    free(dp);
+    qem_source_close(s);
+    if (st != QEM_OK)
+        return fail("dp", &e);
     return EXIT_OK;
 }
 
@@ -515,6 +775,7 @@ int main(int argc, char **argv)
               : !strcmp(topic, "info")   ? info_help
               : !strcmp(topic, "verify") ? verify_help
               : !strcmp(topic, "export") ? export_help
+              : !strcmp(topic, "dp")     ? dp_help
                                          : main_help,
               stdout);
         return EXIT_OK;
@@ -527,6 +788,8 @@ int main(int argc, char **argv)
         return cmd_verify(argc - 2, argv + 2);
     if (!strcmp(cmd, "export"))
         return cmd_export(argc - 2, argv + 2);
+    if (!strcmp(cmd, "dp"))
+        return cmd_dp(argc - 2, argv + 2);
     fprintf(stderr, "qem: unknown command '%s'\n\n%s", cmd, main_help);
     return EXIT_USAGE;
 }

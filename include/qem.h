@@ -455,6 +455,85 @@ QEM_API qem_status qem_pack_read_scans(qem_pack *pack, uint64_t first, uint64_t 
                                        qem_pack_values values, void *out, size_t out_size,
                                        qem_error *error);
 
+/* A JSON summary of a pack (prelude, profile, schema, shape, shards,
+ * working dtype, exclusions, raw access, sizes, identity, calibration and,
+ * once loaded, the phase timings). Release with qem_free(). */
+QEM_API char *qem_pack_summary_json(const qem_pack *pack);
+
+/* Times the first selected diffraction pattern (scan 0) and the first
+ * detector-ready image (a virtual detector over every admitted pixel) on a
+ * loaded pack; the results land in qem_pack_timings. */
+QEM_API qem_status qem_pack_time_first_access(qem_pack *pack, qem_error *error);
+
+/* ------------------------------------------------------------------------ */
+/* Any source: the representation interface shared by .qem and packs       */
+
+typedef struct qem_source qem_source;
+
+typedef enum qem_source_kind {
+    QEM_SOURCE_QEM = 1,
+    QEM_SOURCE_PACK = 2
+} qem_source_kind;
+
+typedef enum qem_values {
+    /* Scientific working values: .qem counts, float32 bits or restored
+     * scaled intensities; pack mask-applied working array. */
+    QEM_VALUES_WORKING = 0,
+    /* Raw values: .qem counts, float32 bits or stored scaled codes; pack
+     * raw uint16 reconstruction (refused where the file does not admit it). */
+    QEM_VALUES_RAW = 1
+} qem_values;
+
+/* What a file is, from its signature (never its name). */
+typedef enum qem_file_kind {
+    QEM_KIND_UNKNOWN = 0,
+    QEM_KIND_QEM = 1,
+    QEM_KIND_PACK = 2,
+    QEM_KIND_NPY = 3
+} qem_file_kind;
+
+QEM_API qem_status qem_identify(const char *path, qem_file_kind *kind, qem_error *error);
+
+typedef struct qem_source_info {
+    qem_source_kind kind;
+    uint64_t shape[4];
+    uint64_t scans, pixels;
+    qem_dtype working_dtype;
+    qem_dtype raw_dtype;
+    int raw_available;
+} qem_source_info;
+
+typedef struct qem_source_options {
+    size_t struct_size;
+    int threads;               /* 0 = OpenMP default */
+    const char *expect_sha256; /* packs: required whole-file identity, or NULL */
+    qem_progress_fn progress;  /* packs: per loaded shard */
+    void *progress_user;
+} qem_source_options;
+
+QEM_API void qem_source_options_init(qem_source_options *options);
+
+/* Opens a .qem file or a pack, recognised by signature. A pack is loaded
+ * (the whole bounded lifecycle) before this returns. */
+QEM_API qem_status qem_source_open(const char *path, const qem_source_options *options,
+                                   qem_source **out, qem_error *error);
+QEM_API void qem_source_close(qem_source *source);
+QEM_API void qem_source_get_info(const qem_source *source, qem_source_info *info);
+/* The underlying handle, or NULL when the source is of the other kind. */
+QEM_API qem_file *qem_source_file(qem_source *source);
+QEM_API qem_pack *qem_source_pack(qem_source *source);
+
+QEM_API uint64_t qem_source_read_bound(const qem_source *source, qem_values values,
+                                       uint64_t scans);
+/* Reads scans [first, first + count) of `values`, C order. */
+QEM_API qem_status qem_source_read(qem_source *source, uint64_t first, uint64_t count,
+                                   qem_values values, void *out, size_t out_size,
+                                   qem_error *error);
+/* Writes `values` of every scan as a 4D .npy, one bounded window at a time. */
+QEM_API qem_status qem_source_export_npy(qem_source *source, const char *dest, qem_values values,
+                                         qem_progress_fn progress, void *progress_user,
+                                         qem_error *error);
+
 /* ------------------------------------------------------------------------ */
 /* .npy files                                                               */
 

@@ -163,3 +163,80 @@ qem_status qem_pack_read_scans(qem_pack *p, uint64_t first, uint64_t count, qem_
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     return QEM_OK;
 }
+
+qem_status pack_detector_sums(const qem_pack *p, const uint8_t *mask, uint64_t *image)
+{
+    const uint64_t step = p->profile == QEM_PACK_UINT16_LZ4 ? PACK_V1_TILE : PACK_V3_TILE;
+    memset(image, 0, (size_t)p->scans * sizeof *image);
+    int nomem = 0;
+#pragma omp parallel
+    {
+        uint32_t *tile = malloc(PACK_V1_TILE * sizeof *tile);
+        uint64_t *local = calloc((size_t)p->sps, sizeof *local);
+        if (!tile || !local) {
+#pragma omp atomic write
+            nomem = 1;
+        }
+        /* Shard by shard; threads split the pixels and merge their sums. */
+        for (uint64_t s = 0; s < p->shard_count; s++) {
+#pragma omp for schedule(dynamic, 16)
+            for (uint64_t px = 0; px < p->pixels; px++) {
+                if (!tile || !local || !mask[px] || p->is_excluded[px])
+                    continue;
+                for (uint64_t at = 0; at < p->sps; at += step) {
+                    uint64_t word;
+                    unsigned width, index;
+                    locate(p, &p->shards[s], at, px, &word, &width, &index);
+                    if (!width)
+                        continue;
+                    const unsigned n = (unsigned)(p->sps - at < step ? p->sps - at : step);
+                    pack_unpack_tile(p->shards[s].words, word, width, n, tile);
+                    for (unsigned k = 0; k < n; k++)
+                        local[at + k] += tile[k];
+                }
+            }
+#pragma omp critical(qem_pack_sums)
+            if (local)
+                for (uint64_t k = 0; k < p->sps; k++) {
+                    image[s * p->sps + k] += local[k];
+                    local[k] = 0;
+                }
+#pragma omp barrier
+        }
+        free(tile);
+        free(local);
+    }
+    return nomem ? QEM_E_NO_MEMORY : QEM_OK;
+}
+
+qem_status qem_pack_time_first_access(qem_pack *p, qem_error *error)
+{
+    qem_error_clear(error);
+    if (!p || !p->loaded)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "the pack is not loaded");
+    struct timespec t0;
+    const size_t item = qem_dtype_size(p->working_dtype);
+    uint8_t *dp = malloc((size_t)p->pixels * item);
+    uint8_t *all = malloc((size_t)p->pixels);
+    uint64_t *image = malloc((size_t)p->scans * sizeof *image);
+    qem_status st =
+        dp && all && image ? QEM_OK : qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    if (st == QEM_OK) {
+        pack_now(&t0);
+        st = qem_pack_read_scans(p, 0, 1, QEM_PACK_MASK_APPLIED, dp, (size_t)p->pixels * item,
+                                 error);
+        p->timings.first_diffraction = pack_elapsed_ms(&t0);
+    }
+    if (st == QEM_OK) {
+        /* The image a detector view shows first: every admitted pixel. */
+        memset(all, 1, (size_t)p->pixels);
+        pack_now(&t0);
+        if (pack_detector_sums(p, all, image) != QEM_OK)
+            st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+        p->timings.first_detector = pack_elapsed_ms(&t0);
+    }
+    free(dp);
+    free(all);
+    free(image);
+    return st;
+}

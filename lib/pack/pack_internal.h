@@ -90,6 +90,11 @@ void pack_now(struct timespec *t);
 uint32_t pack_sample(const qem_pack *pack, const pack_shard *shard, uint64_t scan,
                      uint64_t pixel);
 
+/* Exact per-scan sums of the mask-applied working values over the pixels
+ * where `mask` is nonzero (excluded pixels never count). `image` holds one
+ * value per scan. */
+qem_status pack_detector_sums(const qem_pack *pack, const uint8_t *mask, uint64_t *image);
+
 /* Unpacks one tile (count values of width w starting at `word`). */
 void pack_unpack_tile(const uint32_t *words, uint64_t word, unsigned width, unsigned count,
                       uint32_t *values);

@@ -28,6 +28,7 @@ contains() {
 expect 2 "no arguments" -- "$QEM"
 expect 0 "--help" -- "$QEM" --help
 contains "$T/out" "save IN OUT.qem"
+contains "$T/out" "dp FILE --scan"
 expect 0 "--version" -- "$QEM" --version
 contains "$T/out" "qem 0.1.0"
 expect 0 "help save" -- "$QEM" help save
@@ -134,6 +135,43 @@ if [ -n "${QEM_SHARED_DIR:-}" ]; then
     expect 1 "bad rANS stream" -- "$QEM" verify "$C/bad_rans_stream_rehashed.qem"
     contains "$T/err" "invalid final state"
     expect 0 "upstream file verifies" -- "$QEM" verify "$QEM_SHARED_DIR/fixtures/qem/u8_sparse_lowdose.qem"
+
+    # Packs: info, verify, export and dp work on them as on .qem files.
+    P="$QEM_SHARED_DIR/fixtures/pack"
+    expect 0 "pack info" -- "$QEM" info "$P/v1_u16_excluded_retained.h5"
+    contains "$T/out" "exact-uint16-lz4"
+    contains "$T/out" "exact_retained_payload"
+    contains "$T/out" "bright-field radius 2.6 px"
+    expect 0 "pack info --timings" -- "$QEM" info --timings "$P/v1_u16_4x32_16x16.h5"
+    contains "$T/out" "first detector image"
+    contains "$T/out" "warm page cache"
+    expect 0 "pack info --json" -- "$QEM" info --json "$P/v3_upstream_test_writer_notes_v3.h5"
+    contains "$T/out" '"raw_access": "exact_exclusion_constants"'
+    expect 0 "pack verify" -- "$QEM" verify "$P/v1_u16_excluded_retained.h5"
+    contains "$T/out" "2 payload digests verified"
+    expect 0 "v3 verify" -- "$QEM" verify "$P/v3_upstream_test_writer_notes_v3.h5"
+    contains "$T/out" "--expect-sha256"
+    expect 0 "v3 verify with identity" -- "$QEM" verify "$P/v3_upstream_test_writer_notes_v3.h5" \
+        --expect-sha256 7b26c476522683ac9e7ba2f04d5f1b8205cc9a59a3d6900ff331cb3269e1ce56
+    contains "$T/out" "whole-file identity verified"
+    expect 1 "v3 verify with a wrong identity" -- "$QEM" verify "$P/v3_upstream_test_writer_notes_v3.h5" \
+        --expect-sha256 0b26c476522683ac9e7ba2f04d5f1b8205cc9a59a3d6900ff331cb3269e1ce56
+    contains "$T/err" "expected identity"
+    expect 0 "pack export" -- "$QEM" export "$P/v1_u16_4x32_16x16.h5" "$T/p.npy"
+    if cmp -s "$T/p.npy" "$P/v1_u16_4x32_16x16.npy"; then ok; else bad "pack export differs from the source"; fi
+    expect 0 "pack export --raw" -- "$QEM" export --raw "$P/v1_u16_excluded_retained.h5" "$T/r.npy"
+    if cmp -s "$T/r.npy" "$P/v1_u16_excluded_retained.npy"; then ok; else bad "raw export differs from the source"; fi
+    expect 1 "raw refused" -- "$QEM" export --raw "$P/v3_upstream_test_writer_legacy_nonportable.h5" "$T/l.npy"
+    contains "$T/err" "admits only mask-applied"
+    if [ -e "$T/l.npy" ]; then bad "a refused export left a file"; else ok; fi
+    expect 0 "pack dp" -- "$QEM" dp "$P/v3_upstream_test_writer_notes_v3.h5" --scan 0,63 -o "$T/dp.npy"
+    expect 0 "qem dp" -- "$QEM" dp "$T/a.qem" --scan 7,7 -o "$T/dpq.npy"
+    expect 2 "dp without --scan" -- "$QEM" dp "$T/a.qem" -o "$T/x.npy"
+    expect 1 "dp outside the scan" -- "$QEM" dp "$T/a.qem" --scan 8,0 -o "$T/x.npy"
+    expect 1 "corrupt pack" -- "$QEM" verify "$P/corrupt/v3_payload_byte_flipped.h5"
+    contains "$T/err" "direct payload failed SHA-256"
+    expect 1 "pack with a bad CRC" -- "$QEM" info "$P/corrupt/v1_json_byte_flipped.h5"
+    contains "$T/err" "CRC-32"
 else
     bad "QEM_SHARED_DIR is not set; the fixture checks could not run"
 fi

@@ -5,6 +5,7 @@
  * is refused at open or load with its own status. */
 #include <jansson.h>
 
+#include "pack/pack_internal.h"
 #include "test_util.h"
 
 static json_t *load_json(const char *path)
@@ -119,6 +120,28 @@ static void check_fixture(const char *name)
         CHECK_EQ_U64(bad, 0);
         free(dp);
         free(dp8);
+    }
+
+    /* Virtual images from the resident tiles equal the upstream reader's
+     * mask-applied images (exclusions cleared from the mask). */
+    json_t *vi;
+    json_array_foreach(json_object_get(facts, "virtual_images"), i, vi) {
+        json_t *mask_rows = json_object_get(vi, "mask");
+        uint8_t *mask = calloc((size_t)P, 1);
+        for (uint64_t px = 0; px < P; px++)
+            mask[px] = (uint8_t)json_integer_value(
+                json_array_get(json_array_get(mask_rows, px / info.shape[3]), px % info.shape[3]));
+        uint64_t *image = malloc((size_t)info.scans * sizeof *image);
+        CHECK_OK(pack_detector_sums(p, mask, image), NULL);
+        json_t *want = json_object_get(json_object_get(vi, "mask_applied"), "image");
+        int bad = 0;
+        for (uint64_t sc = 0; sc < info.scans; sc++)
+            bad += (json_int_t)image[sc] !=
+                   json_integer_value(json_array_get(json_array_get(want, sc / info.shape[1]),
+                                                     sc % info.shape[1]));
+        CHECK_EQ_U64(bad, 0);
+        free(mask);
+        free(image);
     }
 
     /* The detector calibration, when the manifest carries one. */

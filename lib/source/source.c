@@ -1,0 +1,172 @@
+/* Opening any source by its signature and serving it through the
+ * representation interface. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "common/options.h"
+#include "source/representation.h"
+
+void qem_source_options_init(qem_source_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->struct_size = sizeof *o;
+}
+
+qem_status qem_identify(const char *path, qem_file_kind *kind, qem_error *error)
+{
+    qem_error_clear(error);
+    if (!path || !kind)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_identify: NULL argument");
+    unsigned char magic[8] = {0};
+    FILE *fp = fopen(path, "rb");
+    if (!fp)
+        return qem_fail(error, QEM_E_IO, "cannot open '%s': %s", path, strerror(errno));
+    size_t got = fread(magic, 1, sizeof magic, fp);
+    fclose(fp);
+    *kind = QEM_KIND_UNKNOWN;
+    if (got == 8 && memcmp(magic, "QEMDATA1", 8) == 0)
+        *kind = QEM_KIND_QEM;
+    else if (got == 8 && memcmp(magic, "QGPUH5\0\x01", 8) == 0)
+        *kind = QEM_KIND_PACK;
+    else if (got >= 6 && memcmp(magic, "\x93NUMPY", 6) == 0)
+        *kind = QEM_KIND_NPY;
+    return QEM_OK;
+}
+
+qem_status qem_source_open(const char *path, const qem_source_options *options,
+                           qem_source **out, qem_error *error)
+{
+    qem_error_clear(error);
+    if (!path || !out)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_source_open: NULL argument");
+    *out = NULL;
+    qem_source_options o;
+    qem_source_options_init(&o);
+    QEM_TRY(qem_options_overlay(&o, sizeof o, options, "qem_source_options", error));
+    qem_file_kind kind;
+    QEM_TRY(qem_identify(path, &kind, error));
+    qem_source *s = calloc(1, sizeof *s);
+    if (!s)
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    s->threads = o.threads;
+    qem_status st;
+    if (kind == QEM_KIND_PACK) {
+        qem_pack *p = NULL;
+        qem_pack_load_options lo;
+        qem_pack_load_options_init(&lo);
+        lo.threads = o.threads;
+        lo.expect_sha256 = o.expect_sha256;
+        lo.progress = o.progress;
+        lo.progress_user = o.progress_user;
+        st = qem_pack_open(path, &p, error);
+        if (st == QEM_OK)
+            st = qem_pack_load(p, &lo, error);
+        s->ops = &qem_pack_representation;
+        s->impl = p;
+        if (st != QEM_OK)
+            qem_pack_close(p);
+    } else {
+        qem_file *f = NULL;
+        qem_open_options oo;
+        qem_open_options_init(&oo);
+        oo.threads = o.threads;
+        st = qem_open(path, &oo, &f, error);
+        s->ops = &qem_file_representation;
+        s->impl = f;
+    }
+    if (st != QEM_OK) {
+        free(s);
+        return st;
+    }
+    *out = s;
+    return QEM_OK;
+}
+
+void qem_source_close(qem_source *s)
+{
+    if (!s)
+        return;
+    s->ops->close(s->impl);
+    free(s);
+}
+
+void qem_source_get_info(const qem_source *s, qem_source_info *info)
+{
+    memset(info, 0, sizeof *info);
+    s->ops->describe(s->impl, info);
+}
+
+qem_file *qem_source_file(qem_source *s)
+{
+    return s && s->ops->kind == QEM_SOURCE_QEM ? s->impl : NULL;
+}
+
+qem_pack *qem_source_pack(qem_source *s)
+{
+    return s && s->ops->kind == QEM_SOURCE_PACK ? s->impl : NULL;
+}
+
+uint64_t qem_source_read_bound(const qem_source *s, qem_values values, uint64_t scans)
+{
+    qem_source_info info;
+    qem_source_get_info(s, &info);
+    return scans * info.pixels *
+           qem_dtype_size(values == QEM_VALUES_RAW ? info.raw_dtype : info.working_dtype);
+}
+
+qem_status qem_source_read(qem_source *s, uint64_t first, uint64_t count, qem_values values,
+                           void *out, size_t out_size, qem_error *error)
+{
+    qem_error_clear(error);
+    if (!s)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_source_read: NULL source");
+    return s->ops->read(s->impl, first, count, values, out, out_size, s->threads, error);
+}
+
+qem_status qem_source_export_npy(qem_source *s, const char *dest, qem_values values,
+                                 qem_progress_fn progress, void *progress_user, qem_error *error)
+{
+    qem_error_clear(error);
+    if (!s || !dest)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_source_export_npy: NULL argument");
+    if (s->ops->export_npy)
+        return s->ops->export_npy(s->impl, dest, values, s->threads, progress, progress_user,
+                                  error);
+    qem_source_info info;
+    qem_source_get_info(s, &info);
+    const qem_dtype dtype = values == QEM_VALUES_RAW ? info.raw_dtype : info.working_dtype;
+    if (values == QEM_VALUES_RAW && !info.raw_available) {
+        /* Let the container say why, before any file exists. */
+        uint8_t probe[8];
+        QEM_TRY(s->ops->read(s->impl, 0, 0, values, probe, 0, s->threads, error));
+    }
+    uint64_t largest = 0;
+    for (uint64_t at = 0; at < info.scans;) {
+        uint64_t n = s->ops->window(s->impl, at);
+        largest = n > largest ? n : largest;
+        at += n;
+    }
+    const size_t bytes = (size_t)(largest * info.pixels * qem_dtype_size(dtype));
+    uint8_t *buffer = malloc(bytes ? bytes : 1);
+    if (!buffer)
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory for a %zu-byte window", bytes);
+    qem_npy_writer *w = NULL;
+    qem_status st = qem_npy_writer_create(dest, dtype, 4, info.shape, &w, error);
+    for (uint64_t at = 0; st == QEM_OK && at < info.scans;) {
+        const uint64_t n = s->ops->window(s->impl, at);
+        st = s->ops->read(s->impl, at, n, values, buffer, bytes, s->threads, error);
+        if (st == QEM_OK)
+            st = qem_npy_writer_append(w, buffer, n * info.pixels, error);
+        at += n;
+        if (st == QEM_OK && progress && progress(progress_user, at, info.scans))
+            st = qem_fail(error, QEM_E_CANCELLED, "export cancelled; nothing was written");
+    }
+    if (st == QEM_OK)
+        st = qem_npy_writer_finish(w, error);
+    qem_npy_writer_free(w);
+    free(buffer);
+    return st;
+}
