@@ -12,52 +12,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "synth.h"
 
-#define MAX_RUNS 16
-#define BEGIN_MARK "<!-- qem-bench:begin -->"
-#define END_MARK "<!-- qem-bench:end -->"
 
-typedef struct config {
-    int runs;
-    int threads[2];
-    const char *only;
-    const char *workdir;
-    const char *markdown;
-} config;
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* Min and median of `n` timings. */
-static void summarise(double *t, int n, double *min, double *median)
-{
-    qsort(t, (size_t)n, sizeof *t, cmp_double);
-    *min = t[0];
-    *median = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-}
 
-static uint64_t file_size(const char *path)
-{
-    struct stat sb;
-    return stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
-}
 
-static int die(const char *what, const qem_error *e)
-{
-    fprintf(stderr, "qem-bench: %s: %s\n", what, e->message[0] ? e->message : qem_strerror(e->status));
-    return 1;
-}
 
 /* Seconds to save `npy` as .qem with `threads`. */
 static int time_save(const config *c, const char *npy, int threads, const char *dest, double *sec)
@@ -107,60 +71,8 @@ static int time_decode(const char *qem, int threads, double *sec)
     return st == QEM_OK ? 0 : die("decode", &e);
 }
 
-static void cpu_model(char *out, size_t size)
-{
-    snprintf(out, size, "unknown CPU");
-    FILE *f = fopen("/proc/cpuinfo", "r");
-    if (!f)
-        return;
-    char line[256];
-    while (fgets(line, sizeof line, f)) {
-        if (!strncmp(line, "model name", 10)) {
-            char *colon = strchr(line, ':');
-            if (colon) {
-                snprintf(out, size, "%s", colon + 2);
-                out[strcspn(out, "\n")] = '\0';
-            }
-            break;
-        }
-    }
-    fclose(f);
-}
 
 /* Replaces the text between the markers in `path` (appends if absent). */
-static int write_markdown(const char *path, const char *section)
-{
-    FILE *f = fopen(path, "r");
-    char *old = NULL;
-    size_t n = 0;
-    if (f) {
-        fseek(f, 0, SEEK_END);
-        long len = ftell(f);
-        fseek(f, 0, SEEK_SET);
-        old = calloc(1, (size_t)len + 1);
-        n = fread(old, 1, (size_t)len, f);
-        fclose(f);
-    }
-    FILE *o = fopen(path, "w");
-    if (!o) {
-        free(old);
-        return 1;
-    }
-    char *b = old ? strstr(old, BEGIN_MARK) : NULL;
-    char *e = b ? strstr(b, END_MARK) : NULL;
-    if (b && e) {
-        fwrite(old, 1, (size_t)(b - old), o);
-        fprintf(o, "%s\n%s%s", BEGIN_MARK, section, END_MARK);
-        fputs(e + strlen(END_MARK), o);
-    } else {
-        if (old)
-            fwrite(old, 1, n, o);
-        fprintf(o, "\n%s\n%s%s\n", BEGIN_MARK, section, END_MARK);
-    }
-    fclose(o);
-    free(old);
-    return 0;
-}
 
 typedef struct set_result {
     const synth_params *data;
@@ -240,13 +152,14 @@ static int format_set(char *out, size_t size, const char *title, const set_resul
 }
 
 static const char *const help =
-    "usage: qem-bench [--runs N] [--only integer|float] [--workdir DIR]\n"
+    "usage: qem-bench [--runs N] [--only integer|pack|float] [--workdir DIR]\n"
     "                 [--markdown FILE]\n"
     "\n"
     "Generates synthetic 4D-STEM sets (fixed seeds) and measures, on 1 and 2\n"
     "threads, min and median of N runs (default 3): compression ratio, save\n"
     "throughput (MB/s of source) and full-decode throughput of .qem.\n"
     "  integer: 128x128 scans x 128x128 uint16, dose 0.3 (G counts/s)\n"
+    "  pack:    the integer set as a uint16/LZ4 pack: load phases vs SHA-256\n"
     "  float:   64x64 scans x 128x128 float32, dose 20, read noise 1 (GB/s)\n"
     "--markdown replaces the results section of FILE.\n";
 
@@ -287,7 +200,7 @@ int main(int argc, char **argv)
                                              20261129, 0.0};
     static const synth_params float_set = {{64, 64, 128, 128}, QEM_DTYPE_FLOAT32, 20.0,
                                            20261130, 1.0};
-    char section[8192];
+    char section[16384];
     char cpu[160];
     cpu_model(cpu, sizeof cpu);
     struct utsname u;
@@ -306,6 +219,12 @@ int main(int argc, char **argv)
             return 1;
         n += format_set(section + n, sizeof section - (size_t)n,
                         "Integer codec (runtime-column-rans-spatial-v2), low dose", &r);
+    }
+    if (!c.only || !strcmp(c.only, "pack")) {
+        int m = bench_pack_load(&c, dir, section + n, sizeof section - (size_t)n);
+        if (m < 0)
+            return 1;
+        n += m;
     }
     if (!c.only || !strcmp(c.only, "float")) {
         if (run_set(&c, dir, &float_set, &r))

@@ -622,6 +622,7 @@ static int verify_pack(const options *o)
     qem_pack_load_options_init(&lo);
     lo.threads = o->threads;
     lo.expect_sha256 = o->expect_sha256;
+    lo.check_stored_digests = 1;
     progress_state ps;
     progress_setup(&ps, "verifying shards", o, &lo.progress, &lo.progress_user);
     if (qem_pack_load(p, &lo, &e) != QEM_OK) {

@@ -410,6 +410,9 @@ typedef struct qem_pack_load_options {
     const char *expect_sha256;
     qem_progress_fn progress; /* per shard; cancel = nothing is loaded */
     void *progress_user;
+    /* Also check digests that only repeat what the decoded digests prove
+     * (the uint16 profile's payload_compressed_sha256); qem verify does. */
+    int check_stored_digests;
 } qem_pack_load_options;
 
 QEM_API void qem_pack_load_options_init(qem_pack_load_options *options);

@@ -4,6 +4,8 @@
  * payload, keep only the compact payload and its descriptors. The source is
  * published only after every shard passed; nothing partial is ever kept. */
 #include <lz4.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -27,6 +29,7 @@ void qem_pack_load_options_init(qem_pack_load_options *o)
 typedef struct load_state {
     qem_pack *p;
     int threads;
+    int stored_digests;
     pack_shard *staged; /* resident buffers, adopted only at the end */
     uint8_t *max_width;
     qem_pack_timings t;
@@ -49,6 +52,89 @@ static qem_status read_range(const qem_pack *p, void *buf, uint64_t offset, uint
                              qem_error *error)
 {
     return qem_pread_full(p->fd, buf, (size_t)bytes, offset, QEM_E_PACK_RANGE, error);
+}
+
+/* LZ4 blocks decoded in segments while the decoded bytes are hashed in
+ * order behind them: with two or more threads, one hashes and the others
+ * decode, so the shard costs about as much as its mandatory SHA-256. */
+#define SEGMENT_CHUNKS 256u
+
+static qem_status decode_and_hash(load_state *L, const uint8_t *payload, const uint64_t *chunk_at,
+                                  const pack_shard *r, uint32_t *words, int64_t *bad_chunk,
+                                  uint8_t digest[32], qem_error *error)
+{
+    const uint64_t chunks = r->chunk_count;
+    const uint64_t segments = (chunks + SEGMENT_CHUNKS - 1) / SEGMENT_CHUNKS;
+    atomic_uchar *ready = calloc((size_t)(segments ? segments : 1), sizeof *ready);
+    qem_sha256 *ctx = qem_sha256_new();
+    if (!ready || !ctx) {
+        free(ready);
+        qem_sha256_free(ctx);
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    }
+    atomic_ullong next = 0;
+    atomic_llong bad = -1;
+    double hashing = 0;
+    struct timespec t0;
+    pack_now(&t0);
+    const int threads = L->threads;
+#pragma omp parallel num_threads(threads)
+    {
+        int me = 0;
+#ifdef _OPENMP
+        me = omp_get_thread_num();
+#endif
+        const int hasher = threads > 1 && me == 0;
+        if (!hasher) {
+            for (;;) {
+                const uint64_t seg = atomic_fetch_add(&next, 1);
+                if (seg >= segments)
+                    break;
+                for (uint64_t c = seg * SEGMENT_CHUNKS; c < chunks && c < (seg + 1) * SEGMENT_CHUNKS; c++) {
+                    const uint64_t start = c * PACK_CHUNK_BYTES;
+                    const int expect = (int)(r->decoded_bytes - start < PACK_CHUNK_BYTES
+                                                 ? r->decoded_bytes - start
+                                                 : PACK_CHUNK_BYTES);
+                    const int got = LZ4_decompress_safe(
+                        (const char *)payload + chunk_at[c], (char *)words + start,
+                        (int)(chunk_at[c + 1] - chunk_at[c]), expect);
+                    if (got != expect) {
+                        long long seen = atomic_load(&bad);
+                        while ((seen < 0 || (long long)c < seen) &&
+                               !atomic_compare_exchange_weak(&bad, &seen, (long long)c)) {
+                        }
+                    }
+                }
+                atomic_store(&ready[seg], 1);
+            }
+        }
+        if (hasher || threads == 1) {
+            /* In order; a single thread hashes after decoding everything. */
+            struct timespec h0;
+            pack_now(&h0);
+            for (uint64_t seg = 0; seg < segments; seg++) {
+                while (!atomic_load(&ready[seg]))
+                    sched_yield();
+                const uint64_t start = seg * SEGMENT_CHUNKS * PACK_CHUNK_BYTES;
+                const uint64_t end = (seg + 1) * SEGMENT_CHUNKS * PACK_CHUNK_BYTES;
+                qem_sha256_update(ctx, (const uint8_t *)words + start,
+                                  (size_t)((end < r->decoded_bytes ? end : r->decoded_bytes) - start));
+            }
+            hashing = pack_elapsed_ms(&h0);
+        }
+    }
+    /* With one thread the phases follow each other; with more they overlap
+     * and decode is the wall time of both together. */
+    const double both = pack_elapsed_ms(&t0);
+    L->t.payload_integrity += hashing;
+    L->t.decode += threads > 1 ? both : both - hashing;
+    *bad_chunk = atomic_load(&bad);
+    qem_status st = qem_sha256_final(ctx, digest) == 0
+                        ? QEM_OK
+                        : qem_fail(error, QEM_E_IO, "SHA-256 computation failed");
+    qem_sha256_free(ctx);
+    free(ready);
+    return st;
 }
 
 /* uint16/LZ4: widths -> descriptors, then the LZ4 blocks, then the digest. */
@@ -88,27 +174,32 @@ static qem_status load_v1_shard(load_state *L, uint64_t s, qem_error *error)
     /* Descriptors: tile offsets are implicit, 4 words per unit of width. */
     pack_now(&t0);
     uint64_t word = 0;
-    for (uint64_t d = 0; d < r->descriptor_count; d++) {
-        const unsigned w = widths[d];
-        const uint64_t pixel = d / p->tiles;
-        if (w > 16) {
+    for (uint64_t pixel = 0; pixel < p->pixels; pixel++) {
+        const uint8_t *w = widths + pixel * p->tiles;
+        uint32_t *d = out->descriptors + pixel * p->tiles;
+        unsigned wmax = 0;
+        for (uint64_t t = 0; t < p->tiles; t++) {
+            d[t] = (uint32_t)(word << 5) | w[t];
+            word += 4u * w[t];
+            wmax = w[t] > wmax ? w[t] : wmax;
+        }
+        /* Rules per pixel, on its widest tile. */
+        if (wmax > 16) {
             st = qem_fail(error, QEM_E_PACK_DESCRIPTOR,
                           "pack shard %llu requires %u bits per sample (detector pixel %llu), "
                           "beyond exact uint16 width 16",
-                          (unsigned long long)s, w, (unsigned long long)pixel);
+                          (unsigned long long)s, wmax, (unsigned long long)pixel);
             goto done;
         }
-        if (w > 8 && p->working_dtype == QEM_DTYPE_UINT8 && !p->is_excluded[pixel]) {
+        if (wmax > 8 && p->working_dtype == QEM_DTYPE_UINT8 && !p->is_excluded[pixel]) {
             st = qem_fail(error, QEM_E_PACK_DESCRIPTOR,
                           "pack shard %llu stores width %u at detector pixel %llu, which is not "
                           "excluded, under working_dtype uint8",
-                          (unsigned long long)s, w, (unsigned long long)pixel);
+                          (unsigned long long)s, wmax, (unsigned long long)pixel);
             goto done;
         }
-        if (w > L->max_width[pixel])
-            L->max_width[pixel] = (uint8_t)w;
-        out->descriptors[d] = (uint32_t)(word << 5) | w;
-        word += 4ull * w;
+        if (wmax > L->max_width[pixel])
+            L->max_width[pixel] = (uint8_t)wmax;
         if (word >= PACK_MAX_WORDS)
             break;
     }
@@ -122,10 +213,13 @@ static qem_status load_v1_shard(load_state *L, uint64_t s, qem_error *error)
     }
     L->t.descriptor_preparation += pack_elapsed_ms(&t0);
 
-    /* Optional digests of the stored ranges, after the width rules so that
-     * a bad width is named as such. */
+    /* Digests of the stored ranges, after the width rules so that a bad
+     * width is named as such. The widths digest is always checked: the
+     * decoded digest does not cover how the bits are read. The compressed
+     * digest only repeats what the decoded one proves, so it is checked on
+     * request (qem verify). */
     pack_now(&t0);
-    if (r->has_compressed_sha256)
+    if (r->has_compressed_sha256 && L->stored_digests)
         st = digest_check(payload, r->payload_bytes, r->compressed_sha256, QEM_E_PACK_DIGEST,
                           "compressed payload (payload_compressed_sha256)", s, error);
     if (st == QEM_OK && r->has_widths_sha256)
@@ -150,22 +244,10 @@ static qem_status load_v1_shard(load_state *L, uint64_t s, qem_error *error)
         goto done;
     }
     int64_t bad_chunk = -1;
-#pragma omp parallel for num_threads(L->threads) schedule(static)
-    for (int64_t c = 0; c < (int64_t)r->chunk_count; c++) {
-        const uint64_t start = (uint64_t)c * PACK_CHUNK_BYTES;
-        const int expect = (int)(r->decoded_bytes - start < PACK_CHUNK_BYTES
-                                     ? r->decoded_bytes - start
-                                     : PACK_CHUNK_BYTES);
-        int got = LZ4_decompress_safe((const char *)payload + chunk_at[c],
-                                      (char *)out->words + start,
-                                      (int)(chunk_at[c + 1] - chunk_at[c]), expect);
-        if (got != expect) {
-#pragma omp critical(qem_pack_lz4)
-            if (bad_chunk < 0 || c < bad_chunk)
-                bad_chunk = c;
-        }
-    }
-    L->t.decode += pack_elapsed_ms(&t0);
+    uint8_t digest[32];
+    st = decode_and_hash(L, payload, chunk_at, r, out->words, &bad_chunk, digest, error);
+    if (st != QEM_OK)
+        goto done;
     if (bad_chunk >= 0) {
         st = qem_fail(error, QEM_E_PACK_LZ4,
                       "pack shard %llu LZ4 block %lld does not decode to its exact size; the "
@@ -173,12 +255,13 @@ static qem_status load_v1_shard(load_state *L, uint64_t s, qem_error *error)
                       (unsigned long long)s, (long long)bad_chunk);
         goto done;
     }
-    pack_now(&t0);
-    st = digest_check(out->words, r->decoded_bytes, r->decoded_sha256, QEM_E_PACK_DIGEST,
-                      "decoded payload", s, error);
-    L->t.payload_integrity += pack_elapsed_ms(&t0);
-    if (st == QEM_OK)
-        L->t.decoded_digests_checked++;
+    if (memcmp(digest, r->decoded_sha256, 32) != 0) {
+        st = qem_fail(error, QEM_E_PACK_DIGEST,
+                      "pack shard %llu decoded payload failed SHA-256; the file is damaged",
+                      (unsigned long long)s);
+        goto done;
+    }
+    L->t.decoded_digests_checked++;
 done:
     free(payload);
     free(lengths);
@@ -321,7 +404,7 @@ qem_status qem_pack_load(qem_pack *p, const qem_pack_load_options *options, qem_
     QEM_TRY(qem_options_overlay(&o, sizeof o, options, "qem_pack_load_options", error));
     if (p->loaded)
         return QEM_OK;
-    load_state L = {p, 0, NULL, NULL, p->timings};
+    load_state L = {p, 0, o.check_stored_digests, NULL, NULL, p->timings};
 #ifdef _OPENMP
     L.threads = o.threads > 0 ? o.threads : omp_get_max_threads();
 #else

@@ -15,9 +15,12 @@ static void expect(const char *path, const char *what, stage where, qem_status s
 {
     qem_error e = {0};
     qem_pack *p = NULL;
+    qem_pack_load_options lo;
+    qem_pack_load_options_init(&lo);
+    lo.check_stored_digests = 1; /* as qem verify loads */
     qem_status st = qem_pack_open(path, &p, &e);
     if (where == AT_LOAD && st == QEM_OK)
-        st = qem_pack_load(p, NULL, &e);
+        st = qem_pack_load(p, &lo, &e);
     else if (where == AT_LOAD)
         fprintf(stderr, "rule '%s': open failed: %s\n", what, e.message);
     if (st != status || !strstr(e.message, words))

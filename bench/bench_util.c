@@ -1,0 +1,95 @@
+/* Shared by the benchmark drivers: timing, summaries, the machine line
+ * and the markdown results section. */
+#include "bench_util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+void summarise(double *t, int n, double *min, double *median)
+{
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    *min = t[0];
+    *median = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+uint64_t file_size(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+}
+
+int die(const char *what, const qem_error *e)
+{
+    fprintf(stderr, "qem-bench: %s: %s\n", what, e->message[0] ? e->message : qem_strerror(e->status));
+    return 1;
+}
+
+void cpu_model(char *out, size_t size)
+{
+    snprintf(out, size, "unknown CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return;
+    char line[256];
+    while (fgets(line, sizeof line, f)) {
+        if (!strncmp(line, "model name", 10)) {
+            char *colon = strchr(line, ':');
+            if (colon) {
+                snprintf(out, size, "%s", colon + 2);
+                out[strcspn(out, "\n")] = '\0';
+            }
+            break;
+        }
+    }
+    fclose(f);
+}
+
+int write_markdown(const char *path, const char *section)
+{
+    FILE *f = fopen(path, "r");
+    char *old = NULL;
+    size_t n = 0;
+    if (f) {
+        fseek(f, 0, SEEK_END);
+        long len = ftell(f);
+        fseek(f, 0, SEEK_SET);
+        old = calloc(1, (size_t)len + 1);
+        n = fread(old, 1, (size_t)len, f);
+        fclose(f);
+    }
+    FILE *o = fopen(path, "w");
+    if (!o) {
+        free(old);
+        return 1;
+    }
+    char *b = old ? strstr(old, BEGIN_MARK) : NULL;
+    char *e = b ? strstr(b, END_MARK) : NULL;
+    if (b && e) {
+        fwrite(old, 1, (size_t)(b - old), o);
+        fprintf(o, "%s\n%s%s", BEGIN_MARK, section, END_MARK);
+        fputs(e + strlen(END_MARK), o);
+    } else {
+        if (old)
+            fwrite(old, 1, n, o);
+        fprintf(o, "\n%s\n%s%s\n", BEGIN_MARK, section, END_MARK);
+    }
+    fclose(o);
+    free(old);
+    return 0;
+}

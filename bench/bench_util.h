@@ -1,0 +1,36 @@
+#ifndef QEM_BENCH_UTIL_H
+#define QEM_BENCH_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "qem.h"
+
+#define MAX_RUNS 16
+#define BEGIN_MARK "<!-- qem-bench:begin -->"
+#define END_MARK "<!-- qem-bench:end -->"
+
+typedef struct config {
+    int runs;
+    int threads[2];
+    const char *only;
+    const char *workdir;
+    const char *markdown;
+} config;
+
+double now(void);
+int cmp_double(const void *a, const void *b);
+/* Min and median of `n` timings (sorts them). */
+void summarise(double *t, int n, double *min, double *median);
+uint64_t file_size(const char *path);
+/* Prints the failure and returns 1. */
+int die(const char *what, const qem_error *e);
+void cpu_model(char *out, size_t size);
+/* Replaces the text between the markers in `path` (appends if absent). */
+int write_markdown(const char *path, const char *section);
+
+/* The pack load benchmark: builds a uint16/LZ4 pack of the synthetic set
+ * and appends its table to `out`; returns characters written or -1. */
+int bench_pack_load(const config *c, const char *dir, char *out, size_t size);
+
+#endif
