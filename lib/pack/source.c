@@ -1,0 +1,2 @@
+/* Placeholder: replaced by the pack source implementation. */
+#include "pack/source.h"
