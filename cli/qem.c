@@ -26,6 +26,8 @@ static const char *const main_help =
     "  export FILE OUT.npy     decode to a 4D .npy, one chunk or shard at a time\n"
     "  dp FILE --scan R,C -o OUT.npy\n"
     "                          one diffraction pattern as a 2D .npy\n"
+    "  pack inspect|plan|produce SRC [DEST.h5]\n"
+    "                          write a Lossless Pack Format v1 file (see qem help pack)\n"
     "FILE is a .qem file or a Lossless Pack Format v1 file (.h5), recognised by\n"
     "its signature.\n"
     "  help [COMMAND]          this text, or a command's own help\n"
@@ -117,8 +119,34 @@ static const char *const dp_help =
     "(detector_row, detector_column) .npy: working values (pack: excluded\n"
     "pixels read 0), or with --raw the raw values where the file admits them.\n";
 
+static const char *const pack_help =
+    "usage: qem pack inspect SRC [--dataset /PATH] [--scan-shape R,C] [--json]\n"
+    "       qem pack plan SRC [--profile u16-lz4|u8-bitpacked] [--exclude MASK.npy]\n"
+    "                     [--dest DEST.h5] [--available-memory B] [--available-disk B]\n"
+    "       qem pack produce SRC DEST.h5 [--profile ...] [--exclude MASK.npy] [--quiet]\n"
+    "\n"
+    "Writes Lossless Pack Format v1 files (genuine HDF5 files whose 64 KiB user\n"
+    "block indexes bit-packed shards) from a 4D uint16 .npy, a dense 3D/4D\n"
+    "dataset in any HDF5 file (--dataset, and --scan-shape for 3D frame stacks),\n"
+    "or a Dectris/Arina master with its bitshuffle/LZ4 data files.\n"
+    "\n"
+    "  inspect  authenticates every member (SHA-256, file stat before and after)\n"
+    "           and reports shape, dtype, logical bytes, bad pixels and digests.\n"
+    "  plan     shard size and predicted bounds (resident, peak transient,\n"
+    "           output, receipt, disk); fails with required/available figures.\n"
+    "  produce  re-authenticates the source, builds one shard at a time and\n"
+    "           publishes DEST.receipt.json, then DEST; nothing is ever\n"
+    "           overwritten and a failure or kill leaves nothing behind.\n"
+    "\n"
+    "  --profile u16-lz4       exact uint16, LZ4 blocks (default); excluded\n"
+    "                          pixels are retained exactly\n"
+    "  --profile u8-bitpacked  exact uint8: every admitted count must be <= 255\n"
+    "                          and each excluded pixel one constant raw value\n"
+    "  --exclude MASK.npy      detector pixels to exclude (0/1), besides the\n"
+    "                          source's own bad pixels\n";
+
 typedef struct options {
-    const char *positional[2];
+    const char *positional[3];
     int npositional;
     int quiet;
     int json;
@@ -134,6 +162,12 @@ typedef struct options {
     const char *output;
     long scan_row, scan_column;
     int have_scan;
+    const char *dataset;
+    uint64_t scan_shape[2];
+    const char *profile;
+    const char *exclude;
+    const char *dest;
+    uint64_t available_disk, available_memory;
 } options;
 
 typedef struct progress_state {
@@ -244,6 +278,41 @@ static int parse_args(int argc, char **argv, const char *help, int max_positiona
             if (i + 1 >= argc)
                 return usage_error(help, "-o needs an output file%s", "");
             o->output = argv[++i];
+        } else if (!strcmp(a, "--dataset") && strstr(allowed, "dataset")) {
+            if (i + 1 >= argc)
+                return usage_error(help, "--dataset needs an HDF5 path such as /entry/data%s", "");
+            o->dataset = argv[++i];
+        } else if (!strcmp(a, "--scan-shape") && strstr(allowed, "shape")) {
+            unsigned long long r = 0, c = 0;
+            char tail = 0;
+            if (i + 1 >= argc || sscanf(argv[i + 1], "%llu,%llu%c", &r, &c, &tail) != 2 || !r || !c)
+                return usage_error(help, "--scan-shape needs ROWS,COLUMNS%s", "");
+            o->scan_shape[0] = r;
+            o->scan_shape[1] = c;
+            i++;
+        } else if (!strcmp(a, "--profile") && strstr(allowed, "profile")) {
+            if (i + 1 >= argc || (strcmp(argv[i + 1], "u16-lz4") && strcmp(argv[i + 1], "u8-bitpacked")))
+                return usage_error(help, "--profile is u16-lz4 or u8-bitpacked%s", "");
+            o->profile = argv[++i];
+        } else if (!strcmp(a, "--exclude") && strstr(allowed, "exclude")) {
+            if (i + 1 >= argc)
+                return usage_error(help, "--exclude needs a detector mask .npy%s", "");
+            o->exclude = argv[++i];
+        } else if (!strcmp(a, "--dest") && strstr(allowed, "dest")) {
+            if (i + 1 >= argc)
+                return usage_error(help, "--dest needs the planned destination%s", "");
+            o->dest = argv[++i];
+        } else if ((!strcmp(a, "--available-disk") || !strcmp(a, "--available-memory")) &&
+                   strstr(allowed, "available")) {
+            char *end = NULL;
+            unsigned long long v = i + 1 < argc ? strtoull(argv[i + 1], &end, 10) : 0;
+            if (!end || *end || !v)
+                return usage_error(help, "%s needs a positive number of bytes", a);
+            if (a[12] == 'd')
+                o->available_disk = v;
+            else
+                o->available_memory = v;
+            i++;
         } else if (!strcmp(a, "--scan") && strstr(allowed, "scan")) {
             char *end = NULL;
             if (i + 1 >= argc)
@@ -755,6 +824,114 @@ static int cmd_dp(int argc, char **argv)
     return EXIT_OK;
 }
 
+static int pack_source_setup(const options *o, qem_pack_inspection **in, qem_error *e)
+{
+    qem_pack_source_options so;
+    qem_pack_source_options_init(&so);
+    so.dataset = o->dataset;
+    so.scan_shape[0] = o->scan_shape[0];
+    so.scan_shape[1] = o->scan_shape[1];
+    return qem_pack_inspect(o->positional[1], &so, in, e) == QEM_OK;
+}
+
+/* Plan options from the command line; *mask is the --exclude mask. */
+static int pack_plan_setup(const options *o, const qem_pack_inspection *in,
+                           qem_pack_plan_options *po, uint8_t **mask, qem_error *e)
+{
+    qem_pack_plan_options_init(po);
+    po->profile = o->profile && !strcmp(o->profile, "u8-bitpacked") ? QEM_PACK_UINT8_BITPACKED
+                                                                    : QEM_PACK_UINT16_LZ4;
+    po->destination = o->dest ? o->dest : (o->npositional > 2 ? o->positional[2] : ".");
+    po->available_disk = o->available_disk;
+    po->available_memory = o->available_memory;
+    *mask = NULL;
+    if (o->exclude) {
+        char *text = qem_pack_inspection_json(in);
+        json_t *j = text ? json_loads(text, 0, NULL) : NULL;
+        qem_free(text);
+        const json_t *shape = json_object_get(j, "shape");
+        const uint64_t rows = (uint64_t)json_integer_value(json_array_get(shape, 2));
+        const uint64_t cols = (uint64_t)json_integer_value(json_array_get(shape, 3));
+        json_decref(j);
+        *mask = rows && cols ? malloc((size_t)(rows * cols)) : NULL;
+        if (!*mask || qem_npy_read_mask(o->exclude, rows, cols, *mask, e) != QEM_OK)
+            return 0;
+        po->exclude = *mask;
+    }
+    return 1;
+}
+
+static void print_plan(const qem_pack_plan *p)
+{
+    printf("%-24s %s\n", "profile",
+           p->profile == QEM_PACK_UINT8_BITPACKED ? "u8-bitpacked (exact uint8, 32-scan tiles)"
+                                                  : "u16-lz4 (exact uint16, 128-scan tiles, LZ4)");
+    printf("%-24s %llu shards of %llu scan positions\n", "shards",
+           (unsigned long long)p->shard_count, (unsigned long long)p->scans_per_shard);
+    printf("%-24s %llu\n", "excluded pixels", (unsigned long long)p->excluded_count);
+    printf("%-24s %llu bytes at most\n", "resident once loaded",
+           (unsigned long long)p->resident_bytes);
+    printf("%-24s %llu bytes (available %llu)\n", "peak transient memory",
+           (unsigned long long)p->peak_transient_bytes, (unsigned long long)p->available_memory);
+    printf("%-24s %llu bytes at most\n", "output", (unsigned long long)p->output_max_bytes);
+    printf("%-24s %llu bytes at most\n", "receipt", (unsigned long long)p->receipt_max_bytes);
+    printf("%-24s %llu bytes (available %llu)\n", "disk need",
+           (unsigned long long)p->disk_need_bytes, (unsigned long long)p->available_disk);
+}
+
+static int cmd_pack(int argc, char **argv)
+{
+    const char *sub = argc > 0 ? argv[0] : "";
+    const int produce = !strcmp(sub, "produce");
+    if (strcmp(sub, "inspect") && strcmp(sub, "plan") && !produce) {
+        if (!strcmp(sub, "--help") || !strcmp(sub, "-h")) {
+            fputs(pack_help, stdout);
+            return EXIT_OK;
+        }
+        return usage_error(pack_help, "qem pack needs inspect, plan or produce%s", "");
+    }
+    options o;
+    int rc = parse_args(argc, argv, pack_help, produce ? 3 : 2,
+                        "dataset shape profile exclude dest available json", &o);
+    if (rc)
+        return rc < 0 ? EXIT_OK : rc;
+    qem_error e = {0};
+    qem_pack_inspection *in = NULL;
+    if (!pack_source_setup(&o, &in, &e))
+        return fail("pack", &e);
+    int code = EXIT_OK;
+    if (!strcmp(sub, "inspect")) {
+        char *text = qem_pack_inspection_json(in);
+        printf("%s\n", text ? text : "{}");
+        qem_free(text);
+        qem_pack_inspection_free(in);
+        return EXIT_OK;
+    }
+    qem_pack_plan_options po;
+    uint8_t *mask = NULL;
+    if (!pack_plan_setup(&o, in, &po, &mask, &e)) {
+        code = fail("pack", &e);
+    } else if (!produce) {
+        qem_pack_plan plan;
+        if (qem_pack_plan_make(in, &po, &plan, &e) != QEM_OK)
+            code = fail("pack plan", &e);
+        else
+            print_plan(&plan);
+    } else {
+        qem_pack_produce_options pr;
+        qem_pack_produce_options_init(&pr);
+        progress_state ps;
+        progress_setup(&ps, "packing shards", &o, &pr.progress, &pr.progress_user);
+        if (qem_pack_produce(in, &po, o.positional[2], &pr, &e) != QEM_OK)
+            code = fail("pack produce", &e);
+        else if (!o.quiet)
+            printf("produced %s and %s.receipt.json\n", o.positional[2], o.positional[2]);
+    }
+    free(mask);
+    qem_pack_inspection_free(in);
+    return code;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -777,6 +954,7 @@ int main(int argc, char **argv)
               : !strcmp(topic, "verify") ? verify_help
               : !strcmp(topic, "export") ? export_help
               : !strcmp(topic, "dp")     ? dp_help
+              : !strcmp(topic, "pack")   ? pack_help
                                          : main_help,
               stdout);
         return EXIT_OK;
@@ -791,6 +969,8 @@ int main(int argc, char **argv)
         return cmd_export(argc - 2, argv + 2);
     if (!strcmp(cmd, "dp"))
         return cmd_dp(argc - 2, argv + 2);
+    if (!strcmp(cmd, "pack"))
+        return cmd_pack(argc - 2, argv + 2);
     fprintf(stderr, "qem: unknown command '%s'\n\n%s", cmd, main_help);
     return EXIT_USAGE;
 }

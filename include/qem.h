@@ -87,7 +87,10 @@ typedef enum qem_status {
     QEM_E_PACK_DIGEST = 37,      /* pack: a shard digest mismatch */
     QEM_E_RAW_UNAVAILABLE = 38,  /* raw values cannot be reconstructed from this file */
     QEM_E_PACK_CALIBRATION = 39, /* pack: detector_calibration invalid */
-    QEM_E_FILE_DIGEST = 40       /* whole-file SHA-256 differs from the expected identity */
+    QEM_E_FILE_DIGEST = 40,      /* whole-file SHA-256 differs from the expected identity */
+    QEM_E_INSUFFICIENT_MEMORY = 41, /* the plan needs more memory than is available */
+    QEM_E_INSUFFICIENT_DISK = 42,   /* the plan needs more disk than is available */
+    QEM_E_NONCONSTANT_EXCLUDED = 43 /* an excluded pixel's raw value varies (uint8 profile) */
 } qem_status;
 
 /* A short, static description of a status (never NULL). */
@@ -467,6 +470,78 @@ QEM_API char *qem_pack_summary_json(const qem_pack *pack);
  * detector-ready image (a virtual detector over every admitted pixel) on a
  * loaded pack; the results land in qem_pack_timings. */
 QEM_API qem_status qem_pack_time_first_access(qem_pack *pack, qem_error *error);
+
+/* ------------------------------------------------------------------------ */
+/* Producing packs: inspect -> plan -> produce                              */
+
+typedef struct qem_pack_inspection qem_pack_inspection;
+
+typedef struct qem_pack_source_options {
+    size_t struct_size;
+    const char *dataset;    /* HDF5 dataset path; NULL = the only candidate */
+    uint64_t scan_shape[2]; /* for 3D frame stacks; {0, 0} = from the file */
+} qem_pack_source_options;
+
+QEM_API void qem_pack_source_options_init(qem_pack_source_options *options);
+
+/* Authenticates every member of `source` (a .npy, an HDF5 file with a dense
+ * 3D/4D dataset, or a Dectris/Arina master with its data files): SHA-256
+ * of every byte with the file's stat before and after; gathers shape,
+ * dtype, bad pixels and digests; refuses what cannot be packed, saying why. */
+QEM_API qem_status qem_pack_inspect(const char *source, const qem_pack_source_options *options,
+                                    qem_pack_inspection **out, qem_error *error);
+QEM_API void qem_pack_inspection_free(qem_pack_inspection *inspection);
+/* The inspection as JSON (members, shape, dtype, logical bytes, bad pixels
+ * and their digest, mask identity, source identity). qem_free() it. */
+QEM_API char *qem_pack_inspection_json(const qem_pack_inspection *inspection);
+
+typedef struct qem_pack_plan_options {
+    size_t struct_size;
+    qem_pack_profile profile;     /* default QEM_PACK_UINT16_LZ4 */
+    const char *destination;      /* where the pack will go (for the disk figure) */
+    const uint8_t *exclude;       /* pixels bytes, nonzero = also excluded; or NULL */
+    uint64_t available_memory;    /* 0 = measured (MemAvailable) */
+    uint64_t available_disk;      /* 0 = measured at the destination's folder */
+} qem_pack_plan_options;
+
+QEM_API void qem_pack_plan_options_init(qem_pack_plan_options *options);
+
+typedef struct qem_pack_plan {
+    qem_pack_profile profile;
+    uint64_t scans_per_shard, shard_count;
+    uint64_t excluded_count;
+    uint64_t resident_bytes;       /* largest packed resident once loaded */
+    uint64_t peak_transient_bytes; /* largest memory production holds at once */
+    uint64_t output_max_bytes;
+    uint64_t receipt_max_bytes;
+    uint64_t disk_need_bytes;      /* output + receipt at the destination */
+    uint64_t available_memory, available_disk;
+} qem_pack_plan;
+
+/* Computes the shard size and predicted bounds; fails with the required
+ * and available figures (QEM_E_INSUFFICIENT_MEMORY / _DISK) when short.
+ * Shard size: uint8/bitpacked - the largest multiple of 32 that divides
+ * the scan count, at most 4096; uint16/LZ4 - see doc/pack-producer.md. */
+QEM_API qem_status qem_pack_plan_make(const qem_pack_inspection *inspection,
+                                      const qem_pack_plan_options *options, qem_pack_plan *plan,
+                                      qem_error *error);
+
+typedef struct qem_pack_produce_options {
+    size_t struct_size;
+    qem_progress_fn progress; /* per shard */
+    void *progress_user;
+} qem_pack_produce_options;
+
+QEM_API void qem_pack_produce_options_init(qem_pack_produce_options *options);
+
+/* Re-authenticates the source (QEM_E_CHANGED if it changed since the
+ * inspection), builds one shard at a time, writes a genuine HDF5 pack and
+ * publishes DEST.receipt.json first and DEST last (the commit marker),
+ * never overwriting; any failure publishes nothing. `plan` must come from
+ * qem_pack_plan_make on this inspection with the same options. */
+QEM_API qem_status qem_pack_produce(qem_pack_inspection *inspection,
+                                    const qem_pack_plan_options *plan_options, const char *dest,
+                                    const qem_pack_produce_options *options, qem_error *error);
 
 /* ------------------------------------------------------------------------ */
 /* Any source: the representation interface shared by .qem and packs       */

@@ -48,6 +48,9 @@ const char *qem_strerror(qem_status status)
     case QEM_E_RAW_UNAVAILABLE: return "raw values are not reconstructible from this file";
     case QEM_E_PACK_CALIBRATION: return "invalid pack detector calibration";
     case QEM_E_FILE_DIGEST: return "whole-file SHA-256 differs from the expected identity";
+    case QEM_E_INSUFFICIENT_MEMORY: return "not enough memory for the plan";
+    case QEM_E_INSUFFICIENT_DISK: return "not enough disk space for the plan";
+    case QEM_E_NONCONSTANT_EXCLUDED: return "an excluded pixel's raw value is not constant";
     }
     return "unknown status";
 }

@@ -38,7 +38,7 @@ typedef struct pack_source {
     size_t member_count;
     uint32_t *bad_pixels;     /* ascending row-major indices: nonzero pixel_mask entries */
     uint64_t bad_count;
-    uint8_t detector_mask_sha256[32]; /* the full LE u32 mask; all zero when the source has none */
+    uint8_t detector_mask_sha256[32]; /* the full LE u32 mask; without one, of 4 x pixels zero bytes */
     const char *mask_origin;  /* "source-little-endian-u32-mask" or "implicit-all-admitted-u32-mask" */
     uint8_t identity[32];     /* live4dstem.dataset/v0.1 framing over the member digests */
     uint64_t largest_compressed_chunk; /* largest stored HDF5 chunk in bytes, 0 if unknown */

@@ -1,0 +1,317 @@
+#include "pack/h5write.h"
+
+#include <errno.h>
+#include <hdf5.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+
+/* --- a file driver over an open descriptor ------------------------------ */
+
+/* libhdf5's POSIX driver needs a path and resolves it, so it cannot write
+ * into an unnamed O_TMPFILE. This small driver writes to a descriptor the
+ * caller owns: the pack has no name until it is linked into place, and a
+ * killed producer leaves nothing behind. */
+typedef struct fd_file {
+    H5FD_t pub; /* must come first */
+    int fd;
+    haddr_t eoa, eof;
+} fd_file;
+
+typedef struct fd_fapl {
+    int fd;
+} fd_fapl;
+
+static H5FD_t *fd_open(const char *name, unsigned flags, hid_t fapl, haddr_t maxaddr)
+{
+    (void)name;
+    (void)flags;
+    (void)maxaddr;
+    const fd_fapl *info = H5Pget_driver_info(fapl);
+    if (!info)
+        return NULL;
+    fd_file *f = calloc(1, sizeof *f);
+    if (!f)
+        return NULL;
+    f->fd = dup(info->fd);
+    struct stat sb;
+    if (f->fd < 0 || fstat(f->fd, &sb) != 0) {
+        if (f->fd >= 0)
+            close(f->fd);
+        free(f);
+        return NULL;
+    }
+    f->eof = (haddr_t)sb.st_size;
+    return &f->pub;
+}
+
+static herr_t fd_close(H5FD_t *file)
+{
+    fd_file *f = (fd_file *)file;
+    int rc = close(f->fd);
+    free(f);
+    return rc == 0 ? 0 : -1;
+}
+
+static herr_t fd_query(const H5FD_t *file, unsigned long *flags)
+{
+    (void)file;
+    /* As the POSIX driver, minus the path-based handle. */
+    *flags = H5FD_FEAT_AGGREGATE_METADATA | H5FD_FEAT_ACCUMULATE_METADATA |
+             H5FD_FEAT_DATA_SIEVE | H5FD_FEAT_AGGREGATE_SMALLDATA;
+    return 0;
+}
+
+static haddr_t fd_get_eoa(const H5FD_t *file, H5FD_mem_t type)
+{
+    (void)type;
+    return ((const fd_file *)file)->eoa;
+}
+
+static herr_t fd_set_eoa(H5FD_t *file, H5FD_mem_t type, haddr_t addr)
+{
+    (void)type;
+    ((fd_file *)file)->eoa = addr;
+    return 0;
+}
+
+static haddr_t fd_get_eof(const H5FD_t *file, H5FD_mem_t type)
+{
+    (void)type;
+    return ((const fd_file *)file)->eof;
+}
+
+static herr_t fd_read(H5FD_t *file, H5FD_mem_t type, hid_t dxpl, haddr_t addr, size_t size,
+                      void *buffer)
+{
+    (void)type;
+    (void)dxpl;
+    fd_file *f = (fd_file *)file;
+    unsigned char *p = buffer;
+    while (size > 0) {
+        ssize_t got = pread(f->fd, p, size, (off_t)addr);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got < 0)
+            return -1;
+        if (got == 0) { /* reads past the end see zeros, as with the POSIX driver */
+            memset(p, 0, size);
+            break;
+        }
+        p += got;
+        addr += (haddr_t)got;
+        size -= (size_t)got;
+    }
+    return 0;
+}
+
+static herr_t fd_write(H5FD_t *file, H5FD_mem_t type, hid_t dxpl, haddr_t addr, size_t size,
+                       const void *buffer)
+{
+    (void)type;
+    (void)dxpl;
+    fd_file *f = (fd_file *)file;
+    const unsigned char *p = buffer;
+    while (size > 0) {
+        ssize_t put = pwrite(f->fd, p, size, (off_t)addr);
+        if (put < 0 && errno == EINTR)
+            continue;
+        if (put <= 0)
+            return -1;
+        p += put;
+        addr += (haddr_t)put;
+        size -= (size_t)put;
+    }
+    if (addr > f->eof)
+        f->eof = addr;
+    return 0;
+}
+
+static herr_t fd_truncate(H5FD_t *file, hid_t dxpl, hbool_t closing)
+{
+    (void)dxpl;
+    (void)closing;
+    fd_file *f = (fd_file *)file;
+    if (f->eoa != f->eof) {
+        if (ftruncate(f->fd, (off_t)f->eoa) != 0)
+            return -1;
+        f->eof = f->eoa;
+    }
+    return 0;
+}
+
+static const H5FD_class_t fd_class = {
+    .name = "qem_fd",
+    .maxaddr = (haddr_t)INT64_MAX,
+    .fc_degree = H5F_CLOSE_WEAK,
+    .fapl_size = sizeof(fd_fapl),
+    .open = fd_open,
+    .close = fd_close,
+    .query = fd_query,
+    .get_eoa = fd_get_eoa,
+    .set_eoa = fd_set_eoa,
+    .get_eof = fd_get_eof,
+    .read = fd_read,
+    .write = fd_write,
+    .truncate = fd_truncate,
+    .fl_map = {H5FD_MEM_SUPER, H5FD_MEM_SUPER, H5FD_MEM_SUPER, H5FD_MEM_SUPER, H5FD_MEM_SUPER,
+               H5FD_MEM_SUPER, H5FD_MEM_SUPER},
+};
+
+/* --- the writer ------------------------------------------------------------ */
+
+struct pack_h5_writer {
+    hid_t driver;
+    hid_t file;
+    hid_t shards;      /* /quantem_gpu/shards */
+    hid_t shard;       /* the current shard's group */
+    uint64_t shard_no; /* its ordinal, or UINT64_MAX */
+};
+
+/* libhdf5 prints its error stack unless told not to; the try block saves
+ * and restores the handler around each call sequence. */
+#define H5_FAIL(what) qem_fail(error, QEM_E_IO, "HDF5 could not %s", what)
+
+static int set_string_attribute(hid_t object, const char *name, const char *value)
+{
+    hid_t type = H5Tcopy(H5T_C_S1);
+    H5Tset_size(type, strlen(value) + 1);
+    H5Tset_strpad(type, H5T_STR_NULLTERM);
+    hid_t space = H5Screate(H5S_SCALAR);
+    hid_t attr = H5Acreate2(object, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
+    int ok = attr >= 0 && H5Awrite(attr, type, value) >= 0;
+    if (attr >= 0)
+        H5Aclose(attr);
+    H5Sclose(space);
+    H5Tclose(type);
+    return ok;
+}
+
+qem_status pack_h5_create(int fd, const char *schema, const char *identity_hex,
+                          const uint64_t shape[4], const char *working_dtype,
+                          pack_h5_writer **out, qem_error *error)
+{
+    pack_h5_writer *w = calloc(1, sizeof *w);
+    if (!w)
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    w->driver = w->file = w->shards = w->shard = -1;
+    w->shard_no = UINT64_MAX;
+    int ok = 0;
+    H5E_BEGIN_TRY
+    {
+        /* Registered per file and released on close: no lasting state. */
+        w->driver = H5FDregister(&fd_class);
+        hid_t fcpl = H5Pcreate(H5P_FILE_CREATE), fapl = H5Pcreate(H5P_FILE_ACCESS);
+        const fd_fapl info = {fd};
+        if (w->driver >= 0 && fcpl >= 0 && fapl >= 0 &&
+            H5Pset_userblock(fcpl, PACK_USER_BLOCK) >= 0 &&
+            H5Pset_driver(fapl, w->driver, &info) >= 0)
+            w->file = H5Fcreate("qem-pack", H5F_ACC_TRUNC, fcpl, fapl);
+        if (fcpl >= 0)
+            H5Pclose(fcpl);
+        if (fapl >= 0)
+            H5Pclose(fapl);
+        hid_t root = w->file >= 0 ? H5Gcreate2(w->file, "/quantem_gpu", H5P_DEFAULT,
+                                               H5P_DEFAULT, H5P_DEFAULT)
+                                  : -1;
+        if (root >= 0) {
+            hsize_t four = 4;
+            hid_t space = H5Screate_simple(1, &four, NULL);
+            hid_t attr = H5Acreate2(root, "source_shape", H5T_STD_U64LE, space, H5P_DEFAULT,
+                                    H5P_DEFAULT);
+            ok = attr >= 0 && H5Awrite(attr, H5T_NATIVE_UINT64, shape) >= 0 &&
+                 set_string_attribute(root, "schema", schema) &&
+                 set_string_attribute(root, "source_identity_sha256", identity_hex) &&
+                 set_string_attribute(root, "source_dtype", "uint16") &&
+                 set_string_attribute(root, "working_dtype", working_dtype);
+            if (attr >= 0)
+                H5Aclose(attr);
+            H5Sclose(space);
+            w->shards = H5Gcreate2(root, "shards", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+            ok = ok && w->shards >= 0;
+            H5Gclose(root);
+        }
+    }
+    H5E_END_TRY;
+    if (!ok) {
+        pack_h5_close(w, NULL);
+        return H5_FAIL("create the pack file");
+    }
+    *out = w;
+    return QEM_OK;
+}
+
+qem_status pack_h5_append(pack_h5_writer *w, uint64_t shard, const char *name, const void *data,
+                          uint64_t count, unsigned item_bytes, uint64_t *offset, uint64_t *bytes,
+                          qem_error *error)
+{
+    int ok = 1;
+    haddr_t at = HADDR_UNDEF;
+    H5E_BEGIN_TRY
+    {
+        if (shard != w->shard_no) {
+            if (w->shard >= 0)
+                H5Gclose(w->shard);
+            char group[32];
+            snprintf(group, sizeof group, "%03llu", (unsigned long long)shard);
+            w->shard = H5Gcreate2(w->shards, group, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+            w->shard_no = shard;
+            ok = w->shard >= 0;
+        }
+        hsize_t n = count;
+        hid_t space = ok ? H5Screate_simple(1, &n, NULL) : -1;
+        hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+        /* Contiguous and allocated at once: the offset exists and holds. */
+        ok = ok && space >= 0 && dcpl >= 0 && H5Pset_layout(dcpl, H5D_CONTIGUOUS) >= 0 &&
+             H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY) >= 0 &&
+             H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) >= 0;
+        hid_t type = item_bytes == 4 ? H5T_STD_U32LE : H5T_STD_U8LE;
+        hid_t mem = item_bytes == 4 ? H5T_NATIVE_UINT32 : H5T_NATIVE_UINT8;
+        hid_t dset = ok ? H5Dcreate2(w->shard, name, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT)
+                        : -1;
+        ok = ok && dset >= 0 && H5Dwrite(dset, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0;
+        if (ok)
+            at = H5Dget_offset(dset);
+        if (dset >= 0)
+            H5Dclose(dset);
+        if (dcpl >= 0)
+            H5Pclose(dcpl);
+        if (space >= 0)
+            H5Sclose(space);
+    }
+    H5E_END_TRY;
+    if (!ok || at == HADDR_UNDEF)
+        return qem_fail(error, QEM_E_IO, "HDF5 could not write dataset %03llu/%s",
+                        (unsigned long long)shard, name);
+    *offset = (uint64_t)at;
+    *bytes = count * item_bytes;
+    return QEM_OK;
+}
+
+qem_status pack_h5_close(pack_h5_writer *w, qem_error *error)
+{
+    if (!w)
+        return QEM_OK;
+    int ok = 1;
+    H5E_BEGIN_TRY
+    {
+        if (w->shard >= 0)
+            ok &= H5Gclose(w->shard) >= 0;
+        if (w->shards >= 0)
+            ok &= H5Gclose(w->shards) >= 0;
+        if (w->file >= 0) {
+            ok &= H5Fflush(w->file, H5F_SCOPE_GLOBAL) >= 0;
+            ok &= H5Fclose(w->file) >= 0;
+        }
+        if (w->driver >= 0)
+            H5FDunregister(w->driver);
+    }
+    H5E_END_TRY;
+    free(w);
+    return ok ? QEM_OK : H5_FAIL("finish the pack file");
+}

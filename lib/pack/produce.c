@@ -1,0 +1,824 @@
+/* The pack producer: inspect -> plan -> produce. A source is authenticated
+ * member by member, a plan predicts every bound before anything is
+ * allocated, and production builds one shard at a time into an unnamed
+ * HDF5 file that appears under its name only when it is complete, after
+ * its receipt. Rules and formulas: doc/pack-producer.md. */
+#include <errno.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "common/fileio.h"
+#include "common/options.h"
+#include "common/sha256.h"
+#include "pack/encode.h"
+#include "pack/h5write.h"
+#include "pack/pack_internal.h"
+#include "pack/source.h"
+
+#define RECEIPT_SCHEMA "quantem.gpu.lossless-pack-production/v1"
+#define FORMAT_SCHEMA "quantem.gpu.lossless-pack-format/v1"
+#define MAX_SHARD_SCANS 4096u
+#define MAX_ROWS_BYTES (256ull << 20) /* uint16/LZ4: one shard of source rows */
+
+struct qem_pack_inspection {
+    pack_source *source;
+};
+
+void qem_pack_source_options_init(qem_pack_source_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->struct_size = sizeof *o;
+}
+
+void qem_pack_plan_options_init(qem_pack_plan_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->struct_size = sizeof *o;
+    o->profile = QEM_PACK_UINT16_LZ4;
+}
+
+void qem_pack_produce_options_init(qem_pack_produce_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->struct_size = sizeof *o;
+}
+
+static double ms_since(const struct timespec *t0)
+{
+    return pack_elapsed_ms(t0);
+}
+
+/* --- inspect -------------------------------------------------------------- */
+
+qem_status qem_pack_inspect(const char *path, const qem_pack_source_options *options,
+                            qem_pack_inspection **out, qem_error *error)
+{
+    qem_error_clear(error);
+    if (!path || !out)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_pack_inspect: NULL argument");
+    *out = NULL;
+    qem_pack_source_options o;
+    qem_pack_source_options_init(&o);
+    QEM_TRY(qem_options_overlay(&o, sizeof o, options, "qem_pack_source_options", error));
+    const pack_source_options so = {o.dataset, {o.scan_shape[0], o.scan_shape[1]}};
+    pack_source *src = NULL;
+    QEM_TRY(pack_source_inspect(path, &so, &src, error));
+    if (src->dtype != QEM_DTYPE_UINT16) {
+        pack_source_close(src);
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "'%s' holds %s samples; both pack profiles record source_dtype uint16, "
+                        "so convert the counts to uint16 first (numpy: array.astype('<u2'))",
+                        path, qem_dtype_name(src->dtype));
+    }
+    qem_pack_inspection *in = calloc(1, sizeof *in);
+    if (!in) {
+        pack_source_close(src);
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    }
+    in->source = src;
+    *out = in;
+    return QEM_OK;
+}
+
+void qem_pack_inspection_free(qem_pack_inspection *in)
+{
+    if (!in)
+        return;
+    pack_source_close(in->source);
+    free(in);
+}
+
+static json_t *hex_json(const uint8_t digest[32])
+{
+    char hex[65];
+    qem_sha256_hex(digest, hex);
+    return json_string(hex);
+}
+
+static json_t *members_json(const pack_source *s)
+{
+    json_t *list = json_array();
+    for (size_t i = 0; i < s->member_count; i++) {
+        const pack_member *m = &s->members[i];
+        json_array_append_new(list, json_pack("{s:s, s:s, s:I, s:o}", "role",
+                                              m->is_master ? "master" : "data", "path", m->path,
+                                              "bytes", (json_int_t)m->bytes, "sha256",
+                                              hex_json(m->sha256)));
+    }
+    return list;
+}
+
+static json_t *u32_list(const uint32_t *v, uint64_t n)
+{
+    json_t *list = json_array();
+    for (uint64_t i = 0; i < n; i++)
+        json_array_append_new(list, json_integer(v[i]));
+    return list;
+}
+
+/* SHA-256 of an ordered list as little-endian u32 (empty list: of nothing). */
+static void u32_list_digest(const uint32_t *v, uint64_t n, uint8_t digest[32])
+{
+    qem_sha256 *ctx = qem_sha256_new();
+    for (uint64_t i = 0; ctx && i < n; i++) {
+        uint8_t le[4] = {(uint8_t)v[i], (uint8_t)(v[i] >> 8), (uint8_t)(v[i] >> 16),
+                         (uint8_t)(v[i] >> 24)};
+        qem_sha256_update(ctx, le, 4);
+    }
+    if (ctx)
+        qem_sha256_final(ctx, digest);
+    qem_sha256_free(ctx);
+}
+
+char *qem_pack_inspection_json(const qem_pack_inspection *in)
+{
+    const pack_source *s = in->source;
+    uint8_t bad_digest[32];
+    u32_list_digest(s->bad_pixels, s->bad_count, bad_digest);
+    const uint64_t logical = s->shape[0] * s->shape[1] * s->shape[2] * s->shape[3] * 2;
+    json_t *root = json_pack(
+        "{s:s, s:o, s:[I,I,I,I], s:s, s:I, s:o, s:o, s:o, s:s, s:o, s:I}", "kind", s->kind,
+        "members", members_json(s), "shape", (json_int_t)s->shape[0], (json_int_t)s->shape[1],
+        (json_int_t)s->shape[2], (json_int_t)s->shape[3], "dtype", qem_dtype_name(s->dtype),
+        "logical_bytes", (json_int_t)logical, "bad_pixels", u32_list(s->bad_pixels, s->bad_count),
+        "bad_pixels_sha256", hex_json(bad_digest), "detector_mask_sha256",
+        hex_json(s->detector_mask_sha256), "detector_mask_origin", s->mask_origin,
+        "source_identity_sha256", hex_json(s->identity), "largest_compressed_chunk_bytes",
+        (json_int_t)s->largest_compressed_chunk);
+    char *text = root ? json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
+    json_decref(root);
+    return text;
+}
+
+/* --- plan ----------------------------------------------------------------- */
+
+/* The excluded pixels: the source's bad pixels and the caller's mask. */
+static qem_status excluded_pixels(const pack_source *s, const uint8_t *extra, uint32_t **out,
+                                  uint64_t *count, qem_error *error)
+{
+    const uint64_t P = s->shape[2] * s->shape[3];
+    uint8_t *mark = calloc((size_t)P, 1);
+    uint32_t *list = malloc((size_t)P * sizeof *list);
+    if (!mark || !list) {
+        free(mark);
+        free(list);
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    }
+    for (uint64_t i = 0; i < s->bad_count; i++)
+        mark[s->bad_pixels[i]] = 1;
+    for (uint64_t p = 0; extra && p < P; p++)
+        mark[p] |= extra[p] != 0;
+    uint64_t n = 0;
+    for (uint64_t p = 0; p < P; p++)
+        if (mark[p])
+            list[n++] = (uint32_t)p;
+    free(mark);
+    if (n == P) {
+        free(list);
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "every detector pixel would be excluded; nothing would remain to pack");
+    }
+    *out = list;
+    *count = n;
+    return QEM_OK;
+}
+
+/* Largest divisor of `scans` that is a multiple of `step`, at most `cap`. */
+static uint64_t largest_divisor(uint64_t scans, uint64_t step, uint64_t cap)
+{
+    for (uint64_t d = cap / step * step; d >= step; d -= step)
+        if (scans % d == 0)
+            return d;
+    return 0;
+}
+
+static uint64_t memory_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    unsigned long long kb = 0;
+    char line[128];
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return (uint64_t)kb * 1024;
+}
+
+/* Free bytes at the nearest existing folder of `dest`. */
+static uint64_t disk_available(const char *dest)
+{
+    char *dir = qem_path_dirname(dest ? dest : ".");
+    struct statvfs vs;
+    while (dir && statvfs(dir, &vs) != 0) {
+        char *up = qem_path_dirname(dir);
+        if (!up || !strcmp(up, dir)) {
+            free(up);
+            free(dir);
+            return 0;
+        }
+        free(dir);
+        dir = up;
+    }
+    free(dir);
+    return (uint64_t)vs.f_bavail * vs.f_frsize;
+}
+
+static qem_status plan_make(const pack_source *s, const qem_pack_plan_options *o,
+                            qem_pack_plan *plan, uint64_t excluded, qem_error *error)
+{
+    memset(plan, 0, sizeof *plan);
+    const uint64_t scans = s->shape[0] * s->shape[1], P = s->shape[2] * s->shape[3];
+    const uint64_t cap = scans < MAX_SHARD_SCANS ? scans : MAX_SHARD_SCANS;
+    plan->profile = o->profile;
+    plan->excluded_count = excluded;
+    uint64_t sps = 0;
+    if (o->profile == QEM_PACK_UINT8_BITPACKED) {
+        sps = largest_divisor(scans, PACK_V3_TILE, cap);
+        if (!sps)
+            return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                            "the uint8 profile needs a scan count that is a multiple of 32; "
+                            "%llu is not (use the uint16/LZ4 profile)",
+                            (unsigned long long)scans);
+    } else if (o->profile == QEM_PACK_UINT16_LZ4) {
+        /* Whole 128-scan tiles when possible, one shard of rows within
+         * 256 MiB, and worst-case decoded words within 27-bit offsets. */
+        for (uint64_t c = cap; c >= 1 && !sps; c--) {
+            uint64_t d = largest_divisor(scans, PACK_V1_TILE, c);
+            if (!d)
+                d = largest_divisor(scans, 1, c);
+            const uint64_t tiles = (d + PACK_V1_TILE - 1) / PACK_V1_TILE;
+            if (d * P * 2 <= MAX_ROWS_BYTES && P * tiles * 64 < PACK_MAX_WORDS)
+                sps = d;
+            else
+                c = d; /* try below this divisor */
+        }
+        if (!sps)
+            return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                            "a %llu-pixel detector is too large for the uint16/LZ4 profile's "
+                            "27-bit descriptor offsets",
+                            (unsigned long long)P);
+    } else {
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "unknown pack profile %d", o->profile);
+    }
+    const uint64_t shards = scans / sps, rows = sps * P * 2;
+    plan->scans_per_shard = sps;
+    plan->shard_count = shards;
+    uint64_t shard_resident, shard_stored, transient;
+    if (o->profile == QEM_PACK_UINT16_LZ4) {
+        const uint64_t tiles = (sps + PACK_V1_TILE - 1) / PACK_V1_TILE;
+        const uint64_t decoded = P * tiles * 256; /* 128 scans x 16 bits */
+        const uint64_t chunks = (decoded + PACK_CHUNK_BYTES - 1) / PACK_CHUNK_BYTES;
+        const uint64_t compressed = chunks * 144; /* LZ4_compressBound(128) */
+        shard_resident = decoded + 4 * P * tiles;
+        shard_stored = compressed + chunks + P * tiles;
+        transient = rows + P * tiles + decoded + compressed + chunks;
+    } else {
+        const uint64_t T = sps / PACK_V3_TILE, H = (T + 31) / 32 + (T + 7) / 8;
+        const uint64_t payload = (P - excluded) * sps; /* at most 8 bits a sample */
+        shard_resident = payload + 4 * P * H;
+        shard_stored = shard_resident;
+        transient = rows + payload + 4 * P * H + P * T;
+    }
+    /* One frame of hashing work, the source's largest stored chunk, and
+     * libhdf5's chunk cache and metadata. */
+    transient += 2 * P + s->largest_compressed_chunk + (4ull << 20);
+    uint64_t paths = 0;
+    for (size_t i = 0; i < s->member_count; i++)
+        paths += strlen(s->members[i].path);
+    plan->resident_bytes = shards * shard_resident;
+    plan->peak_transient_bytes = transient;
+    plan->output_max_bytes = PACK_USER_BLOCK + shards * shard_stored + (4ull << 20) +
+                             shards * (64ull << 10);
+    plan->receipt_max_bytes = (1ull << 20) + shards * 1024 + s->member_count * 1024 + paths;
+    plan->disk_need_bytes = plan->output_max_bytes + plan->receipt_max_bytes;
+    plan->available_memory = o->available_memory ? o->available_memory : memory_available();
+    plan->available_disk = o->available_disk ? o->available_disk : disk_available(o->destination);
+    if (plan->peak_transient_bytes > plan->available_memory)
+        return qem_fail(error, QEM_E_INSUFFICIENT_MEMORY,
+                        "producing needs %llu bytes of memory at once; %llu are available",
+                        (unsigned long long)plan->peak_transient_bytes,
+                        (unsigned long long)plan->available_memory);
+    if (plan->disk_need_bytes > plan->available_disk)
+        return qem_fail(error, QEM_E_INSUFFICIENT_DISK,
+                        "the pack and its receipt need up to %llu bytes at the destination; %llu "
+                        "are available",
+                        (unsigned long long)plan->disk_need_bytes,
+                        (unsigned long long)plan->available_disk);
+    return QEM_OK;
+}
+
+qem_status qem_pack_plan_make(const qem_pack_inspection *in, const qem_pack_plan_options *options,
+                              qem_pack_plan *plan, qem_error *error)
+{
+    qem_error_clear(error);
+    if (!in || !plan)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_pack_plan_make: NULL argument");
+    qem_pack_plan_options o;
+    qem_pack_plan_options_init(&o);
+    QEM_TRY(qem_options_overlay(&o, sizeof o, options, "qem_pack_plan_options", error));
+    uint32_t *excluded = NULL;
+    uint64_t count = 0;
+    QEM_TRY(excluded_pixels(in->source, o.exclude, &excluded, &count, error));
+    free(excluded);
+    return plan_make(in->source, &o, plan, count, error);
+}
+
+/* --- produce -------------------------------------------------------------- */
+
+typedef struct production {
+    pack_source *src;
+    qem_pack_plan plan;
+    qem_pack_profile profile;
+    uint64_t P, sps, shards;
+    uint32_t *excluded;
+    uint64_t excluded_count;
+    uint8_t *is_excluded;
+    uint16_t *constants;     /* uint8 profile: raw value of each excluded pixel */
+    pack_shard_record *records;
+    pack_encoded_shard *kept; /* uint16: per-shard digests for the manifest */
+    uint8_t (*range_sha)[32]; /* uint16: encoded_envelope_sha256 */
+    uint8_t (*payload_sha)[32], (*header_sha)[32];
+    unsigned *max_width;
+    uint8_t raw_sha[32], working_sha[32], mask_sha[32];
+    const char *mask_origin;
+    uint64_t accounted_peak, observed_resident;
+    double t_auth, t_pack, t_write, t_final;
+} production;
+
+static void production_free(production *pr)
+{
+    free(pr->excluded);
+    free(pr->is_excluded);
+    free(pr->constants);
+    free(pr->records);
+    for (uint64_t s = 0; pr->kept && s < pr->shards; s++)
+        pack_encoded_shard_free(&pr->kept[s]);
+    free(pr->kept);
+    free(pr->range_sha);
+    free(pr->payload_sha);
+    free(pr->header_sha);
+    free(pr->max_width);
+}
+
+/* Raw and working digests of one shard's rows; the uint8 profile also
+ * proves every excluded pixel constant. */
+static qem_status digest_rows(production *pr, const uint16_t *rows, uint64_t first_scan,
+                              qem_sha256 *raw, qem_sha256 *working, uint8_t *frame,
+                              qem_error *error)
+{
+    const uint64_t P = pr->P;
+    const int u8 = pr->profile == QEM_PACK_UINT8_BITPACKED;
+    qem_sha256_update(raw, rows, (size_t)(pr->sps * P * 2)); /* little-endian host */
+    for (uint64_t i = 0; i < pr->sps; i++) {
+        const uint16_t *r = rows + i * P;
+        for (uint64_t p = 0; p < P; p++) {
+            const uint16_t v = pr->is_excluded[p] ? 0 : r[p];
+            if (u8)
+                frame[p] = (uint8_t)v;
+            else
+                memcpy(frame + 2 * p, &v, 2);
+        }
+        qem_sha256_update(working, frame, (size_t)(P * (u8 ? 1 : 2)));
+        for (uint64_t k = 0; u8 && k < pr->excluded_count; k++) {
+            const uint32_t p = pr->excluded[k];
+            if (first_scan + i == 0)
+                pr->constants[k] = r[p];
+            else if (r[p] != pr->constants[k])
+                return qem_fail(error, QEM_E_NONCONSTANT_EXCLUDED,
+                                "excluded detector pixel %u holds %u at scan %llu but %u at scan "
+                                "0; the uint8 profile records one raw value per excluded pixel, "
+                                "so use the uint16/LZ4 profile, which keeps them all",
+                                p, r[p], (unsigned long long)(first_scan + i), pr->constants[k]);
+        }
+    }
+    return QEM_OK;
+}
+
+static qem_status write_shard(production *pr, pack_h5_writer *h5, uint64_t s,
+                              pack_encoded_shard *enc, qem_error *error)
+{
+    pack_shard_record *r = &pr->records[s];
+    uint64_t unused;
+    if (pr->profile == QEM_PACK_UINT16_LZ4) {
+        QEM_TRY(pack_h5_append(h5, s, "payload_lz4", enc->compressed, enc->compressed_bytes, 1,
+                               &r->payload_offset, &r->payload_bytes, error));
+        QEM_TRY(pack_h5_append(h5, s, "payload_lengths_minus_one", enc->lengths,
+                               enc->chunk_count, 1, &r->lengths_offset, &r->lengths_bytes, error));
+        QEM_TRY(pack_h5_append(h5, s, "descriptor_widths_u8", enc->widths, enc->width_count, 1,
+                               &r->widths_offset, &r->widths_bytes, error));
+        r->descriptor_count = (uint32_t)enc->width_count;
+        r->chunk_count = (uint32_t)enc->chunk_count;
+        qem_sha256_oneshot(enc->compressed, (size_t)enc->compressed_bytes, pr->payload_sha[s]);
+        qem_sha256_oneshot(enc->widths, (size_t)enc->width_count, pr->header_sha[s]);
+        pr->observed_resident += enc->decoded_bytes + 4 * enc->width_count;
+    } else {
+        QEM_TRY(pack_h5_append(h5, s, "payload_u32", enc->decoded, enc->decoded_bytes / 4, 4,
+                               &r->payload_offset, &r->payload_bytes, error));
+        QEM_TRY(pack_h5_append(h5, s, "compact_headers_u32", enc->headers, enc->header_words, 4,
+                               &r->widths_offset, &r->widths_bytes, error));
+        r->descriptor_count = (uint32_t)enc->header_words;
+        qem_sha256_oneshot(enc->decoded, (size_t)enc->decoded_bytes, pr->payload_sha[s]);
+        qem_sha256_oneshot(enc->headers, (size_t)(4 * enc->header_words), pr->header_sha[s]);
+        pr->observed_resident += enc->decoded_bytes + 4 * enc->header_words;
+    }
+    (void)unused;
+    r->decoded_bytes = enc->decoded_bytes;
+    memcpy(r->decoded_sha256, enc->decoded_sha256, 32);
+    pr->max_width[s] = enc->maximum_width;
+    return QEM_OK;
+}
+
+static qem_status build_shards(production *pr, pack_h5_writer *h5,
+                               const qem_pack_produce_options *o, qem_error *error)
+{
+    const uint64_t P = pr->P;
+    const int u8 = pr->profile == QEM_PACK_UINT8_BITPACKED;
+    uint16_t *rows = malloc((size_t)(pr->sps * P) * 2);
+    uint8_t *frame = malloc((size_t)P * 2);
+    qem_sha256 *raw = qem_sha256_new(), *working = qem_sha256_new();
+    qem_status st = rows && frame && raw && working
+                        ? QEM_OK
+                        : qem_fail(error, QEM_E_NO_MEMORY, "out of memory for a %llu-scan shard",
+                                   (unsigned long long)pr->sps);
+    for (uint64_t s = 0; st == QEM_OK && s < pr->shards; s++) {
+        struct timespec t0;
+        pack_now(&t0);
+        pack_encoded_shard enc = {0};
+        st = pack_source_read(pr->src, s * pr->sps, pr->sps, rows, error);
+        if (st == QEM_OK)
+            st = digest_rows(pr, rows, s * pr->sps, raw, working, frame, error);
+        if (st == QEM_OK)
+            st = u8 ? pack_encode_v3_shard(rows, pr->sps, P, pr->is_excluded, s * pr->sps, &enc,
+                                           error)
+                    : pack_encode_v1_shard(rows, pr->sps, P, &enc, error);
+        pr->t_pack += ms_since(&t0);
+        if (st != QEM_OK)
+            break;
+        const uint64_t held = pr->sps * P * 2 + 2 * P + enc.width_count + enc.decoded_bytes +
+                              enc.compressed_bytes + enc.chunk_count + 4 * enc.header_words;
+        pr->accounted_peak = held > pr->accounted_peak ? held : pr->accounted_peak;
+        pack_now(&t0);
+        st = write_shard(pr, h5, s, &enc, error);
+        pr->t_write += ms_since(&t0);
+        if (!u8 && st == QEM_OK) {
+            /* The manifest's per-shard digests need the widths and blocks;
+             * keep only those, not the decoded stream. */
+            free(enc.decoded);
+            enc.decoded = NULL;
+            pr->kept[s] = enc;
+        } else {
+            pack_encoded_shard_free(&enc);
+        }
+        if (st == QEM_OK && o->progress && o->progress(o->progress_user, s + 1, pr->shards))
+            st = qem_fail(error, QEM_E_CANCELLED, "production cancelled; nothing was published");
+    }
+    if (st == QEM_OK) {
+        qem_sha256_final(raw, pr->raw_sha);
+        qem_sha256_final(working, pr->working_sha);
+    }
+    qem_sha256_free(raw);
+    qem_sha256_free(working);
+    free(rows);
+    free(frame);
+    return st;
+}
+
+/* SHA-256 of a byte range of the open output. */
+static qem_status range_digest(int fd, uint64_t start, uint64_t end, uint8_t digest[32],
+                               qem_error *error)
+{
+    enum { PIECE = 1 << 20 };
+    uint8_t *buf = malloc(PIECE);
+    qem_sha256 *ctx = qem_sha256_new();
+    qem_status st = buf && ctx ? QEM_OK : qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    for (uint64_t at = start; st == QEM_OK && at < end; at += PIECE) {
+        size_t n = end - at < PIECE ? (size_t)(end - at) : PIECE;
+        st = qem_pread_full(fd, buf, n, at, QEM_E_IO, error);
+        if (st == QEM_OK)
+            qem_sha256_update(ctx, buf, n);
+    }
+    if (st == QEM_OK)
+        qem_sha256_final(ctx, digest);
+    qem_sha256_free(ctx);
+    free(buf);
+    return st;
+}
+
+static json_t *manifest(production *pr)
+{
+    pack_manifest_facts f = {0};
+    f.profile = pr->profile;
+    memcpy(f.shape, pr->src->shape, sizeof f.shape);
+    f.sps = pr->sps;
+    f.shard_count = pr->shards;
+    f.excluded = pr->excluded;
+    f.excluded_count = pr->excluded_count;
+    f.working_dtype = pr->profile == QEM_PACK_UINT16_LZ4 ? QEM_DTYPE_UINT16 : QEM_DTYPE_UINT8;
+    f.retained_policy = 1;
+    f.raw_constants = pr->constants;
+    memcpy(f.identity, pr->src->identity, 32);
+    memcpy(f.raw_logical_sha256, pr->raw_sha, 32);
+    memcpy(f.working_sha256, pr->working_sha, 32);
+    memcpy(f.detector_mask_sha256, pr->mask_sha, 32);
+    f.records = pr->records;
+    f.encoded = pr->profile == QEM_PACK_UINT16_LZ4 ? pr->kept : NULL;
+    json_t *m = pack_manifest_build(&f);
+    if (!m)
+        return NULL;
+    json_t *shards = json_object_get(m, "shards");
+    for (uint64_t s = 0; s < json_array_size(shards); s++)
+        json_object_set_new(json_array_get(shards, s), "encoded_envelope_sha256",
+                            hex_json(pr->range_sha[s]));
+    json_object_set_new(m, "format_schema", json_string(FORMAT_SCHEMA));
+    json_object_set_new(m, "encoding_profile",
+                        json_string(pr->profile == QEM_PACK_UINT16_LZ4 ? "exact-uint16-lz4"
+                                                                       : "exact-uint8-bitpacked"));
+    json_object_set_new(m, "detector_mask_identity_origin", json_string(pr->mask_origin));
+    json_object_set_new(m, "producer_receipt_schema", json_string(RECEIPT_SCHEMA));
+    json_object_set_new(m, "producer_execution_backend", json_string("cpu-reference"));
+    json_object_set_new(m, "producer_gpu_accelerated", json_false());
+    return m;
+}
+
+static json_t *receipt(production *pr, const char *dest, uint64_t output_bytes,
+                       const uint8_t output_sha[32], double total_ms)
+{
+    const pack_source *s = pr->src;
+    char when[32];
+    time_t now = time(NULL);
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    uint8_t bad_sha[32];
+    u32_list_digest(pr->excluded, pr->excluded_count, bad_sha);
+    json_t *shards = json_array();
+    for (uint64_t k = 0; k < pr->shards; k++) {
+        const pack_shard_record *r = &pr->records[k];
+        json_array_append_new(
+            shards, json_pack("{s:I, s:I, s:I, s:I, s:o, s:I, s:o, s:I}", "ordinal",
+                              (json_int_t)k, "firstScan", (json_int_t)(k * pr->sps), "scanCount",
+                              (json_int_t)pr->sps, "payloadBytes", (json_int_t)r->payload_bytes,
+                              "payloadSHA256", hex_json(pr->payload_sha[k]), "headerBytes",
+                              (json_int_t)r->widths_bytes, "headerSHA256",
+                              hex_json(pr->header_sha[k]), "maximumBitWidth",
+                              (json_int_t)pr->max_width[k]));
+    }
+    json_t *constants = json_array();
+    for (uint64_t k = 0; pr->constants && k < pr->excluded_count; k++)
+        json_array_append_new(constants, json_integer(pr->constants[k]));
+    const int u8 = pr->profile == QEM_PACK_UINT8_BITPACKED;
+    json_t *r = json_object();
+    json_object_set_new(r, "schema", json_string(RECEIPT_SCHEMA));
+    json_object_set_new(r, "formatSchema", json_string(FORMAT_SCHEMA));
+    json_object_set_new(r, "encodingProfile",
+                        json_string(u8 ? "exact-uint8-bitpacked" : "exact-uint16-lz4"));
+    json_object_set_new(r, "completedUTC", json_string(when));
+    json_object_set_new(r, "destination", json_string(dest));
+    json_object_set_new(r, "outputBytes", json_integer((json_int_t)output_bytes));
+    json_object_set_new(r, "outputSHA256", hex_json(output_sha));
+    json_object_set_new(r, "sourceMembers", members_json(s));
+    json_object_set_new(r, "sourceIdentitySHA256", hex_json(s->identity));
+    json_object_set_new(r, "sourceRawLogicalSHA256", hex_json(pr->raw_sha));
+    json_object_set_new(r, "workingLogicalSHA256", hex_json(pr->working_sha));
+    json_object_set_new(r, "sourceShape", json_pack("[I,I,I,I]", (json_int_t)s->shape[0],
+                                                    (json_int_t)s->shape[1],
+                                                    (json_int_t)s->shape[2],
+                                                    (json_int_t)s->shape[3]));
+    json_object_set_new(r, "sourceDtype", json_string("uint16"));
+    json_object_set_new(r, "workingDtype", json_string(u8 ? "uint8" : "uint16"));
+    json_object_set_new(r, "preparedIndexBytes", json_integer(0));
+    json_object_set_new(r, "maximumCompressedBlockBytes",
+                        json_integer((json_int_t)s->largest_compressed_chunk));
+    json_object_set_new(r, "executionBackend", json_string("cpu-reference"));
+    json_object_set_new(r, "gpuAccelerated", json_false());
+    json_object_set_new(r, "scanTile", json_integer(u8 ? PACK_V3_TILE : PACK_V1_TILE));
+    json_object_set_new(r, "scansPerShard", json_integer((json_int_t)pr->sps));
+    json_object_set_new(r, "shardCount", json_integer((json_int_t)pr->shards));
+    json_object_set_new(r, "scanBin", json_integer(1));
+    json_object_set_new(r, "detectorBin", json_integer(1));
+    json_object_set_new(r, "badPixelIndices", u32_list(pr->excluded, pr->excluded_count));
+    json_object_set_new(r, "badPixelIdentitySHA256", hex_json(bad_sha));
+    json_object_set_new(r, "detectorMaskIdentitySHA256", hex_json(pr->mask_sha));
+    json_object_set_new(r, "detectorMaskIdentityOrigin", json_string(pr->mask_origin));
+    json_object_set_new(r, "badPixelRawValues", constants);
+    json_object_set_new(r, "predictedPackedResidentMaximumBytes",
+                        json_integer((json_int_t)pr->plan.resident_bytes));
+    json_object_set_new(r, "observedPackedResidentBytes",
+                        json_integer((json_int_t)pr->observed_resident));
+    json_object_set_new(r, "predictedPeakTransientBytes",
+                        json_integer((json_int_t)pr->plan.peak_transient_bytes));
+    json_object_set_new(r, "accountedPeakTransientBytes",
+                        json_integer((json_int_t)pr->accounted_peak));
+    json_object_set_new(r, "predictedOutputFileMaximumBytes",
+                        json_integer((json_int_t)pr->plan.output_max_bytes));
+    json_object_set_new(r, "predictedReceiptFileMaximumBytes",
+                        json_integer((json_int_t)pr->plan.receipt_max_bytes));
+    json_object_set_new(r, "predictedOutputDiskMaximumBytes",
+                        json_integer((json_int_t)pr->plan.disk_need_bytes));
+    json_object_set_new(
+        r, "timing",
+        json_pack("{s:f, s:f, s:f, s:f, s:f}", "sourceAuthenticationMilliseconds", pr->t_auth,
+                  "decodeAndPackingMilliseconds", pr->t_pack, "containerWriteMilliseconds",
+                  pr->t_write, "stabilityAndOutputHashMilliseconds", pr->t_final,
+                  "totalBeforeAtomicPublicationMilliseconds", total_ms));
+    json_object_set_new(r, "shards", shards);
+    return r;
+}
+
+/* Mask identity: the source's own mask when the caller adds nothing; with
+ * caller exclusions, the LE u32 mask of every excluded pixel (1) or not (0). */
+static void mask_identity(production *pr, const uint8_t *extra)
+{
+    if (!extra) {
+        memcpy(pr->mask_sha, pr->src->detector_mask_sha256, 32);
+        pr->mask_origin = pr->src->mask_origin;
+        return;
+    }
+    qem_sha256 *ctx = qem_sha256_new();
+    for (uint64_t p = 0; ctx && p < pr->P; p++) {
+        const uint8_t le[4] = {pr->is_excluded[p], 0, 0, 0};
+        qem_sha256_update(ctx, le, 4);
+    }
+    if (ctx)
+        qem_sha256_final(ctx, pr->mask_sha);
+    qem_sha256_free(ctx);
+    pr->mask_origin = "qem-excluded-pixels-u32-mask";
+}
+
+static qem_status prepare(production *pr, qem_pack_inspection *in, const qem_pack_plan_options *po,
+                          qem_error *error)
+{
+    pr->src = in->source;
+    pr->profile = po->profile;
+    pr->P = pr->src->shape[2] * pr->src->shape[3];
+    QEM_TRY(excluded_pixels(pr->src, po->exclude, &pr->excluded, &pr->excluded_count, error));
+    QEM_TRY(plan_make(pr->src, po, &pr->plan, pr->excluded_count, error));
+    pr->sps = pr->plan.scans_per_shard;
+    pr->shards = pr->plan.shard_count;
+    pr->is_excluded = calloc((size_t)pr->P, 1);
+    pr->records = calloc((size_t)pr->shards, sizeof *pr->records);
+    pr->kept = calloc((size_t)pr->shards, sizeof *pr->kept);
+    pr->range_sha = calloc((size_t)pr->shards, sizeof *pr->range_sha);
+    pr->payload_sha = calloc((size_t)pr->shards, sizeof *pr->payload_sha);
+    pr->header_sha = calloc((size_t)pr->shards, sizeof *pr->header_sha);
+    pr->max_width = calloc((size_t)pr->shards, sizeof *pr->max_width);
+    if (pr->profile == QEM_PACK_UINT8_BITPACKED)
+        pr->constants = calloc((size_t)(pr->excluded_count + 1), sizeof *pr->constants);
+    if (!pr->is_excluded || !pr->records || !pr->kept || !pr->range_sha || !pr->payload_sha ||
+        !pr->header_sha || !pr->max_width ||
+        (pr->profile == QEM_PACK_UINT8_BITPACKED && !pr->constants))
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    for (uint64_t k = 0; k < pr->excluded_count; k++)
+        pr->is_excluded[pr->excluded[k]] = 1;
+    mask_identity(pr, po->exclude);
+    return QEM_OK;
+}
+
+static char *receipt_path(const char *dest)
+{
+    size_t n = strlen(dest) + sizeof ".receipt.json";
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s.receipt.json", dest);
+    return p;
+}
+
+/* Everything after the shards: the envelope digests, the user block, the
+ * stability check, the output digest and the receipt, then publication. */
+static qem_status finish(production *pr, const char *dest, qem_publish *pack, qem_publish *rec,
+                         const struct timespec *started, qem_error *error)
+{
+    struct timespec t0;
+    pack_now(&t0);
+    for (uint64_t s = 0; pr->profile == QEM_PACK_UINT16_LZ4 && s < pr->shards; s++) {
+        const pack_shard_record *r = &pr->records[s];
+        uint64_t lo = r->payload_offset, hi = r->payload_offset + r->payload_bytes;
+        lo = r->lengths_offset < lo ? r->lengths_offset : lo;
+        lo = r->widths_offset < lo ? r->widths_offset : lo;
+        hi = r->lengths_offset + r->lengths_bytes > hi ? r->lengths_offset + r->lengths_bytes : hi;
+        hi = r->widths_offset + r->widths_bytes > hi ? r->widths_offset + r->widths_bytes : hi;
+        QEM_TRY(range_digest(pack->fd, lo, hi, pr->range_sha[s], error));
+    }
+    json_t *m = manifest(pr);
+    char *text = m ? json_dumps(m, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(m);
+    uint64_t index_bytes = 0;
+    uint8_t *index = pack_index_build(pr->profile, pr->src->shape, pr->sps, pr->excluded,
+                                      pr->excluded_count, pr->src->identity, pr->records,
+                                      pr->shards, &index_bytes);
+    uint8_t *block = NULL;
+    qem_status st = text && index ? pack_user_block(text, strlen(text), index, index_bytes,
+                                                    PACK_USER_BLOCK, &block, error)
+                                  : qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    if (st == QEM_OK)
+        st = qem_pwrite_full(pack->fd, block, PACK_USER_BLOCK, 0, error);
+    free(block);
+    free(index);
+    free(text);
+    pr->t_write += ms_since(&t0);
+    QEM_TRY(st);
+
+    /* The source must not have moved under us; the output must be within
+     * its predicted bound; then its identity. */
+    pack_now(&t0);
+    QEM_TRY(pack_source_check_unchanged(pr->src, error));
+    struct stat sb;
+    if (fstat(pack->fd, &sb) != 0)
+        return qem_fail(error, QEM_E_IO, "cannot stat the pack being written");
+    const uint64_t output_bytes = (uint64_t)sb.st_size;
+    if (output_bytes > pr->plan.output_max_bytes)
+        return qem_fail(error, QEM_E_LIMIT,
+                        "the pack came to %llu bytes, above its predicted maximum %llu",
+                        (unsigned long long)output_bytes,
+                        (unsigned long long)pr->plan.output_max_bytes);
+    uint8_t output_sha[32];
+    QEM_TRY(range_digest(pack->fd, 0, output_bytes, output_sha, error));
+    pr->t_final = ms_since(&t0);
+
+    json_t *r = receipt(pr, dest, output_bytes, output_sha, ms_since(started));
+    char *rtext = r ? json_dumps(r, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
+    json_decref(r);
+    if (!rtext)
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    const size_t rn = strlen(rtext);
+    st = rn + 1 > pr->plan.receipt_max_bytes
+             ? qem_fail(error, QEM_E_LIMIT, "the receipt exceeds its predicted maximum")
+             : qem_write_full(rec->fd, rtext, rn, error);
+    if (st == QEM_OK)
+        st = qem_write_full(rec->fd, "\n", 1, error);
+    free(rtext);
+    QEM_TRY(st);
+
+    /* Publication: the receipt first, the pack last (the commit marker). */
+    QEM_TRY(qem_publish_commit(rec, error));
+    st = qem_publish_commit(pack, error);
+    if (st != QEM_OK) {
+        char *rp = receipt_path(dest);
+        if (rp)
+            unlink(rp); /* a receipt never stands without its pack */
+        free(rp);
+    }
+    return st;
+}
+
+qem_status qem_pack_produce(qem_pack_inspection *in, const qem_pack_plan_options *plan_options,
+                            const char *dest, const qem_pack_produce_options *options,
+                            qem_error *error)
+{
+    qem_error_clear(error);
+    if (!in || !dest)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_pack_produce: NULL argument");
+    qem_pack_plan_options po;
+    qem_pack_plan_options_init(&po);
+    QEM_TRY(qem_options_overlay(&po, sizeof po, plan_options, "qem_pack_plan_options", error));
+    qem_pack_produce_options o;
+    qem_pack_produce_options_init(&o);
+    QEM_TRY(qem_options_overlay(&o, sizeof o, options, "qem_pack_produce_options", error));
+    if (!po.destination)
+        po.destination = dest;
+    struct timespec started, t0;
+    pack_now(&started);
+    production pr = {0};
+    qem_publish pack = {.fd = -1}, rec = {.fd = -1};
+    pack_h5_writer *h5 = NULL;
+    char *rpath = receipt_path(dest);
+    qem_status st = rpath ? prepare(&pr, in, &po, error)
+                          : qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    /* Both names are claimed (checked free) before any work. */
+    if (st == QEM_OK)
+        st = qem_publish_begin(&pack, dest, error);
+    if (st == QEM_OK)
+        st = qem_publish_begin(&rec, rpath, error);
+    if (st == QEM_OK) {
+        pack_now(&t0);
+        st = pack_source_reauthenticate(pr.src, error);
+        pr.t_auth = ms_since(&t0);
+    }
+    if (st == QEM_OK) {
+        char hex[65];
+        qem_sha256_hex(pr.src->identity, hex);
+        st = pack_h5_create(pack.fd,
+                            pr.profile == QEM_PACK_UINT16_LZ4 ? PACK_SCHEMA_V1 : PACK_SCHEMA_V3,
+                            hex, pr.src->shape,
+                            pr.profile == QEM_PACK_UINT16_LZ4 ? "uint16" : "uint8", &h5, error);
+    }
+    if (st == QEM_OK)
+        st = build_shards(&pr, h5, &o, error);
+    if (h5) {
+        qem_status closed = pack_h5_close(h5, error);
+        st = st == QEM_OK ? closed : st;
+    }
+    if (st == QEM_OK)
+        st = finish(&pr, dest, &pack, &rec, &started, error);
+    qem_publish_abort(&pack);
+    qem_publish_abort(&rec);
+    production_free(&pr);
+    free(rpath);
+    return st;
+}
