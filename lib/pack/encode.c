@@ -44,6 +44,57 @@ static void pack_tile(uint32_t *words, uint64_t word, unsigned width, const uint
     }
 }
 
+/* Rows are scan-major (one detector frame after another) while the
+ * payload is pixel-major, so both passes walk the rows in order: maxima
+ * per tile across a whole row, then packing in blocks of PIXEL_BLOCK
+ * pixels transposed through a small buffer, never striding a frame apart
+ * per sample. */
+#define PIXEL_BLOCK 64u
+
+/* max[p] = the largest of rows[first..first+count) at pixel p. */
+static void tile_maxima(const uint16_t *rows, uint64_t pixels, uint64_t first, uint64_t count,
+                        uint16_t *max)
+{
+    memset(max, 0, (size_t)pixels * sizeof *max);
+    for (uint64_t s = first; s < first + count; s++) {
+        const uint16_t *row = rows + s * pixels;
+        for (uint64_t p = 0; p < pixels; p++)
+            max[p] = row[p] > max[p] ? row[p] : max[p];
+    }
+}
+
+/* Packs every (pixel, tile) of the shard: pixel p's tiles follow each other
+ * from word base[p]; tile t of pixel p takes width[p * tiles + t] bits a
+ * value and step(width) words. */
+static void pack_all(const uint16_t *rows, uint64_t sps, uint64_t pixels, uint64_t tile_len,
+                     const uint8_t *widths, const uint64_t *base, uint64_t words_per_bit,
+                     uint32_t *out)
+{
+    const uint64_t tiles = (sps + tile_len - 1) / tile_len;
+    uint32_t buf[PIXEL_BLOCK * PACK_V1_TILE];
+    uint64_t cursor[PIXEL_BLOCK];
+    for (uint64_t p0 = 0; p0 < pixels; p0 += PIXEL_BLOCK) {
+        const uint64_t nb = pixels - p0 < PIXEL_BLOCK ? pixels - p0 : PIXEL_BLOCK;
+        for (uint64_t j = 0; j < nb; j++)
+            cursor[j] = base[p0 + j];
+        for (uint64_t t = 0; t < tiles; t++) {
+            const uint64_t first = t * tile_len;
+            const uint64_t n = sps - first < tile_len ? sps - first : tile_len;
+            for (uint64_t k = 0; k < n; k++) {
+                const uint16_t *row = rows + (first + k) * pixels + p0;
+                for (uint64_t j = 0; j < nb; j++)
+                    buf[j * tile_len + k] = row[j];
+            }
+            for (uint64_t j = 0; j < nb; j++) {
+                const unsigned w = widths[(p0 + j) * tiles + t];
+                if (w)
+                    pack_tile(out, cursor[j], w, buf + j * tile_len, (unsigned)n);
+                cursor[j] += words_per_bit * w;
+            }
+        }
+    }
+}
+
 qem_status pack_encode_v1_shard(const uint16_t *rows, uint64_t sps, uint64_t pixels,
                                 pack_encoded_shard *out, qem_error *error)
 {
@@ -51,20 +102,29 @@ qem_status pack_encode_v1_shard(const uint16_t *rows, uint64_t sps, uint64_t pix
     const uint64_t tiles = (sps + PACK_V1_TILE - 1) / PACK_V1_TILE;
     out->width_count = pixels * tiles;
     out->widths = malloc((size_t)out->width_count);
-    if (!out->widths)
+    uint16_t *max = malloc((size_t)pixels * sizeof *max);
+    uint64_t *base = malloc((size_t)pixels * sizeof *base);
+    if (!out->widths || !max || !base) {
+        free(max);
+        free(base);
+        pack_encoded_shard_free(out);
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    }
     uint64_t words = 0;
-    for (uint64_t p = 0; p < pixels; p++)
-        for (uint64_t t = 0; t < tiles; t++) {
-            uint32_t vmax = 0;
-            for (uint64_t s = t * PACK_V1_TILE; s < sps && s < (t + 1) * PACK_V1_TILE; s++)
-                vmax = rows[s * pixels + p] > vmax ? rows[s * pixels + p] : vmax;
-            unsigned w = qem_bit_length(vmax);
+    for (uint64_t t = 0; t < tiles; t++) {
+        const uint64_t first = t * PACK_V1_TILE;
+        tile_maxima(rows, pixels, first, sps - first < PACK_V1_TILE ? sps - first : PACK_V1_TILE,
+                    max);
+        for (uint64_t p = 0; p < pixels; p++) {
+            const unsigned w = qem_bit_length(max[p]);
             out->widths[p * tiles + t] = (uint8_t)w;
             out->maximum_width = w > out->maximum_width ? w : out->maximum_width;
             words += 4ull * w;
         }
+    }
+    free(max);
     if (words >= PACK_MAX_WORDS) {
+        free(base);
         pack_encoded_shard_free(out);
         return qem_fail(error, QEM_E_LIMIT,
                         "a shard would decode to more words than 27-bit descriptors address; "
@@ -77,24 +137,20 @@ qem_status pack_encode_v1_shard(const uint16_t *rows, uint64_t sps, uint64_t pix
         out->maximum_width = 1;
         words = 4;
     }
+    for (uint64_t p = 0, at = 0; p < pixels; p++) {
+        base[p] = at;
+        for (uint64_t t = 0; t < tiles; t++)
+            at += 4ull * out->widths[p * tiles + t];
+    }
     out->decoded_bytes = 4 * words;
     out->decoded = calloc((size_t)(out->decoded_bytes / 4), 4);
     if (!out->decoded) {
+        free(base);
         pack_encoded_shard_free(out);
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     }
-    uint32_t tile[PACK_V1_TILE];
-    uint64_t at = 0;
-    for (uint64_t p = 0; p < pixels; p++)
-        for (uint64_t t = 0; t < tiles; t++) {
-            const unsigned w = out->widths[p * tiles + t];
-            unsigned n = 0;
-            for (uint64_t s = t * PACK_V1_TILE; s < sps && s < (t + 1) * PACK_V1_TILE; s++)
-                tile[n++] = rows[s * pixels + p];
-            if (w)
-                pack_tile(out->decoded, at, w, tile, n);
-            at += 4ull * w;
-        }
+    pack_all(rows, sps, pixels, PACK_V1_TILE, out->widths, base, 4, out->decoded);
+    free(base);
     /* Independent 128-byte raw LZ4 blocks, one length byte each. */
     out->chunk_count = (out->decoded_bytes + PACK_CHUNK_BYTES - 1) / PACK_CHUNK_BYTES;
     out->lengths = malloc((size_t)out->chunk_count);
@@ -121,6 +177,23 @@ qem_status pack_encode_v1_shard(const uint16_t *rows, uint64_t sps, uint64_t pix
     return QEM_OK;
 }
 
+/* The first admitted sample above 255 in scans [first, first + count), in
+ * scan order then pixel order. */
+static qem_status out_of_range(const uint16_t *rows, uint64_t pixels, const uint8_t *is_excluded,
+                               uint64_t first, uint64_t count, uint64_t first_scan,
+                               qem_error *error)
+{
+    for (uint64_t s = first; s < first + count; s++)
+        for (uint64_t p = 0; p < pixels; p++)
+            if (!is_excluded[p] && rows[s * pixels + p] > 255)
+                return qem_fail(error, QEM_E_VALUE_RANGE,
+                                "scan %llu, detector pixel %llu holds %u, which the uint8 "
+                                "profile cannot store exactly; use the uint16/LZ4 profile",
+                                (unsigned long long)(first_scan + s), (unsigned long long)p,
+                                rows[s * pixels + p]);
+    return QEM_OK;
+}
+
 qem_status pack_encode_v3_shard(const uint16_t *rows, uint64_t sps, uint64_t pixels,
                                 const uint8_t *is_excluded, uint64_t first_scan,
                                 pack_encoded_shard *out, qem_error *error)
@@ -133,41 +206,40 @@ qem_status pack_encode_v3_shard(const uint16_t *rows, uint64_t sps, uint64_t pix
     out->header_words = pixels * H;
     out->headers = calloc((size_t)out->header_words, 4);
     uint8_t *widths = malloc((size_t)(pixels * T));
-    if (!out->headers || !widths) {
-        free(widths);
-        pack_encoded_shard_free(out);
-        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    uint16_t *max = malloc((size_t)pixels * sizeof *max);
+    uint64_t *base = malloc((size_t)pixels * sizeof *base);
+    qem_status st = out->headers && widths && max && base
+                        ? QEM_OK
+                        : qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    for (uint64_t t = 0; st == QEM_OK && t < T; t++) {
+        tile_maxima(rows, pixels, t * PACK_V3_TILE, PACK_V3_TILE, max);
+        for (uint64_t p = 0; st == QEM_OK && p < pixels; p++) {
+            const unsigned v = is_excluded[p] ? 0 : max[p];
+            if (v > 255)
+                st = out_of_range(rows, pixels, is_excluded, t * PACK_V3_TILE, PACK_V3_TILE,
+                                  first_scan, error);
+            const unsigned w = qem_bit_length(v);
+            widths[p * T + t] = (uint8_t)w;
+            out->maximum_width = w > out->maximum_width ? w : out->maximum_width;
+        }
     }
+    free(max);
+    /* Compact headers: base word, a checkpoint every 32 tiles, nibble widths. */
     uint64_t words = 0;
-    for (uint64_t p = 0; p < pixels; p++) {
+    for (uint64_t p = 0; st == QEM_OK && p < pixels; p++) {
         uint32_t *h = out->headers + p * H;
         h[0] = (uint32_t)words;
         uint64_t total = 0;
         for (uint64_t t = 0; t < T; t++) {
             if (t > 0 && t % 32 == 0)
                 h[t / 32] = (uint32_t)total;
-            uint32_t vmax = 0;
-            for (uint64_t s = t * PACK_V3_TILE; !is_excluded[p] && s < (t + 1) * PACK_V3_TILE; s++) {
-                uint32_t v = rows[s * pixels + p];
-                if (v > 255) {
-                    free(widths);
-                    pack_encoded_shard_free(out);
-                    return qem_fail(error, QEM_E_VALUE_RANGE,
-                                    "scan %llu, detector pixel %llu holds %u, which the uint8 "
-                                    "profile cannot store exactly; use the uint16/LZ4 profile",
-                                    (unsigned long long)(first_scan + s), (unsigned long long)p, v);
-                }
-                vmax = v > vmax ? v : vmax;
-            }
-            unsigned w = qem_bit_length(vmax);
-            widths[p * T + t] = (uint8_t)w;
+            const unsigned w = widths[p * T + t];
             h[C + t / 8] |= (uint32_t)w << (4 * (t % 8));
-            out->maximum_width = w > out->maximum_width ? w : out->maximum_width;
             total += w;
         }
         words += total;
     }
-    if (words == 0) {
+    if (st == QEM_OK && words == 0) {
         /* An all-zero shard needs a nonempty payload: give the first
          * admitted pixel's first tile width 1 (non-minimal widths are
          * valid; excluded pixels must keep zero). */
@@ -175,49 +247,40 @@ qem_status pack_encode_v3_shard(const uint16_t *rows, uint64_t sps, uint64_t pix
         while (p < pixels && is_excluded[p])
             p++;
         if (p == pixels) {
-            free(widths);
-            pack_encoded_shard_free(out);
-            return qem_fail(error, QEM_E_INVALID_ARGUMENT,
-                            "every detector pixel is excluded; the uint8 profile cannot store "
-                            "an empty payload");
+            st = qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                          "every detector pixel is excluded; the uint8 profile cannot store "
+                          "an empty payload");
+        } else {
+            widths[p * T] = 1;
+            out->headers[p * H + C] |= 1u;
+            for (uint64_t k = 1; k < C; k++)
+                out->headers[p * H + k] += 1; /* checkpoints count that word too */
+            out->maximum_width = 1;
+            for (uint64_t q = p + 1; q < pixels; q++)
+                out->headers[q * H] += 1; /* later bases move by one word */
+            words = 1;
         }
-        widths[p * T] = 1;
-        out->headers[p * H + C] |= 1u;
-        for (uint64_t k = 1; k < C; k++)
-            out->headers[p * H + k] += 1; /* checkpoints count that word too */
-        out->maximum_width = 1;
-        for (uint64_t q = p + 1; q < pixels; q++)
-            out->headers[q * H] += 1; /* later bases move by one word */
-        words = 1;
     }
-    if (words >= PACK_MAX_WORDS) {
-        free(widths);
-        pack_encoded_shard_free(out);
-        return qem_fail(error, QEM_E_LIMIT, "a shard payload is too large; use fewer scans per "
-                                            "shard");
+    if (st == QEM_OK && words >= PACK_MAX_WORDS)
+        st = qem_fail(error, QEM_E_LIMIT,
+                      "a shard payload is too large; use fewer scans per shard");
+    if (st == QEM_OK) {
+        out->decoded_bytes = 4 * words;
+        out->decoded = calloc((size_t)words, 4);
+        if (!out->decoded)
+            st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     }
-    out->decoded_bytes = 4 * words;
-    out->decoded = calloc((size_t)words, 4);
-    if (!out->decoded) {
-        free(widths);
-        pack_encoded_shard_free(out);
-        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    if (st == QEM_OK) {
+        for (uint64_t p = 0; p < pixels; p++)
+            base[p] = out->headers[p * H];
+        pack_all(rows, sps, pixels, PACK_V3_TILE, widths, base, 1, out->decoded);
+        qem_sha256_oneshot(out->decoded, (size_t)out->decoded_bytes, out->decoded_sha256);
     }
-    uint32_t tile[PACK_V3_TILE];
-    uint64_t at = 0;
-    for (uint64_t p = 0; p < pixels; p++)
-        for (uint64_t t = 0; t < T; t++) {
-            const unsigned w = widths[p * T + t];
-            if (!w)
-                continue;
-            for (unsigned k = 0; k < PACK_V3_TILE; k++)
-                tile[k] = rows[(t * PACK_V3_TILE + k) * pixels + p];
-            pack_tile(out->decoded, at, w, tile, PACK_V3_TILE);
-            at += w;
-        }
     free(widths);
-    qem_sha256_oneshot(out->decoded, (size_t)out->decoded_bytes, out->decoded_sha256);
-    return QEM_OK;
+    free(base);
+    if (st != QEM_OK)
+        pack_encoded_shard_free(out);
+    return st;
 }
 
 uint8_t *pack_index_build(qem_pack_profile profile, const uint64_t shape[4], uint64_t sps,
