@@ -152,7 +152,7 @@ static int format_set(char *out, size_t size, const char *title, const set_resul
 }
 
 static const char *const help =
-    "usage: qem-bench [--runs N] [--only integer|pack|float] [--workdir DIR]\n"
+    "usage: qem-bench [--runs N] [--only integer|pack|produce|float] [--workdir DIR]\n"
     "                 [--markdown FILE]\n"
     "\n"
     "Generates synthetic 4D-STEM sets (fixed seeds) and measures, on 1 and 2\n"
@@ -160,6 +160,8 @@ static const char *const help =
     "throughput (MB/s of source) and full-decode throughput of .qem.\n"
     "  integer: 128x128 scans x 128x128 uint16, dose 0.3 (G counts/s)\n"
     "  pack:    the integer set as a uint16/LZ4 pack: load phases vs SHA-256\n"
+    "  produce: the integer set produced as a pack in both profiles, beside\n"
+    "           h5repack to HDF5 bitshuffle/LZ4 (needs h5repack, h5diff)\n"
     "  float:   64x64 scans x 128x128 float32, dose 20, read noise 1 (GB/s)\n"
     "--markdown replaces the results section of FILE.\n";
 
@@ -222,6 +224,12 @@ int main(int argc, char **argv)
     }
     if (!c.only || !strcmp(c.only, "pack")) {
         int m = bench_pack_load(&c, dir, section + n, sizeof section - (size_t)n);
+        if (m < 0)
+            return 1;
+        n += m;
+    }
+    if (!c.only || !strcmp(c.only, "produce")) {
+        int m = bench_pack_produce(&c, dir, section + n, sizeof section - (size_t)n);
         if (m < 0)
             return 1;
         n += m;

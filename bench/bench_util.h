@@ -33,4 +33,8 @@ int write_markdown(const char *path, const char *section);
  * and appends its table to `out`; returns characters written or -1. */
 int bench_pack_load(const config *c, const char *dir, char *out, size_t size);
 
+/* The pack production benchmark: both profiles beside h5repack to HDF5
+ * bitshuffle/LZ4 of the same array; appends its table to `out`. */
+int bench_pack_produce(const config *c, const char *dir, char *out, size_t size);
+
 #endif

@@ -182,3 +182,8 @@ qem_status synth_write_npy(const synth_params *params, const char *path, qem_err
     synth_free(s);
     return st;
 }
+
+const uint8_t *synth_defects(const synth *s)
+{
+    return s->hot;
+}

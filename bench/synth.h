@@ -24,6 +24,8 @@ void synth_free(synth *s);
 /* Fills `frame` (detector pixels, in the params' dtype) for flat scan
  * position `scan`. Frames depend only on (seed, scan), not on order. */
 void synth_frame(synth *s, uint64_t scan, void *frame);
+/* Per detector pixel: 0 normal, 1 hot, 2 dead (fixed by the seed). */
+const uint8_t *synth_defects(const synth *s);
 
 /* Writes the whole acquisition as a 4D .npy, frame by frame. */
 qem_status synth_write_npy(const synth_params *params, const char *path, qem_error *error);
