@@ -2,6 +2,7 @@
  * calls libqem and prints; all format knowledge lives in the library. */
 #include <errno.h>
 #include <jansson.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,7 +137,8 @@ static const char *const pack_help =
     "           output, receipt, disk); fails with required/available figures.\n"
     "  produce  re-authenticates the source, builds one shard at a time and\n"
     "           publishes DEST.receipt.json, then DEST; nothing is ever\n"
-    "           overwritten and a failure or kill leaves nothing behind.\n"
+    "           overwritten, and a failure, Ctrl-C or kill leaves nothing\n"
+    "           behind (see doc/pack-producer.md for the one exception).\n"
     "\n"
     "  --profile u16-lz4       exact uint16, LZ4 blocks (default); excluded\n"
     "                          pixels are retained exactly\n"
@@ -171,21 +173,49 @@ typedef struct options {
 } options;
 
 typedef struct progress_state {
-    const char *label;
+    const char *label, *unit;
     int active;
     time_t last;
 } progress_state;
 
+/* Set by Ctrl-C or SIGTERM; long work polls it through the progress
+ * callback and stops cleanly, publishing nothing. A second Ctrl-C kills. */
+static volatile sig_atomic_t interrupted;
+
+static void on_interrupt(int signal_number)
+{
+    (void)signal_number;
+    interrupted = 1;
+}
+
+static void catch_interrupts(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_interrupt;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
 static int show_progress(void *user, uint64_t done, uint64_t total)
 {
     progress_state *p = user;
+    if (interrupted) {
+        if (p->active)
+            fputc('\n', stderr);
+        return 1;
+    }
+    if (!p->active)
+        return 0;
     time_t now = time(NULL);
     if (done < total && now == p->last)
         return 0;
     p->last = now;
-    fprintf(stderr, "\r%s: %3d%% (%llu of %llu scan positions)", p->label,
+    fprintf(stderr, "\r%s: %3d%% (%llu of %llu %s)", p->label,
             total ? (int)(100 * done / total) : 100, (unsigned long long)done,
-            (unsigned long long)total);
+            (unsigned long long)total, p->unit);
     if (done >= total)
         fputc('\n', stderr);
     fflush(stderr);
@@ -196,9 +226,10 @@ static void progress_setup(progress_state *p, const char *label, const options *
                            qem_progress_fn *fn, void **user)
 {
     p->label = label;
+    p->unit = strstr(label, "shards") ? "shards" : "scan positions";
     p->last = 0;
     p->active = !o->quiet && isatty(STDERR_FILENO);
-    *fn = p->active ? show_progress : NULL;
+    *fn = show_progress; /* also how an interrupt reaches the library */
     *user = p;
 }
 
@@ -861,6 +892,44 @@ static int pack_plan_setup(const options *o, const qem_pack_inspection *in,
     return 1;
 }
 
+/* The inspection report for people; --json prints the full object. */
+static void print_inspection(const char *text)
+{
+    json_t *j = json_loads(text, 0, NULL);
+    const json_t *shape = json_object_get(j, "shape"), *bad = json_object_get(j, "bad_pixels");
+    printf("%-24s %s, %s\n", "source", json_string_value(json_object_get(j, "kind")),
+           json_string_value(json_object_get(j, "dtype")));
+    printf("%-24s (%lld, %lld, %lld, %lld)\n", "shape",
+           (long long)json_integer_value(json_array_get(shape, 0)),
+           (long long)json_integer_value(json_array_get(shape, 1)),
+           (long long)json_integer_value(json_array_get(shape, 2)),
+           (long long)json_integer_value(json_array_get(shape, 3)));
+    printf("%-24s %lld bytes\n", "logical size",
+           (long long)json_integer_value(json_object_get(j, "logical_bytes")));
+    size_t i;
+    const json_t *m;
+    json_array_foreach(json_object_get(j, "members"), i, m)
+    {
+        printf("%-24s %s, %lld bytes, SHA-256 %s\n",
+               json_string_value(json_object_get(m, "role")),
+               json_string_value(json_object_get(m, "path")),
+               (long long)json_integer_value(json_object_get(m, "bytes")),
+               json_string_value(json_object_get(m, "sha256")));
+    }
+    printf("%-24s %zu", "bad pixels", json_array_size(bad));
+    for (i = 0; i < json_array_size(bad) && i < 8; i++)
+        printf("%s%lld", i ? ", " : " (", (long long)json_integer_value(json_array_get(bad, i)));
+    printf("%s\n", json_array_size(bad) > 8 ? ", ...)" : json_array_size(bad) ? ")" : "");
+    printf("%-24s %s\n", "bad pixels SHA-256",
+           json_string_value(json_object_get(j, "bad_pixels_sha256")));
+    printf("%-24s %s (%s)\n", "detector mask SHA-256",
+           json_string_value(json_object_get(j, "detector_mask_sha256")),
+           json_string_value(json_object_get(j, "detector_mask_origin")));
+    printf("%-24s %s\n", "source identity",
+           json_string_value(json_object_get(j, "source_identity_sha256")));
+    json_decref(j);
+}
+
 static void print_plan(const qem_pack_plan *p)
 {
     printf("%-24s %s\n", "profile",
@@ -902,7 +971,10 @@ static int cmd_pack(int argc, char **argv)
     int code = EXIT_OK;
     if (!strcmp(sub, "inspect")) {
         char *text = qem_pack_inspection_json(in);
-        printf("%s\n", text ? text : "{}");
+        if (o.json || !text)
+            printf("%s\n", text ? text : "{}");
+        else
+            print_inspection(text);
         qem_free(text);
         qem_pack_inspection_free(in);
         return EXIT_OK;
@@ -934,6 +1006,7 @@ static int cmd_pack(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    catch_interrupts();
     if (argc < 2) {
         fputs(main_help, stderr);
         return EXIT_USAGE;

@@ -71,11 +71,12 @@ qem_status qem_pack_inspect(const char *path, const qem_pack_source_options *opt
     pack_source *src = NULL;
     QEM_TRY(pack_source_inspect(path, &so, &src, error));
     if (src->dtype != QEM_DTYPE_UINT16) {
+        const qem_dtype dtype = src->dtype;
         pack_source_close(src);
         return qem_fail(error, QEM_E_INVALID_ARGUMENT,
                         "'%s' holds %s samples; both pack profiles record source_dtype uint16, "
                         "so convert the counts to uint16 first (numpy: array.astype('<u2'))",
-                        path, qem_dtype_name(src->dtype));
+                        path, qem_dtype_name(dtype));
     }
     qem_pack_inspection *in = calloc(1, sizeof *in);
     if (!in) {
@@ -377,6 +378,8 @@ static qem_status digest_rows(production *pr, const uint16_t *rows, uint64_t fir
     const uint64_t P = pr->P;
     const int u8 = pr->profile == QEM_PACK_UINT8_BITPACKED;
     qem_sha256_update(raw, rows, (size_t)(pr->sps * P * 2)); /* little-endian host */
+    if (!u8 && pr->excluded_count == 0)
+        return QEM_OK; /* the working array is the raw one: same digest */
     for (uint64_t i = 0; i < pr->sps; i++) {
         const uint16_t *r = rows + i * P;
         for (uint64_t p = 0; p < P; p++) {
@@ -482,7 +485,10 @@ static qem_status build_shards(production *pr, pack_h5_writer *h5,
     }
     if (st == QEM_OK) {
         qem_sha256_final(raw, pr->raw_sha);
-        qem_sha256_final(working, pr->working_sha);
+        if (!u8 && pr->excluded_count == 0)
+            memcpy(pr->working_sha, pr->raw_sha, 32);
+        else
+            qem_sha256_final(working, pr->working_sha);
     }
     qem_sha256_free(raw);
     qem_sha256_free(working);
@@ -755,7 +761,10 @@ static qem_status finish(production *pr, const char *dest, qem_publish *pack, qe
     free(rtext);
     QEM_TRY(st);
 
-    /* Publication: the receipt first, the pack last (the commit marker). */
+    /* Publication: the receipt first, the pack last (the commit marker).
+     * The pack is flushed first so only two links stand between them. */
+    if (fsync(pack->fd) != 0)
+        return qem_fail(error, QEM_E_IO, "cannot flush '%s' to disk: %s", dest, strerror(errno));
     QEM_TRY(qem_publish_commit(rec, error));
     st = qem_publish_commit(pack, error);
     if (st != QEM_OK) {
@@ -793,8 +802,15 @@ qem_status qem_pack_produce(qem_pack_inspection *in, const qem_pack_plan_options
     /* Both names are claimed (checked free) before any work. */
     if (st == QEM_OK)
         st = qem_publish_begin(&pack, dest, error);
-    if (st == QEM_OK)
+    if (st == QEM_OK) {
         st = qem_publish_begin(&rec, rpath, error);
+        if (st == QEM_E_EXISTS)
+            qem_fail(error, QEM_E_EXISTS,
+                     "'%s' already exists (if '%s' does not, an earlier production was stopped "
+                     "between its final two links and left a receipt that no pack commits: "
+                     "remove it and run again)",
+                     rpath, dest);
+    }
     if (st == QEM_OK) {
         pack_now(&t0);
         st = pack_source_reauthenticate(pr.src, error);

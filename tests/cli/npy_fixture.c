@@ -1,6 +1,8 @@
 /* Writes small .npy files for the CLI tests: npy_fixture KIND OUT, where
  * KIND is u16 (a 4D uint16 array), f32 (4D float32), mask (8x8 with one
- * invalid pixel), dark (an 8x8 float32 plane) or 3d (a 3D uint16 stack). */
+ * invalid pixel), dark (an 8x8 float32 plane), 3d (a 3D uint16 stack),
+ * hot (4D uint16, 32 scans, counts below 200 but pixel 9 always 4000) or
+ * hotmask (8x8 uint8 marking pixel 9 for exclusion). */
 #include "test_util.h"
 
 int main(int argc, char **argv)
@@ -22,12 +24,20 @@ int main(int argc, char **argv)
             f[i] = (float)data[i] * 0.5f;
         return write_npy4(out, QEM_DTYPE_FLOAT32, shape, f) ? 0 : 1;
     }
+    if (!strcmp(kind, "hot")) {
+        uint64_t shape[4] = {4, 8, 8, 8};
+        uint16_t data[32 * 64];
+        for (int i = 0; i < 32 * 64; i++)
+            data[i] = i % 64 == 9 ? 4000 : (uint16_t)(test_rand(&seed) % 200);
+        return write_npy4(out, QEM_DTYPE_UINT16, shape, data) ? 0 : 1;
+    }
     qem_npy_writer *w = NULL;
-    if (!strcmp(kind, "mask")) {
+    if (!strcmp(kind, "mask") || !strcmp(kind, "hotmask")) {
         uint64_t shape[2] = {8, 8};
         uint8_t m[64];
-        memset(m, 1, sizeof m);
-        m[9] = 0;
+        const int hot = !strcmp(kind, "hotmask");
+        memset(m, !hot, sizeof m);
+        m[9] = (uint8_t)hot;
         if (qem_npy_writer_create(out, QEM_DTYPE_UINT8, 2, shape, &w, &e) != QEM_OK ||
             qem_npy_writer_append(w, m, 64, &e) != QEM_OK || qem_npy_writer_finish(w, &e) != QEM_OK)
             return 1;

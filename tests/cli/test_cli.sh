@@ -122,6 +122,43 @@ expect 1 "info of a non-QEM file" -- "$QEM" info "$T/a.npy"
 contains "$T/err" "QEMDATA1"
 if ls -a "$T" | grep -q '^\.qem-'; then bad "temporary files left behind"; else ok; fi
 
+# Pack production: inspect, plan, produce in both profiles, then our reader.
+expect 0 "pack --help" -- "$QEM" pack --help
+contains "$T/out" "re-authenticates"
+expect 0 "pack source" -- "$SYNTH" "$T/pk.npy" --shape 8,8,32,32 --dose 3 --dtype uint16
+expect 0 "pack inspect" -- "$QEM" pack inspect "$T/pk.npy"
+contains "$T/out" "(8, 8, 32, 32)"
+contains "$T/out" "source identity"
+expect 0 "pack inspect --json" -- "$QEM" pack inspect --json "$T/pk.npy"
+contains "$T/out" '"role": "master"'
+expect 0 "pack plan" -- "$QEM" pack plan "$T/pk.npy"
+contains "$T/out" "1 shards of 64 scan positions"
+expect 1 "pack plan short of disk" -- "$QEM" pack plan "$T/pk.npy" --available-disk 100
+contains "$T/err" "100 are available"
+expect 2 "pack plan bad profile" -- "$QEM" pack plan "$T/pk.npy" --profile u12
+expect 0 "pack produce" -- "$QEM" pack produce "$T/pk.npy" "$T/pk.h5"
+contains "$T/out" "pk.h5.receipt.json"
+expect 0 "produced pack verifies" -- "$QEM" verify "$T/pk.h5"
+expect 0 "produced pack exports" -- "$QEM" export --raw "$T/pk.h5" "$T/pk_back.npy"
+if cmp -s "$T/pk.npy" "$T/pk_back.npy"; then ok; else bad "produced pack differs from its source"; fi
+expect 1 "pack produce over an existing pack" -- "$QEM" pack produce "$T/pk.npy" "$T/pk.h5"
+contains "$T/err" "already exists"
+expect 1 "u8 profile of hot counts" -- "$QEM" pack produce "$T/pk.npy" "$T/pk8.h5" --profile u8-bitpacked
+contains "$T/err" "use the uint16/LZ4 profile"
+if [ -e "$T/pk8.h5" ] || [ -e "$T/pk8.h5.receipt.json" ]; then bad "a refused produce left files"; else ok; fi
+expect 0 "hot fixture" -- "$NPY" hot "$T/hot.npy"
+expect 0 "hot mask fixture" -- "$NPY" hotmask "$T/hotmask.npy"
+expect 1 "u8 profile without the hot pixel excluded" -- "$QEM" pack produce "$T/hot.npy" "$T/h8.h5" --profile u8-bitpacked
+contains "$T/err" "detector pixel 9 holds 4000"
+expect 0 "u8 profile with it excluded" -- "$QEM" pack produce "$T/hot.npy" "$T/h8.h5" --profile u8-bitpacked --exclude "$T/hotmask.npy"
+expect 0 "u8 pack info" -- "$QEM" info "$T/h8.h5"
+contains "$T/out" "exact-uint8-bitpacked"
+expect 0 "u8 pack raw export" -- "$QEM" export --raw "$T/h8.h5" "$T/h8.npy"
+if cmp -s "$T/hot.npy" "$T/h8.npy"; then ok; else bad "u8 pack differs from its source"; fi
+expect 0 "uint8 source" -- "$SYNTH" "$T/u8src.npy" --shape 4,8,8,8 --dtype uint8
+expect 1 "pack of a uint8 source" -- "$QEM" pack inspect "$T/u8src.npy"
+contains "$T/err" "astype('<u2')"
+
 if [ -n "${QEM_SHARED_DIR:-}" ]; then
     C="$QEM_SHARED_DIR/fixtures/qem/corrupt"
     expect 1 "truncated" -- "$QEM" verify "$C/truncated.qem"

@@ -1,7 +1,9 @@
 /* Saving never holds more than one chunk of scans: `qem save` of a 512 MiB
  * source must peak below 256 MiB of resident memory, and so must `qem
- * export` and `qem verify` of the result. The CLI runs as a child process
- * so that its peak RSS (getrusage of the child) is measured alone.
+ * export` and `qem verify` of the result. `qem pack produce` of the same
+ * source, in each profile, must peak within the plan's predicted peak
+ * transient bytes plus 32 MiB. The CLI runs as a child process so that its
+ * peak RSS (getrusage of the child) is measured alone.
  *
  * Expected peak for the default 512-scan chunks of a 128x128 detector:
  * window 16 MiB + payload slots 16 MiB + sums and per-thread tiles, plus
@@ -72,6 +74,55 @@ int main(void)
     char *export[] = {QEM_CLI, "export", (char *)dst, (char *)back, "--quiet", NULL};
     rss = run_child(export);
     CHECK(rss > 0 && rss < LIMIT_KIB);
+
+    /* Packs: within the plan's predicted peak transient plus 32 MiB, and
+     * the pack holds the source exactly. */
+    static const char *const profiles[2] = {"u16-lz4", "u8-bitpacked"};
+    for (int k = 0; k < 2; k++) {
+        char pack[600];
+        snprintf(pack, sizeof pack, "%s/big_%s.h5", test_dir(), profiles[k]);
+        qem_pack_inspection *in = NULL;
+        CHECK_OK(qem_pack_inspect(src, NULL, &in, &e), &e);
+        qem_pack_plan_options po;
+        qem_pack_plan_options_init(&po);
+        po.profile = k ? QEM_PACK_UINT8_BITPACKED : QEM_PACK_UINT16_LZ4;
+        po.destination = pack;
+        qem_pack_plan plan = {0};
+        CHECK_OK(qem_pack_plan_make(in, &po, &plan, &e), &e);
+        qem_pack_inspection_free(in);
+        char *produce[] = {QEM_CLI, "pack",       "produce", (char *)src,
+                           pack,    "--profile", (char *)profiles[k], "--quiet", NULL};
+        rss = run_child(produce);
+        long bound_kib = (long)(plan.peak_transient_bytes / 1024) + 32 * 1024;
+#ifdef __SANITIZE_ADDRESS__
+        /* AddressSanitizer adds shadow memory (1/8 of what is touched),
+         * redzones and its own allocator's caching; the exact bound is the
+         * release build's, this one only catches gross growth. */
+        bound_kib += bound_kib / 2;
+#endif
+        fprintf(stderr, "  %s: predicted peak transient %llu KiB, bound %ld KiB\n", profiles[k],
+                (unsigned long long)(plan.peak_transient_bytes / 1024), bound_kib);
+        CHECK(rss > 0 && rss <= bound_kib);
+
+        qem_pack *p = NULL;
+        qem_npy *a = NULL;
+        CHECK_OK(qem_pack_open(pack, &p, &e), &e);
+        CHECK_OK(qem_pack_load(p, NULL, &e), &e);
+        CHECK_OK(qem_npy_open(src, &a, &e), &e);
+        uint16_t *x = malloc((size_t)P * 256 * 2), *y = malloc((size_t)P * 256 * 2);
+        int differ = 0;
+        for (uint64_t s = 0; p && a && s < scans; s += 256) {
+            CHECK_OK(qem_npy_read(a, s * P, 256 * P, x, &e), &e);
+            CHECK_OK(qem_pack_read_scans(p, s, 256, QEM_PACK_RAW, y, (size_t)P * 256 * 2, &e),
+                     &e);
+            differ += memcmp(x, y, (size_t)P * 256 * 2) != 0;
+        }
+        CHECK_EQ_U64(differ, 0);
+        free(x);
+        free(y);
+        qem_npy_close(a);
+        qem_pack_close(p);
+    }
 
     /* And the bytes made it through unchanged. */
     qem_npy *a = NULL, *b = NULL;
