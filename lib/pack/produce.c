@@ -70,14 +70,6 @@ qem_status qem_pack_inspect(const char *path, const qem_pack_source_options *opt
     const pack_source_options so = {o.dataset, {o.scan_shape[0], o.scan_shape[1]}};
     pack_source *src = NULL;
     QEM_TRY(pack_source_inspect(path, &so, &src, error));
-    if (src->dtype != QEM_DTYPE_UINT16) {
-        const qem_dtype dtype = src->dtype;
-        pack_source_close(src);
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
-                        "'%s' holds %s samples; both pack profiles record source_dtype uint16, "
-                        "so convert the counts to uint16 first (numpy: array.astype('<u2'))",
-                        path, qem_dtype_name(dtype));
-    }
     qem_pack_inspection *in = calloc(1, sizeof *in);
     if (!in) {
         pack_source_close(src);
@@ -236,6 +228,14 @@ static qem_status plan_make(const pack_source *s, const qem_pack_plan_options *o
                             qem_pack_plan *plan, uint64_t excluded, qem_error *error)
 {
     memset(plan, 0, sizeof *plan);
+    /* Both profiles record source_dtype uint16. uint8 counts go to the
+     * uint8 profile, widened (the raw digest is of the uint16 LE array the
+     * pack describes); the uint16 profile would only double their width. */
+    if (s->dtype != QEM_DTYPE_UINT16 && o->profile != QEM_PACK_UINT8_BITPACKED)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "the source holds %s counts: pack them with the uint8/bitpacked profile "
+                        "(--profile u8-bitpacked)",
+                        qem_dtype_name(s->dtype));
     const uint64_t scans = s->shape[0] * s->shape[1], P = s->shape[2] * s->shape[3];
     const uint64_t cap = scans < MAX_SHARD_SCANS ? scans : MAX_SHARD_SCANS;
     plan->profile = o->profile;

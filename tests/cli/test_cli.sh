@@ -156,8 +156,12 @@ contains "$T/out" "exact-uint8-bitpacked"
 expect 0 "u8 pack raw export" -- "$QEM" export --raw "$T/h8.h5" "$T/h8.npy"
 if cmp -s "$T/hot.npy" "$T/h8.npy"; then ok; else bad "u8 pack differs from its source"; fi
 expect 0 "uint8 source" -- "$SYNTH" "$T/u8src.npy" --shape 4,8,8,8 --dtype uint8
-expect 1 "pack of a uint8 source" -- "$QEM" pack inspect "$T/u8src.npy"
-contains "$T/err" "astype('<u2')"
+expect 0 "inspect a uint8 source" -- "$QEM" pack inspect "$T/u8src.npy"
+contains "$T/out" "npy, uint8"
+expect 1 "uint16 profile of a uint8 source" -- "$QEM" pack produce "$T/u8src.npy" "$T/u8.h5"
+contains "$T/err" "profile u8-bitpacked"
+expect 0 "uint8 profile of a uint8 source" -- "$QEM" pack produce "$T/u8src.npy" "$T/u8.h5" --profile u8-bitpacked
+expect 0 "uint8 pack verifies" -- "$QEM" verify "$T/u8.h5"
 
 if [ -n "${QEM_SHARED_DIR:-}" ]; then
     C="$QEM_SHARED_DIR/fixtures/qem/corrupt"

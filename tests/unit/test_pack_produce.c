@@ -303,11 +303,42 @@ static void refusals(source_case *npy)
     qem_pack_inspection_free(in);
     CHECK(!file_exists(dest) && !file_exists(receipt));
 
-    /* uint8 sources are refused with the conversion to make. */
-    uint8_t small[SCANS * PIXELS] = {0};
+    /* uint8 counts: the uint16 profile refuses them naming the profile to
+     * use; the uint8 profile packs them widened, raw digest of the uint16
+     * LE array the pack describes. */
+    uint8_t small[SCANS * PIXELS];
+    uint16_t widened[SCANS * PIXELS];
+    for (uint64_t k = 0; k < SCANS * PIXELS; k++)
+        widened[k] = small[k] = (uint8_t)(k * 7 % 251);
     CHECK(write_npy4(test_path("u8.npy"), QEM_DTYPE_UINT8, shape, small));
-    CHECK_STATUS(qem_pack_inspect(test_path("u8.npy"), NULL, &in, &e), QEM_E_INVALID_ARGUMENT, &e);
-    CHECK(strstr(e.message, "astype('<u2')") != NULL);
+    CHECK_OK(qem_pack_inspect(test_path("u8.npy"), NULL, &in, &e), &e);
+    po.profile = QEM_PACK_UINT16_LZ4;
+    CHECK_STATUS(qem_pack_plan_make(in, &po, &plan, &e), QEM_E_INVALID_ARGUMENT, &e);
+    CHECK(strstr(e.message, "--profile u8-bitpacked") != NULL);
+    CHECK_STATUS(qem_pack_produce(in, &po, dest, NULL, &e), QEM_E_INVALID_ARGUMENT, &e);
+    CHECK(!file_exists(dest) && !file_exists(receipt));
+    po.profile = QEM_PACK_UINT8_BITPACKED;
+    CHECK_OK(qem_pack_produce(in, &po, dest, NULL, &e), &e);
+    qem_pack_inspection_free(in);
+    qem_pack *p = NULL;
+    CHECK_OK(qem_pack_open(dest, &p, &e), &e);
+    CHECK_OK(qem_pack_load(p, NULL, &e), &e);
+    uint16_t back[SCANS * PIXELS];
+    CHECK_OK(qem_pack_read_scans(p, 0, SCANS, QEM_PACK_RAW, back, sizeof back, &e), &e);
+    CHECK(memcmp(back, widened, sizeof back) == 0);
+    qem_pack_close(p);
+    json_t *m = manifest_of(dest);
+    uint8_t d[32];
+    char h[65];
+    qem_sha256_oneshot(widened, sizeof widened, d);
+    hex(d, h);
+    CHECK(!strcmp(json_string_value(json_object_get(m, "source_raw_logical_sha256")), h));
+    CHECK(!strcmp(json_string_value(json_object_get(m, "source_dtype")), "uint16"));
+    qem_sha256_oneshot(small, sizeof small, d);
+    hex(d, h);
+    CHECK(!strcmp(json_string_value(json_object_get(m, "prepared_uint8_sha256")), h));
+    json_decref(m);
+    CHECK(python_check(dest));
 }
 
 /* Several shards: 8192 scans give two 4096-scan shards in each profile;
