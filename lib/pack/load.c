@@ -59,9 +59,20 @@ static qem_status read_range(const qem_pack *p, void *buf, uint64_t offset, uint
  * decode, so the shard costs about as much as its mandatory SHA-256. */
 #define SEGMENT_CHUNKS 256u
 
+/* Work that needs none of the decoded bytes (the uint16 descriptors) runs
+ * on the hashing thread before it starts, while decoding gets ahead. Its
+ * status goes to prepare_status/prepare_error for the caller to rank. */
+typedef struct prepare_step {
+    qem_status (*run)(load_state *L, uint64_t s, void *ctx, qem_error *error);
+    void *ctx;
+    uint64_t shard;
+    qem_status status;
+    qem_error error;
+} prepare_step;
+
 static qem_status decode_and_hash(load_state *L, const uint8_t *payload, const uint64_t *chunk_at,
                                   const pack_shard *r, uint32_t *words, int64_t *bad_chunk,
-                                  uint8_t digest[32], qem_error *error)
+                                  uint8_t digest[32], prepare_step *prep, qem_error *error)
 {
     const uint64_t chunks = r->chunk_count;
     const uint64_t segments = (chunks + SEGMENT_CHUNKS - 1) / SEGMENT_CHUNKS;
@@ -78,6 +89,8 @@ static qem_status decode_and_hash(load_state *L, const uint8_t *payload, const u
     struct timespec t0;
     pack_now(&t0);
     const int threads = L->threads;
+    if (threads == 1)
+        prep->status = prep->run(L, prep->shard, prep->ctx, &prep->error);
 #pragma omp parallel num_threads(threads)
     {
         int me = 0;
@@ -108,6 +121,8 @@ static qem_status decode_and_hash(load_state *L, const uint8_t *payload, const u
                 atomic_store(&ready[seg], 1);
             }
         }
+        if (hasher)
+            prep->status = prep->run(L, prep->shard, prep->ctx, &prep->error);
         if (hasher || threads == 1) {
             /* In order; a single thread hashes after decoding everything. */
             struct timespec h0;
@@ -134,6 +149,64 @@ static qem_status decode_and_hash(load_state *L, const uint8_t *payload, const u
                         : qem_fail(error, QEM_E_IO, "SHA-256 computation failed");
     qem_sha256_free(ctx);
     free(ready);
+    return st;
+}
+
+/* uint16/LZ4 descriptors from the widths, with the width rules, then the
+ * widths digest (always: the decoded digest does not cover how the bits
+ * are read). Tile offsets are implicit, 4 words per unit of width. */
+typedef struct v1_descriptor_job {
+    const uint8_t *widths;
+    pack_shard *out;
+} v1_descriptor_job;
+
+static qem_status v1_descriptors(load_state *L, uint64_t s, void *ctx, qem_error *error)
+{
+    const v1_descriptor_job *job = ctx;
+    qem_pack *p = L->p;
+    const pack_shard *r = &p->shards[s];
+    struct timespec t0;
+    pack_now(&t0);
+    uint64_t word = 0;
+    for (uint64_t pixel = 0; pixel < p->pixels; pixel++) {
+        const uint8_t *w = job->widths + pixel * p->tiles;
+        uint32_t *d = job->out->descriptors + pixel * p->tiles;
+        unsigned wmax = 0;
+        for (uint64_t t = 0; t < p->tiles; t++) {
+            d[t] = (uint32_t)(word << 5) | w[t];
+            word += 4u * w[t];
+            wmax = w[t] > wmax ? w[t] : wmax;
+        }
+        /* Rules per pixel, on its widest tile. */
+        if (wmax > 16)
+            return qem_fail(error, QEM_E_PACK_DESCRIPTOR,
+                            "pack shard %llu requires %u bits per sample (detector pixel %llu), "
+                            "beyond exact uint16 width 16",
+                            (unsigned long long)s, wmax, (unsigned long long)pixel);
+        if (wmax > 8 && p->working_dtype == QEM_DTYPE_UINT8 && !p->is_excluded[pixel])
+            return qem_fail(error, QEM_E_PACK_DESCRIPTOR,
+                            "pack shard %llu stores width %u at detector pixel %llu, which is "
+                            "not excluded, under working_dtype uint8",
+                            (unsigned long long)s, wmax, (unsigned long long)pixel);
+        if (wmax > L->max_width[pixel])
+            L->max_width[pixel] = (uint8_t)wmax;
+        if (word >= PACK_MAX_WORDS)
+            break;
+    }
+    if (word != r->decoded_bytes / 4)
+        return qem_fail(error, QEM_E_PACK_DESCRIPTOR,
+                        "pack shard %llu descriptors end at word %llu, not at the decoded size "
+                        "(%llu words)",
+                        (unsigned long long)s, (unsigned long long)word,
+                        (unsigned long long)(r->decoded_bytes / 4));
+    L->t.descriptor_preparation += pack_elapsed_ms(&t0);
+    if (!r->has_widths_sha256)
+        return QEM_OK;
+    pack_now(&t0);
+    qem_status st = digest_check(job->widths, r->widths_bytes, r->widths_sha256,
+                                 QEM_E_PACK_DIGEST, "descriptor widths (descriptor_widths_sha256)",
+                                 s, error);
+    L->t.payload_integrity += pack_elapsed_ms(&t0);
     return st;
 }
 
@@ -171,71 +244,29 @@ static qem_status load_v1_shard(load_state *L, uint64_t s, qem_error *error)
     if (st != QEM_OK)
         goto done;
 
-    /* Descriptors: tile offsets are implicit, 4 words per unit of width. */
-    pack_now(&t0);
-    uint64_t word = 0;
-    for (uint64_t pixel = 0; pixel < p->pixels; pixel++) {
-        const uint8_t *w = widths + pixel * p->tiles;
-        uint32_t *d = out->descriptors + pixel * p->tiles;
-        unsigned wmax = 0;
-        for (uint64_t t = 0; t < p->tiles; t++) {
-            d[t] = (uint32_t)(word << 5) | w[t];
-            word += 4u * w[t];
-            wmax = w[t] > wmax ? w[t] : wmax;
-        }
-        /* Rules per pixel, on its widest tile. */
-        if (wmax > 16) {
-            st = qem_fail(error, QEM_E_PACK_DESCRIPTOR,
-                          "pack shard %llu requires %u bits per sample (detector pixel %llu), "
-                          "beyond exact uint16 width 16",
-                          (unsigned long long)s, wmax, (unsigned long long)pixel);
-            goto done;
-        }
-        if (wmax > 8 && p->working_dtype == QEM_DTYPE_UINT8 && !p->is_excluded[pixel]) {
-            st = qem_fail(error, QEM_E_PACK_DESCRIPTOR,
-                          "pack shard %llu stores width %u at detector pixel %llu, which is not "
-                          "excluded, under working_dtype uint8",
-                          (unsigned long long)s, wmax, (unsigned long long)pixel);
-            goto done;
-        }
-        if (wmax > L->max_width[pixel])
-            L->max_width[pixel] = (uint8_t)wmax;
-        if (word >= PACK_MAX_WORDS)
-            break;
-    }
-    if (word != r->decoded_bytes / 4) {
-        st = qem_fail(error, QEM_E_PACK_DESCRIPTOR,
-                      "pack shard %llu descriptors end at word %llu, not at the decoded size "
-                      "(%llu words)",
-                      (unsigned long long)s, (unsigned long long)word,
-                      (unsigned long long)(r->decoded_bytes / 4));
-        goto done;
-    }
-    L->t.descriptor_preparation += pack_elapsed_ms(&t0);
-
-    /* Digests of the stored ranges, after the width rules so that a bad
-     * width is named as such. The widths digest is always checked: the
-     * decoded digest does not cover how the bits are read. The compressed
-     * digest only repeats what the decoded one proves, so it is checked on
-     * request (qem verify). */
+    /* The compressed digest only repeats what the decoded one proves, so
+     * it is checked on request (qem verify). */
     pack_now(&t0);
     if (r->has_compressed_sha256 && L->stored_digests)
         st = digest_check(payload, r->payload_bytes, r->compressed_sha256, QEM_E_PACK_DIGEST,
                           "compressed payload (payload_compressed_sha256)", s, error);
-    if (st == QEM_OK && r->has_widths_sha256)
-        st = digest_check(widths, r->widths_bytes, r->widths_sha256, QEM_E_PACK_DIGEST,
-                          "descriptor widths (descriptor_widths_sha256)", s, error);
     L->t.payload_integrity += pack_elapsed_ms(&t0);
     if (st != QEM_OK)
         goto done;
 
     /* Each stored length byte is compressed size - 1; together they cover
      * the payload exactly. */
-    pack_now(&t0);
     chunk_at[0] = 0;
     for (uint64_t c = 0; c < r->chunk_count; c++)
         chunk_at[c + 1] = chunk_at[c] + lengths[c] + 1u;
-    if (chunk_at[r->chunk_count] != r->payload_bytes) {
+    const int lengths_cover = chunk_at[r->chunk_count] == r->payload_bytes;
+    v1_descriptor_job job = {widths, out};
+    prepare_step prep = {v1_descriptors, &job, s, QEM_OK, {0}};
+    if (!lengths_cover) {
+        /* A bad width is named before bad lengths. */
+        st = v1_descriptors(L, s, &job, error);
+        if (st != QEM_OK)
+            goto done;
         st = qem_fail(error, QEM_E_PACK_LZ4,
                       "pack shard %llu chunk lengths cover %llu bytes, not the %llu-byte "
                       "compressed payload",
@@ -245,9 +276,16 @@ static qem_status load_v1_shard(load_state *L, uint64_t s, qem_error *error)
     }
     int64_t bad_chunk = -1;
     uint8_t digest[32];
-    st = decode_and_hash(L, payload, chunk_at, r, out->words, &bad_chunk, digest, error);
+    st = decode_and_hash(L, payload, chunk_at, r, out->words, &bad_chunk, digest, &prep, error);
     if (st != QEM_OK)
         goto done;
+    if (prep.status != QEM_OK) {
+        /* Width rules rank first: a bad width is named as such. */
+        if (error)
+            *error = prep.error;
+        st = prep.status;
+        goto done;
+    }
     if (bad_chunk >= 0) {
         st = qem_fail(error, QEM_E_PACK_LZ4,
                       "pack shard %llu LZ4 block %lld does not decode to its exact size; the "
