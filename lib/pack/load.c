@@ -86,11 +86,11 @@ static qem_status decode_and_hash(load_state *L, const uint8_t *payload, const u
     atomic_ullong next = 0;
     atomic_llong bad = -1;
     double hashing = 0;
+    const int threads = L->threads;
+    if (threads == 1) /* before the clock: it times itself */
+        prep->status = prep->run(L, prep->shard, prep->ctx, &prep->error);
     struct timespec t0;
     pack_now(&t0);
-    const int threads = L->threads;
-    if (threads == 1)
-        prep->status = prep->run(L, prep->shard, prep->ctx, &prep->error);
 #pragma omp parallel num_threads(threads)
     {
         int me = 0;
