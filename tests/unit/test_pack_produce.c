@@ -46,6 +46,17 @@ static void hex(const uint8_t d[32], char out[65])
     qem_sha256_hex(d, out);
 }
 
+/* The manifest's `key` is the SHA-256 of `bytes`, computed here. */
+static int manifest_digest_is(const json_t *m, const char *key, const void *bytes, size_t n)
+{
+    uint8_t d[32];
+    char h[65];
+    qem_sha256_oneshot(bytes, n, d);
+    hex(d, h);
+    const char *got = json_string_value(json_object_get(m, key));
+    return got && !strcmp(got, h);
+}
+
 static void file_sha(const char *path, char out[65])
 {
     size_t n = 0;
@@ -163,24 +174,17 @@ static void produce_and_check(source_case *sc, qem_pack_profile profile)
 
     /* Digests and identity, computed independently. */
     json_t *m = manifest_of(dest);
-    uint8_t d[32];
     char h[65];
-    qem_sha256_oneshot(data, sizeof data, d);
-    hex(d, h);
-    CHECK(!strcmp(json_string_value(json_object_get(m, "source_raw_logical_sha256")), h));
+    CHECK(manifest_digest_is(m, "source_raw_logical_sha256", data, sizeof data));
     if (profile == QEM_PACK_UINT16_LZ4) {
-        qem_sha256_oneshot(working16, sizeof working16, d);
-        hex(d, h);
-        CHECK(!strcmp(json_string_value(json_object_get(m, "working_logical_sha256")), h));
+        CHECK(manifest_digest_is(m, "working_logical_sha256", working16, sizeof working16));
         CHECK(!strcmp(json_string_value(json_object_get(m, "masked_detector_payload_policy")),
                       "retained_exactly_in_payload"));
         json_t *shard = json_array_get(json_object_get(m, "shards"), 0);
         CHECK(json_is_string(json_object_get(shard, "encoded_envelope_sha256")));
         CHECK(json_is_string(json_object_get(shard, "payload_compressed_sha256")));
     } else {
-        qem_sha256_oneshot(working8, sizeof working8, d);
-        hex(d, h);
-        CHECK(!strcmp(json_string_value(json_object_get(m, "prepared_uint8_sha256")), h));
+        CHECK(manifest_digest_is(m, "prepared_uint8_sha256", working8, sizeof working8));
         if (excluded) {
             json_t *v = json_object_get(m, "masked_detector_raw_values");
             CHECK(json_integer_value(json_array_get(v, 0)) == 65535);
@@ -328,15 +332,9 @@ static void refusals(source_case *npy)
     CHECK(memcmp(back, widened, sizeof back) == 0);
     qem_pack_close(p);
     json_t *m = manifest_of(dest);
-    uint8_t d[32];
-    char h[65];
-    qem_sha256_oneshot(widened, sizeof widened, d);
-    hex(d, h);
-    CHECK(!strcmp(json_string_value(json_object_get(m, "source_raw_logical_sha256")), h));
+    CHECK(manifest_digest_is(m, "source_raw_logical_sha256", widened, sizeof widened));
     CHECK(!strcmp(json_string_value(json_object_get(m, "source_dtype")), "uint16"));
-    qem_sha256_oneshot(small, sizeof small, d);
-    hex(d, h);
-    CHECK(!strcmp(json_string_value(json_object_get(m, "prepared_uint8_sha256")), h));
+    CHECK(manifest_digest_is(m, "prepared_uint8_sha256", small, sizeof small));
     json_decref(m);
     CHECK(python_check(dest));
 }
