@@ -112,7 +112,11 @@ typedef enum qem_dtype {
     QEM_DTYPE_NONE = 0,
     QEM_DTYPE_UINT8 = 1,
     QEM_DTYPE_UINT16 = 2,
-    QEM_DTYPE_FLOAT32 = 3
+    QEM_DTYPE_FLOAT32 = 3,
+    /* Product outputs only (exact sums, moments); never a source dtype. */
+    QEM_DTYPE_UINT32 = 4,
+    QEM_DTYPE_UINT64 = 5,
+    QEM_DTYPE_FLOAT64 = 6
 } qem_dtype;
 
 /* Bytes per element, 0 for QEM_DTYPE_NONE. */
@@ -376,6 +380,10 @@ typedef struct qem_pack_info {
     int has_detector_calibration;
     char source_identity_sha256[65];
 } qem_pack_info;
+
+/* Key of the detector calibration `qem calibrate` records in a .qem file's
+ * scientific_metadata.extensions. */
+#define QEM_DETECTOR_CALIBRATION_KEY "qem.detector_calibration"
 
 /* Detector calibration bound to the source (manifest detector_calibration). */
 typedef struct qem_detector_calibration {
@@ -651,6 +659,190 @@ QEM_API qem_status qem_npy_writer_append(qem_npy_writer *writer, const void *dat
                                          qem_error *error);
 QEM_API qem_status qem_npy_writer_finish(qem_npy_writer *writer, qem_error *error);
 QEM_API void qem_npy_writer_free(qem_npy_writer *writer);
+
+/* ------------------------------------------------------------------------ */
+/* Products: computed from the encoded data, never from a dense cube        */
+
+/* A product session over one open source (which must outlive it). It
+ * holds the detector validity, the dark plane of float data and nothing
+ * of the scans. Rules: doc/products.md. */
+typedef struct qem_products qem_products;
+
+typedef enum qem_products_path {
+    QEM_PATH_FAST = 0,      /* selected streams/tiles, spatial sums */
+    QEM_PATH_REFERENCE = 1  /* decode windows and sum densely (tests) */
+} qem_products_path;
+
+typedef struct qem_products_options {
+    size_t struct_size;
+    qem_products_path path;
+    int threads;               /* 0 = the source's */
+    qem_progress_fn progress;  /* per window of scans */
+    void *progress_user;
+} qem_products_options;
+
+QEM_API void qem_products_options_init(qem_products_options *options);
+QEM_API qem_status qem_products_open(qem_source *source, const qem_products_options *options,
+                                     qem_products **out, qem_error *error);
+QEM_API void qem_products_close(qem_products *products);
+
+/* A product array owned by the caller after a successful call; release
+ * with qem_image_free. */
+typedef struct qem_image {
+    qem_dtype dtype;
+    unsigned ndim;       /* 2, or 3 with shape[2] components */
+    uint64_t shape[3];
+    void *data;
+} qem_image;
+
+QEM_API void qem_image_free(qem_image *image);
+
+/* Detector pixels that take part (1) or never do (0). */
+QEM_API void qem_products_valid(const qem_products *products, uint8_t *mask);
+
+/* --- masks ---------------------------------------------------------------- */
+
+typedef enum qem_detector {
+    QEM_DETECTOR_BF = 1,      /* [0, r] */
+    QEM_DETECTOR_ABF = 2,     /* [r/2, r] */
+    QEM_DETECTOR_ADF = 3,     /* [r, 2r], or [inner, outer] */
+    QEM_DETECTOR_HAADF = 4,   /* [2r, 4r] */
+    QEM_DETECTOR_DF = 5,      /* [r, infinity) */
+    QEM_DETECTOR_ANNULUS = 6  /* [inner, outer] */
+} qem_detector;
+
+typedef struct qem_detector_geometry {
+    size_t struct_size;
+    qem_detector detector;
+    double center_row, center_column; /* detector pixels */
+    double radius;                    /* bright-field radius r */
+    double inner, outer;              /* ADF override (both > 0) or annulus */
+    int unit_mrad;                    /* radius/inner/outer in mrad */
+    double semiangle_mrad;            /* 0 = the file's (needed for mrad) */
+} qem_detector_geometry;
+
+QEM_API void qem_detector_geometry_init(qem_detector_geometry *geometry);
+
+/* Named detector mask (pixels bytes): pixels whose squared distance from
+ * the centre, in double precision, lies in [lo^2, hi^2], both ends
+ * inclusive; invalid/excluded pixels cleared. mrad radii are converted
+ * with px = mrad * radius_px / semiangle, radius_px the bright-field
+ * radius in pixels (`radius_px` argument). */
+QEM_API qem_status qem_products_detector_mask(const qem_products *products,
+                                              const qem_detector_geometry *geometry,
+                                              double radius_px, uint8_t *mask,
+                                              qem_error *error);
+/* A 0/1 .npy mask of the detector's shape, invalid pixels cleared. */
+QEM_API qem_status qem_products_mask_from_npy(const qem_products *products, const char *path,
+                                              uint8_t *mask, qem_error *error);
+
+/* --- exact primitives (partition scans, merge by addition) --------------- */
+
+/* Integer data (counts, or scaled codes): out[k * count + i] = sum over
+ * valid pixels p of weights[k][p] * value(first + i, p), exact. */
+QEM_API qem_status qem_products_weighted_sums(qem_products *products, uint64_t first,
+                                              uint64_t count, const int32_t *const *weights,
+                                              unsigned planes, int64_t *out, qem_error *error);
+/* Integer data: adds sum over scans [first, first + count) of each valid
+ * pixel's value into sums[p] (pixels values); invalid pixels add 0. */
+QEM_API qem_status qem_products_pixel_sums(qem_products *products, uint64_t first,
+                                           uint64_t count, uint64_t *sums, qem_error *error);
+
+/* --- products -------------------------------------------------------------- */
+
+/* Virtual image (scan rows x columns) over a 0/1 mask: counts give exact
+ * uint32 (or uint64 when mask pixels x dtype maximum exceeds 2^32 - 1);
+ * float data a Neumaier-compensated float32 sum of (value - dark); scaled
+ * codes float32(scale * sum(codes) + offset * n). */
+QEM_API qem_status qem_products_virtual(qem_products *products, const uint8_t *mask,
+                                        qem_image *image, qem_error *error);
+/* Mean diffraction pattern, float32: counts exact total / N in float64,
+ * rounded once; float data compensated; invalid pixels 0. */
+QEM_API qem_status qem_products_mean(qem_products *products, qem_image *image,
+                                     qem_error *error);
+/* The pattern at flat scan `scan`: counts in their dtype, float data as
+ * float32 (value - dark), scaled data restored; invalid pixels 0. */
+QEM_API qem_status qem_products_frame(qem_products *products, uint64_t scan, qem_image *image,
+                                      qem_error *error);
+
+typedef enum qem_reduce {
+    QEM_REDUCE_SUM = 0,  /* counts: uint64 exact; float: float32 */
+    QEM_REDUCE_MEAN = 1, /* float32 */
+    QEM_REDUCE_MAX = 2   /* counts: uint64 exact; float: float32 */
+} qem_reduce;
+
+/* Reduction over the scan rectangle [row0, row1) x [col0, col1). */
+QEM_API qem_status qem_products_region(qem_products *products, uint64_t row0, uint64_t row1,
+                                       uint64_t col0, uint64_t col1, qem_reduce reduce,
+                                       qem_image *image, qem_error *error);
+
+/* Centre of mass per scan in absolute detector coordinates (rows x cols x
+ * 2 float32, row component first) over `mask` (NULL: every valid pixel):
+ * exact integer moments / total in float64, rounded once; a zero-total or
+ * non-finite frame is NaN and left out of the scan mean that
+ * `subtract_mean` removes (the DPC components). */
+QEM_API qem_status qem_products_com(qem_products *products, const uint8_t *mask,
+                                    int subtract_mean, qem_image *image, qem_error *error);
+
+typedef struct qem_dpc_result {
+    double rotation_degrees;
+    int components_exchanged;
+    uint64_t ffts;        /* 2-D FFTs performed */
+    qem_image com;        /* mean-subtracted CoM, rows x cols x 2 */
+    qem_image aligned;    /* rotated (and exchanged) components */
+    qem_image phase;      /* iDPC, rows x cols float32 */
+} qem_dpc_result;
+
+/* Rotation search (180 angles over [0, pi], with and without exchange,
+ * minimum mean squared interior curl, first minimum wins) unless
+ * `fixed_rotation_degrees` is finite, then iDPC by an FFT Poisson solve. */
+QEM_API qem_status qem_products_dpc(qem_products *products, const uint8_t *mask,
+                                    double fixed_rotation_degrees, qem_dpc_result *result,
+                                    qem_error *error);
+QEM_API void qem_dpc_result_free(qem_dpc_result *result);
+
+/* "mean-diffraction-half-maximum": pixels at or above half the maximum of
+ * the mean pattern; centre = their intensity-weighted centroid; radius =
+ * sqrt(count / pi). */
+QEM_API qem_status qem_products_estimate_calibration(qem_products *products,
+                                                     qem_detector_calibration *calibration,
+                                                     qem_error *error);
+/* The file's own detector calibration: 1 if it records one. */
+QEM_API int qem_products_file_calibration(const qem_products *products,
+                                          qem_detector_calibration *calibration);
+/* The file's convergence semi-angle: 1 if it states one. */
+QEM_API int qem_products_semiangle(const qem_products *products, double *mrad);
+
+/* --- detector sessions --------------------------------------------------- */
+
+/* One mask applied to one or more sources (a tilt series): all sources
+ * change together or none does. */
+typedef struct qem_detector_session qem_detector_session;
+
+typedef struct qem_session_stats {
+    uint64_t sources;
+    uint64_t resident_bytes;     /* summed over the sources */
+    uint64_t pixels_changed;     /* last update: pixels whose membership changed */
+    int full_recomputation;      /* last update recomputed everything */
+    uint64_t ffts;               /* FFTs performed by the last update (0 here) */
+} qem_session_stats;
+
+/* Refuses duplicate sources (the same file twice) and differing detector
+ * shapes. The products handles must outlive the session. */
+QEM_API qem_status qem_detector_session_create(qem_products *const *products, size_t count,
+                                               qem_detector_session **out, qem_error *error);
+QEM_API void qem_detector_session_free(qem_detector_session *session);
+/* Sets the mask: full computation (first time), or an update that adds and
+ * subtracts only the pixels whose membership changed (integer data; float
+ * data recompute). The new images replace the old only when every source
+ * succeeded. */
+QEM_API qem_status qem_detector_session_set_mask(qem_detector_session *session,
+                                                 const uint8_t *mask, qem_error *error);
+/* A copy of source `index`'s current image. */
+QEM_API qem_status qem_detector_session_image(const qem_detector_session *session, size_t index,
+                                              qem_image *image, qem_error *error);
+QEM_API void qem_detector_session_stats(const qem_detector_session *session,
+                                        qem_session_stats *stats);
 
 /* ------------------------------------------------------------------------ */
 /* Whole-file conveniences (what the CLI uses)                              */

@@ -12,6 +12,9 @@ size_t qem_dtype_size(qem_dtype dtype)
     case QEM_DTYPE_UINT8: return 1;
     case QEM_DTYPE_UINT16: return 2;
     case QEM_DTYPE_FLOAT32: return 4;
+    case QEM_DTYPE_UINT32: return 4;
+    case QEM_DTYPE_UINT64: return 8;
+    case QEM_DTYPE_FLOAT64: return 8;
     case QEM_DTYPE_NONE: break;
     }
     return 0;
@@ -23,6 +26,9 @@ const char *qem_dtype_name(qem_dtype dtype)
     case QEM_DTYPE_UINT8: return "uint8";
     case QEM_DTYPE_UINT16: return "uint16";
     case QEM_DTYPE_FLOAT32: return "float32";
+    case QEM_DTYPE_UINT32: return "uint32";
+    case QEM_DTYPE_UINT64: return "uint64";
+    case QEM_DTYPE_FLOAT64: return "float64";
     case QEM_DTYPE_NONE: break;
     }
     return "none";

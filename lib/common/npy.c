@@ -371,9 +371,12 @@ qem_status qem_npy_writer_create(const char *dest, qem_dtype dtype, unsigned ndi
     qem_error_clear(error);
     if (!dest || !out || (ndim && !shape) || ndim > 8)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_npy_writer_create: bad argument");
-    const char *descr = dtype == QEM_DTYPE_UINT8    ? "|u1"
-                        : dtype == QEM_DTYPE_UINT16 ? "<u2"
+    const char *descr = dtype == QEM_DTYPE_UINT8     ? "|u1"
+                        : dtype == QEM_DTYPE_UINT16  ? "<u2"
                         : dtype == QEM_DTYPE_FLOAT32 ? "<f4"
+                        : dtype == QEM_DTYPE_UINT32  ? "<u4"
+                        : dtype == QEM_DTYPE_UINT64  ? "<u8"
+                        : dtype == QEM_DTYPE_FLOAT64 ? "<f8"
                                                      : NULL;
     if (!descr)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_npy_writer_create: bad dtype");

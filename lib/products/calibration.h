@@ -1,0 +1,30 @@
+/* Detector calibration estimated from the mean diffraction pattern: the
+ * bright-field disk's centre and radius, as the "mean-diffraction-half-
+ * maximum" label promises (upstream only ever used the label). */
+#ifndef QEM_PRODUCTS_CALIBRATION_H
+#define QEM_PRODUCTS_CALIBRATION_H
+
+#include <stdint.h>
+
+#include "qem.h"
+
+typedef struct product_calibration {
+    double center_row, center_col; /* detector pixels, pixel (r,c) at coordinate (r,c), no +0.5 */
+    double radius;                 /* bright-field radius, px */
+    uint64_t pixels;               /* pixels at or above half maximum */
+    double maximum;                /* maximum of the mean pattern over valid pixels */
+} product_calibration;
+
+#define PRODUCT_CALIBRATION_METHOD "mean-diffraction-half-maximum"
+
+/* From the mean diffraction pattern (rows x cols float32, C order) and an
+ * optional validity mask (nonzero = valid, NULL = all): the pixels at or
+ * above half the maximum (valid, finite pixels only); centre = their
+ * intensity-weighted centroid; radius = sqrt(count / pi). Accumulates in
+ * double. Fails (QEM_E_INVALID_ARGUMENT) when no valid finite pixel exists
+ * or the maximum is <= 0. */
+qem_status product_calibration_estimate(const float *mean, const uint8_t *valid, uint64_t rows,
+                                        uint64_t cols, product_calibration *out,
+                                        qem_error *error);
+
+#endif
