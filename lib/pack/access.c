@@ -164,49 +164,98 @@ qem_status qem_pack_read_scans(qem_pack *p, uint64_t first, uint64_t count, qem_
     return QEM_OK;
 }
 
-qem_status pack_detector_sums(const qem_pack *p, const uint8_t *mask, uint64_t *image)
+qem_status pack_weighted_sums(const qem_pack *p, uint64_t first, uint64_t count,
+                              const int32_t *const *weights, unsigned planes, int64_t *out,
+                              int threads, qem_error *error)
 {
+    if (!p->loaded)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "load the pack before reducing it");
+    if (first > p->scans || count > p->scans - first || !planes || !weights || !out)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "pack_weighted_sums: bad range or argument");
+    memset(out, 0, (size_t)(count * planes) * sizeof *out);
+    const uint64_t P = p->pixels, end = first + count;
     const uint64_t step = p->profile == QEM_PACK_UINT16_LZ4 ? PACK_V1_TILE : PACK_V3_TILE;
-    memset(image, 0, (size_t)p->scans * sizeof *image);
+    /* The pixels that count: a nonzero weight somewhere, not excluded. */
+    uint64_t *active = malloc((size_t)P * sizeof *active), n_active = 0;
+    if (!active)
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory reducing a pack");
+    for (uint64_t px = 0; px < P; px++) {
+        int any = 0;
+        for (unsigned k = 0; k < planes; k++)
+            any |= weights[k][px] != 0;
+        if (any && !p->is_excluded[px])
+            active[n_active++] = px;
+    }
     int nomem = 0;
-#pragma omp parallel
+    threads = threads > 0 ? threads : 1;
+#pragma omp parallel num_threads(threads)
     {
-        uint32_t *tile = malloc(PACK_V1_TILE * sizeof *tile);
-        uint64_t *local = calloc((size_t)p->sps, sizeof *local);
-        if (!tile || !local) {
+        uint32_t tile[PACK_V1_TILE];
+        int64_t *local = calloc((size_t)(p->sps * planes), sizeof *local);
+        if (!local) {
 #pragma omp atomic write
             nomem = 1;
         }
-        /* Shard by shard; threads split the pixels and merge their sums. */
-        for (uint64_t s = 0; s < p->shard_count; s++) {
+        for (uint64_t s = first / p->sps; s < p->shard_count && s * p->sps < end; s++) {
+            const pack_shard *sh = &p->shards[s];
+            const uint64_t s0 = s * p->sps;
+            /* Local scans [a, b) of this shard lie in the range. */
+            const uint64_t a = first > s0 ? first - s0 : 0;
+            const uint64_t b = end - s0 < p->sps ? end - s0 : p->sps;
 #pragma omp for schedule(dynamic, 16)
-            for (uint64_t px = 0; px < p->pixels; px++) {
-                if (!tile || !local || !mask[px] || p->is_excluded[px])
+            for (uint64_t j = 0; j < n_active; j++) {
+                if (!local)
                     continue;
-                for (uint64_t at = 0; at < p->sps; at += step) {
+                const uint64_t px = active[j];
+                for (uint64_t at = a / step * step; at < b; at += step) {
                     uint64_t word;
                     unsigned width, index;
-                    locate(p, &p->shards[s], at, px, &word, &width, &index);
+                    locate(p, sh, at, px, &word, &width, &index);
                     if (!width)
                         continue;
                     const unsigned n = (unsigned)(p->sps - at < step ? p->sps - at : step);
-                    pack_unpack_tile(p->shards[s].words, word, width, n, tile);
-                    for (unsigned k = 0; k < n; k++)
-                        local[at + k] += tile[k];
+                    pack_unpack_tile(sh->words, word, width, n, tile);
+                    const uint64_t lo = at < a ? a - at : 0, hi = at + n > b ? b - at : n;
+                    for (unsigned k = 0; k < planes; k++) {
+                        const int64_t wk = weights[k][px];
+                        if (!wk)
+                            continue;
+                        int64_t *dst = local + k * p->sps + at;
+                        for (uint64_t i = lo; i < hi; i++)
+                            dst[i] += wk * tile[i];
+                    }
                 }
             }
 #pragma omp critical(qem_pack_sums)
             if (local)
-                for (uint64_t k = 0; k < p->sps; k++) {
-                    image[s * p->sps + k] += local[k];
-                    local[k] = 0;
-                }
+                for (unsigned k = 0; k < planes; k++)
+                    for (uint64_t i = a; i < b; i++) {
+                        out[k * count + s0 + i - first] += local[k * p->sps + i];
+                        local[k * p->sps + i] = 0;
+                    }
 #pragma omp barrier
         }
-        free(tile);
         free(local);
     }
-    return nomem ? QEM_E_NO_MEMORY : QEM_OK;
+    free(active);
+    return nomem ? qem_fail(error, QEM_E_NO_MEMORY, "out of memory reducing a pack") : QEM_OK;
+}
+
+qem_status pack_detector_sums(const qem_pack *p, const uint8_t *mask, uint64_t *image)
+{
+    int32_t *w = malloc((size_t)p->pixels * sizeof *w);
+    int64_t *sums = malloc((size_t)p->scans * sizeof *sums);
+    qem_status st = w && sums ? QEM_OK : QEM_E_NO_MEMORY;
+    for (uint64_t px = 0; st == QEM_OK && px < p->pixels; px++)
+        w[px] = mask[px] != 0;
+    const int32_t *planes[1] = {w};
+    if (st == QEM_OK)
+        st = pack_weighted_sums(p, 0, p->scans, planes, 1, sums, 0, NULL);
+    for (uint64_t s = 0; st == QEM_OK && s < p->scans; s++)
+        image[s] = (uint64_t)sums[s];
+    free(w);
+    free(sums);
+    return st;
 }
 
 qem_status qem_pack_time_first_access(qem_pack *p, qem_error *error)

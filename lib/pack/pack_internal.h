@@ -95,6 +95,13 @@ uint32_t pack_sample(const qem_pack *pack, const pack_shard *shard, uint64_t sca
  * value per scan. */
 qem_status pack_detector_sums(const qem_pack *pack, const uint8_t *mask, uint64_t *image);
 
+/* Exact out[k * count + i] = sum over admitted pixels p of weights[k][p] *
+ * working(first + i, p), unpacking only the tiles of pixels with a nonzero
+ * weight, straight from the resident. `threads` 0 = one. */
+qem_status pack_weighted_sums(const qem_pack *pack, uint64_t first, uint64_t count,
+                              const int32_t *const *weights, unsigned planes, int64_t *out,
+                              int threads, qem_error *error);
+
 /* Unpacks one tile (count values of width w starting at `word`). */
 void pack_unpack_tile(const uint32_t *words, uint64_t word, unsigned width, unsigned count,
                       uint32_t *values);

@@ -36,5 +36,84 @@ static void close_pack(void *impl)
     qem_pack_close(impl);
 }
 
-const qem_representation_ops qem_pack_representation = {QEM_SOURCE_PACK, describe, read, window,
-                                                         NULL, close_pack};
+static qem_product_data data_of(const void *impl)
+{
+    (void)impl;
+    return QEM_DATA_COUNTS;
+}
+
+static void valid_of(const void *impl, uint8_t *mask)
+{
+    const qem_pack *p = impl;
+    for (uint64_t px = 0; px < p->pixels; px++)
+        mask[px] = !p->is_excluded[px];
+}
+
+static qem_status weighted_sums(void *impl, uint64_t first, uint64_t count,
+                                const int32_t *const *weights, unsigned planes, int use_tiles,
+                                int64_t *out, int threads, qem_error *error)
+{
+    (void)use_tiles;
+    return pack_weighted_sums(impl, first, count, weights, planes, out, threads, error);
+}
+
+static void code_affine(const void *impl, uint64_t scan, double *scale, double *offset)
+{
+    (void)impl;
+    (void)scan;
+    *scale = 1.0;
+    *offset = 0.0;
+}
+
+static int no_dark(const void *impl, float *plane)
+{
+    (void)impl;
+    (void)plane;
+    return 0;
+}
+
+static int detector_calibration_of(const void *impl, qem_detector_calibration *c)
+{
+    const qem_pack *p = impl;
+    return p->has_calibration && qem_pack_get_detector_calibration(p, c) == QEM_OK;
+}
+
+/* Packs carry no microscope metadata. */
+static int no_semiangle(const void *impl, double *mrad)
+{
+    (void)impl;
+    (void)mrad;
+    return 0;
+}
+
+static uint64_t resident_of(const void *impl)
+{
+    qem_pack_info info;
+    qem_pack_get_info(impl, &info);
+    return info.resident_bytes;
+}
+
+static void file_id_of(const void *impl, uint64_t id[2])
+{
+    const qem_pack *p = impl;
+    id[0] = (uint64_t)p->dev;
+    id[1] = (uint64_t)p->ino;
+}
+
+const qem_representation_ops qem_pack_representation = {
+    .kind = QEM_SOURCE_PACK,
+    .describe = describe,
+    .read = read,
+    .window = window,
+    .export_npy = NULL,
+    .close = close_pack,
+    .data = data_of,
+    .valid = valid_of,
+    .weighted_sums = weighted_sums,
+    .code_affine = code_affine,
+    .dark = no_dark,
+    .detector_calibration = detector_calibration_of,
+    .semiangle_mrad = no_semiangle,
+    .resident_bytes = resident_of,
+    .file_id = file_id_of,
+};

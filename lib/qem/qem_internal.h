@@ -204,6 +204,17 @@ qem_status qem_precision_load(const json_t *report, const uint64_t shape[4],
 /* Scaled files must declare scaled_uint16_quantization as a change. */
 qem_status qem_precision_check_processing(const json_t *scientific, qem_error *error);
 
+/* --- selected-pixel reductions (products) -------------------------------- */
+
+/* Exact out[k * count + i] = sum over valid pixels p of weights[k][p] *
+ * value(first + i, p) for the integer codec's counts or the scaled codec's
+ * codes. Only pixels with a nonzero weight are decoded; with `use_tiles`,
+ * tiles of the integer codec whose valid pixels share one weight come from
+ * the spatial sums. Float files: QEM_E_WRONG_CODEC. */
+qem_status qem_weighted_sums(qem_file *file, uint64_t first, uint64_t count,
+                             const int32_t *const *weights, unsigned planes, int use_tiles,
+                             int64_t *out, int threads, qem_error *error);
+
 /* --- writing --------------------------------------------------------------- */
 
 /* The writer's source window, for callers that fill it in place (saving

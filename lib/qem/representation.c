@@ -1,6 +1,10 @@
 /* A .qem file behind the representation interface. Working values are
  * counts, float32 bits or restored scaled intensities; raw values are the
  * stored counts, bits or codes. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
 #include "qem/qem_internal.h"
 #include "source/representation.h"
 
@@ -64,5 +68,111 @@ static void close_file(void *impl)
     qem_close(impl);
 }
 
-const qem_representation_ops qem_file_representation = {QEM_SOURCE_QEM, describe, read, window,
-                                                        export_npy, close_file};
+static qem_product_data data_of(const void *impl)
+{
+    const qem_file *f = impl;
+    return f->codec == QEM_CODEC_FLOAT32 ? QEM_DATA_FLOAT
+           : f->codec == QEM_CODEC_SCALED ? QEM_DATA_CODES
+                                          : QEM_DATA_COUNTS;
+}
+
+static void valid_of(const void *impl, uint8_t *mask)
+{
+    const qem_file *f = impl;
+    memcpy(mask, f->valid, (size_t)f->pixels);
+}
+
+static qem_status weighted_sums(void *impl, uint64_t first, uint64_t count,
+                                const int32_t *const *weights, unsigned planes, int use_tiles,
+                                int64_t *out, int threads, qem_error *error)
+{
+    return qem_weighted_sums(impl, first, count, weights, planes, use_tiles, out, threads, error);
+}
+
+static void code_affine(const void *impl, uint64_t scan, double *scale, double *offset)
+{
+    const qem_file *f = impl;
+    *scale = 1.0;
+    *offset = 0.0;
+    if (f->codec != QEM_CODEC_SCALED)
+        return;
+    const qem_region *r = &f->regions[f->chunks[qem_chunk_index_of(f, scan)].region];
+    *scale = r->scale;
+    *offset = r->offset;
+}
+
+static int dark_of(const void *impl, float *plane)
+{
+    const qem_file *f = impl;
+    if (!f->dark)
+        return 0;
+    memcpy(plane, f->dark, (size_t)f->pixels * sizeof *plane);
+    return 1;
+}
+
+/* `qem calibrate` records the detector calibration as a namespaced
+ * extension of the scientific metadata (doc/products.md). */
+static int detector_calibration_of(const void *impl, qem_detector_calibration *c)
+{
+    const qem_file *f = impl;
+    const json_t *ext = json_object_get(
+        json_object_get(json_object_get(f->header, "scientific_metadata"), "extensions"),
+        QEM_DETECTOR_CALIBRATION_KEY);
+    const json_t *centre = json_object_get(ext, "detector_center_px");
+    const json_t *radius = json_object_get(ext, "bright_field_radius_px");
+    const json_t *method = json_object_get(ext, "method");
+    if (!json_is_array(centre) || json_array_size(centre) != 2 ||
+        !json_is_number(json_array_get(centre, 0)) || !json_is_number(json_array_get(centre, 1)) ||
+        !json_is_number(radius))
+        return 0;
+    memset(c, 0, sizeof *c);
+    c->center_row = json_number_value(json_array_get(centre, 0));
+    c->center_column = json_number_value(json_array_get(centre, 1));
+    c->bright_field_radius = json_number_value(radius);
+    snprintf(c->method, sizeof c->method, "%s",
+             json_is_string(method) ? json_string_value(method) : "");
+    return isfinite(c->center_row) && isfinite(c->center_column) &&
+           isfinite(c->bright_field_radius) && c->bright_field_radius > 0;
+}
+
+static int semiangle_of(const void *impl, double *mrad)
+{
+    qem_calibration cal;
+    qem_get_calibration(impl, &cal);
+    if (cal.semiangle.source == QEM_CALIBRATION_ABSENT)
+        return 0;
+    *mrad = cal.semiangle.value;
+    return 1;
+}
+
+/* A .qem file holds one chunk's arrays at a time; nothing stays resident. */
+static uint64_t resident_of(const void *impl)
+{
+    const qem_file *f = impl;
+    return f->pixels + (f->dark ? f->pixels * sizeof(float) : 0);
+}
+
+static void file_id_of(const void *impl, uint64_t id[2])
+{
+    const qem_file *f = impl;
+    id[0] = (uint64_t)f->dev;
+    id[1] = (uint64_t)f->ino;
+}
+
+const qem_representation_ops qem_file_representation = {
+    .kind = QEM_SOURCE_QEM,
+    .describe = describe,
+    .read = read,
+    .window = window,
+    .export_npy = export_npy,
+    .close = close_file,
+    .data = data_of,
+    .valid = valid_of,
+    .weighted_sums = weighted_sums,
+    .code_affine = code_affine,
+    .dark = dark_of,
+    .detector_calibration = detector_calibration_of,
+    .semiangle_mrad = semiangle_of,
+    .resident_bytes = resident_of,
+    .file_id = file_id_of,
+};

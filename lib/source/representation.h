@@ -7,6 +7,14 @@
 
 #include "qem.h"
 
+/* What products compute on: exact counts, float32 values, or the scaled
+ * codec's integer codes (calibrated once per sum). */
+typedef enum qem_product_data {
+    QEM_DATA_COUNTS = 1,
+    QEM_DATA_FLOAT = 2,
+    QEM_DATA_CODES = 3
+} qem_product_data;
+
 typedef struct qem_representation_ops {
     qem_source_kind kind;
     void (*describe)(const void *impl, qem_source_info *info);
@@ -20,6 +28,31 @@ typedef struct qem_representation_ops {
     qem_status (*export_npy)(void *impl, const char *dest, qem_values values, int threads,
                              qem_progress_fn progress, void *progress_user, qem_error *error);
     void (*close)(void *impl);
+
+    /* --- what products need ------------------------------------------- */
+    qem_product_data (*data)(const void *impl);
+    /* Detector pixels that take part (1) or never do (0): .qem validity,
+     * pack admitted (not excluded) pixels. */
+    void (*valid)(const void *impl, uint8_t *mask);
+    /* Exact out[k * count + i] = sum over valid p of weights[k][p] * the
+     * count (or code) of scan first + i at p, touching only pixels with a
+     * nonzero weight; `use_tiles` lets .qem take whole spatial-sum tiles.
+     * NULL for float data. */
+    qem_status (*weighted_sums)(void *impl, uint64_t first, uint64_t count,
+                                const int32_t *const *weights, unsigned planes, int use_tiles,
+                                int64_t *out, int threads, qem_error *error);
+    /* Codes: value = code * scale + offset for scan `scan`. */
+    void (*code_affine)(const void *impl, uint64_t scan, double *scale, double *offset);
+    /* The float mean-dark plane (pixels floats): 1 if the file has one. */
+    int (*dark)(const void *impl, float *plane);
+    /* Detector calibration recorded in the file: 1 if present. */
+    int (*detector_calibration)(const void *impl, qem_detector_calibration *calibration);
+    /* Convergence semi-angle in mrad: 1 if the file states it. */
+    int (*semiangle_mrad)(const void *impl, double *mrad);
+    /* Bytes the open representation holds in memory. */
+    uint64_t (*resident_bytes)(const void *impl);
+    /* Device and inode of the open file (the same file opened twice). */
+    void (*file_id)(const void *impl, uint64_t id[2]);
 } qem_representation_ops;
 
 struct qem_source {

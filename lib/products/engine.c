@@ -1,0 +1,337 @@
+/* The products engine: a session over any source, the bounded window loop,
+ * and the exact primitives (weighted sums per scan, sums per pixel) that
+ * partition scans and merge by addition. The fast path asks the
+ * representation for the least it needs; the reference path decodes
+ * windows and sums densely, and tests hold the two equal. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "common/options.h"
+#include "products/products.h"
+
+/* Window memory: scans read at once stay within this many bytes. */
+#define WINDOW_BYTES (32u << 20)
+/* Fast-path pieces: scans per call, so that progress and cancellation
+ * reach the caller and partial results merge by addition. */
+#define PIECE_SCANS 4096u
+
+void qem_products_options_init(qem_products_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->struct_size = sizeof *o;
+}
+
+void qem_image_free(qem_image *image)
+{
+    if (!image)
+        return;
+    free(image->data);
+    memset(image, 0, sizeof *image);
+}
+
+qem_status prod_image_new(qem_image *image, qem_dtype dtype, uint64_t rows, uint64_t cols,
+                          uint64_t components, qem_error *error)
+{
+    memset(image, 0, sizeof *image);
+    uint64_t n, bytes;
+    if (qem_mul_overflow_u64(rows, cols, &n) || qem_mul_overflow_u64(n, components, &n) ||
+        qem_mul_overflow_u64(n, qem_dtype_size(dtype), &bytes) || bytes > SIZE_MAX)
+        return qem_fail(error, QEM_E_LIMIT, "product image too large");
+    image->data = calloc((size_t)(bytes ? bytes : 1), 1);
+    if (!image->data)
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory for a %llu-byte image",
+                        (unsigned long long)bytes);
+    image->dtype = dtype;
+    image->ndim = components > 1 ? 3 : 2;
+    image->shape[0] = rows;
+    image->shape[1] = cols;
+    image->shape[2] = components > 1 ? components : 0;
+    return QEM_OK;
+}
+
+qem_status qem_products_open(qem_source *source, const qem_products_options *options,
+                             qem_products **out, qem_error *error)
+{
+    qem_error_clear(error);
+    if (!source || !out)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_products_open: NULL argument");
+    *out = NULL;
+    qem_products *p = calloc(1, sizeof *p);
+    if (!p)
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    qem_products_options_init(&p->options);
+    qem_status st = qem_options_overlay(&p->options, sizeof p->options, options,
+                                        "qem_products_options", error);
+    if (st != QEM_OK) {
+        free(p);
+        return st;
+    }
+    p->source = source;
+    p->ops = source->ops;
+    p->impl = source->impl;
+    p->threads = p->options.threads > 0 ? p->options.threads : source->threads;
+    p->ops->describe(p->impl, &p->info);
+    p->scan_rows = p->info.shape[0];
+    p->scan_cols = p->info.shape[1];
+    p->det_rows = p->info.shape[2];
+    p->det_cols = p->info.shape[3];
+    p->scans = p->info.scans;
+    p->pixels = p->info.pixels;
+    p->data = p->ops->data(p->impl);
+    p->valid = malloc((size_t)p->pixels);
+    if (p->data == QEM_DATA_FLOAT)
+        p->dark = malloc((size_t)p->pixels * sizeof *p->dark);
+    if (!p->valid || (p->data == QEM_DATA_FLOAT && !p->dark)) {
+        qem_products_close(p);
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    }
+    p->ops->valid(p->impl, p->valid);
+    for (uint64_t k = 0; k < p->pixels; k++)
+        p->valid_count += p->valid[k] != 0;
+    if (p->dark && !p->ops->dark(p->impl, p->dark)) {
+        free(p->dark);
+        p->dark = NULL;
+    }
+    *out = p;
+    return QEM_OK;
+}
+
+void qem_products_close(qem_products *p)
+{
+    if (!p)
+        return;
+    free(p->valid);
+    free(p->dark);
+    free(p);
+}
+
+void qem_products_valid(const qem_products *p, uint8_t *mask)
+{
+    memcpy(mask, p->valid, (size_t)p->pixels);
+}
+
+int qem_products_file_calibration(const qem_products *p, qem_detector_calibration *c)
+{
+    return p->ops->detector_calibration(p->impl, c);
+}
+
+int qem_products_semiangle(const qem_products *p, double *mrad)
+{
+    return p->ops->semiangle_mrad(p->impl, mrad);
+}
+
+uint32_t prod_max_value(const qem_products *p)
+{
+    return p->data == QEM_DATA_COUNTS && p->info.working_dtype == QEM_DTYPE_UINT8 ? 255u
+                                                                                  : 65535u;
+}
+
+void prod_neumaier_add(prod_neumaier *n, float v)
+{
+    const float t = n->sum + v;
+    if (isfinite(v) && isfinite(n->sum) && isfinite(t)) {
+        if (fabsf(n->sum) >= fabsf(v))
+            n->compensation += (n->sum - t) + v;
+        else
+            n->compensation += (v - t) + n->sum;
+    } else {
+        n->compensation = 0.0f;
+    }
+    n->sum = t;
+}
+
+/* --- the window loop ------------------------------------------------------ */
+
+static qem_values values_read(const qem_products *p)
+{
+    /* Codes are the scaled codec's raw values; counts and float data are
+     * working values (a pack's are mask-applied). */
+    return p->data == QEM_DATA_CODES ? QEM_VALUES_RAW : QEM_VALUES_WORKING;
+}
+
+static size_t item_size(const qem_products *p)
+{
+    return p->data == QEM_DATA_FLOAT     ? 4
+           : p->data == QEM_DATA_CODES   ? 2
+                                         : qem_dtype_size(p->info.working_dtype);
+}
+
+qem_status prod_for_windows(qem_products *p, uint64_t first, uint64_t count, prod_window_fn each,
+                            void *user, qem_error *error)
+{
+    const size_t item = item_size(p);
+    uint64_t cap = WINDOW_BYTES / (p->pixels * item);
+    cap = cap ? cap : 1;
+    void *rows = malloc((size_t)((count < cap ? count : cap) * p->pixels * item));
+    if (!rows && count)
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory for a window of scans");
+    qem_status st = QEM_OK;
+    for (uint64_t at = first; st == QEM_OK && at < first + count;) {
+        uint64_t n = p->ops->window(p->impl, at);
+        n = n < cap ? n : cap;
+        n = n < first + count - at ? n : first + count - at;
+        st = p->ops->read(p->impl, at, n, values_read(p), rows, (size_t)(n * p->pixels * item),
+                          p->threads, error);
+        if (st == QEM_OK)
+            st = each(user, at, n, rows, error);
+        at += n;
+        if (st == QEM_OK && p->options.progress &&
+            p->options.progress(p->options.progress_user, at - first, count))
+            st = qem_fail(error, QEM_E_CANCELLED, "cancelled");
+    }
+    free(rows);
+    return st;
+}
+
+/* --- exact weighted sums ----------------------------------------------- */
+
+typedef struct reference_sums {
+    const int32_t *const *weights;
+    unsigned planes;
+    uint64_t first, count;
+    int64_t *out;
+    const qem_products *p;
+} reference_sums;
+
+static qem_status reference_window(void *user, uint64_t first, uint64_t count, const void *rows,
+                                   qem_error *error)
+{
+    (void)error;
+    reference_sums *r = user;
+    const qem_products *p = r->p;
+    for (uint64_t i = 0; i < count; i++)
+        for (unsigned k = 0; k < r->planes; k++) {
+            int64_t acc = 0;
+            const int32_t *w = r->weights[k];
+            for (uint64_t px = 0; px < p->pixels; px++)
+                if (p->valid[px] && w[px])
+                    acc += (int64_t)w[px] * prod_int_at(p, rows, i * p->pixels + px);
+            r->out[k * r->count + first - r->first + i] = acc;
+        }
+    return QEM_OK;
+}
+
+qem_status prod_weighted_sums(qem_products *p, uint64_t first, uint64_t count,
+                              const int32_t *const *weights, unsigned planes, int64_t *out,
+                              qem_error *error)
+{
+    if (p->data == QEM_DATA_FLOAT)
+        return qem_fail(error, QEM_E_WRONG_CODEC,
+                        "float32 data have no exact sums; products use compensated sums");
+    if (first > p->scans || count > p->scans - first || !weights || !planes || !out)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "weighted sums: bad range or argument");
+    if (p->options.path == QEM_PATH_REFERENCE || !p->ops->weighted_sums) {
+        reference_sums r = {weights, planes, first, count, out, p};
+        memset(out, 0, (size_t)(count * planes) * sizeof *out);
+        return prod_for_windows(p, first, count, reference_window, &r, error);
+    }
+    /* Pieces of scans merge by addition: each piece writes its own slice. */
+    int64_t *piece = malloc((size_t)(PIECE_SCANS * planes) * sizeof *piece);
+    if (!piece)
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    qem_status st = QEM_OK;
+    for (uint64_t at = first; st == QEM_OK && at < first + count; at += PIECE_SCANS) {
+        const uint64_t n = first + count - at < PIECE_SCANS ? first + count - at : PIECE_SCANS;
+        st = p->ops->weighted_sums(p->impl, at, n, weights, planes, 1, piece, p->threads, error);
+        for (unsigned k = 0; st == QEM_OK && k < planes; k++)
+            memcpy(out + k * count + (at - first), piece + k * n, (size_t)n * sizeof *out);
+        if (st == QEM_OK && p->options.progress &&
+            p->options.progress(p->options.progress_user, at + n - first, count))
+            st = qem_fail(error, QEM_E_CANCELLED, "cancelled");
+    }
+    free(piece);
+    return st;
+}
+
+qem_status qem_products_weighted_sums(qem_products *p, uint64_t first, uint64_t count,
+                                      const int32_t *const *weights, unsigned planes,
+                                      int64_t *out, qem_error *error)
+{
+    qem_error_clear(error);
+    if (!p)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_products_weighted_sums: NULL");
+    return prod_weighted_sums(p, first, count, weights, planes, out, error);
+}
+
+typedef struct pixel_sums {
+    const qem_products *p;
+    uint64_t *sums;
+} pixel_sums;
+
+static qem_status pixel_sums_window(void *user, uint64_t first, uint64_t count, const void *rows,
+                                    qem_error *error)
+{
+    (void)first;
+    (void)error;
+    pixel_sums *s = user;
+    const qem_products *p = s->p;
+    for (uint64_t i = 0; i < count; i++)
+        for (uint64_t px = 0; px < p->pixels; px++)
+            s->sums[px] += prod_int_at(p, rows, i * p->pixels + px);
+    return QEM_OK;
+}
+
+qem_status qem_products_pixel_sums(qem_products *p, uint64_t first, uint64_t count,
+                                   uint64_t *sums, qem_error *error)
+{
+    qem_error_clear(error);
+    if (!p || !sums)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_products_pixel_sums: NULL");
+    if (p->data == QEM_DATA_FLOAT)
+        return qem_fail(error, QEM_E_WRONG_CODEC, "float32 data have no exact pixel sums");
+    if (first > p->scans || count > p->scans - first)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "scans [%llu, +%llu) outside the %llu",
+                        (unsigned long long)first, (unsigned long long)count,
+                        (unsigned long long)p->scans);
+    pixel_sums s = {p, sums};
+    QEM_TRY(prod_for_windows(p, first, count, pixel_sums_window, &s, error));
+    for (uint64_t px = 0; px < p->pixels; px++)
+        if (!p->valid[px])
+            sums[px] = 0;
+    return QEM_OK;
+}
+
+/* --- float data ------------------------------------------------------------ */
+
+typedef struct float_sums {
+    const qem_products *p;
+    const uint64_t *selected;
+    uint64_t n_selected, first;
+    float *out;
+} float_sums;
+
+static qem_status float_window(void *user, uint64_t first, uint64_t count, const void *rows,
+                               qem_error *error)
+{
+    (void)error;
+    float_sums *f = user;
+    const qem_products *p = f->p;
+    const float *v = rows;
+    for (uint64_t i = 0; i < count; i++) {
+        prod_neumaier n = {0.0f, 0.0f};
+        for (uint64_t j = 0; j < f->n_selected; j++) {
+            const uint64_t px = f->selected[j];
+            const float x = v[i * p->pixels + px];
+            prod_neumaier_add(&n, p->dark ? x - p->dark[px] : x);
+        }
+        f->out[first - f->first + i] = prod_neumaier_value(&n);
+    }
+    return QEM_OK;
+}
+
+qem_status prod_float_masked_sums(qem_products *p, uint64_t first, uint64_t count,
+                                  const uint8_t *mask, float *out, qem_error *error)
+{
+    uint64_t *selected = malloc((size_t)p->pixels * sizeof *selected), n = 0;
+    if (!selected)
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    for (uint64_t px = 0; px < p->pixels; px++)
+        if (mask[px] && p->valid[px])
+            selected[n++] = px;
+    float_sums f = {p, selected, n, first, out};
+    qem_status st = prod_for_windows(p, first, count, float_window, &f, error);
+    free(selected);
+    return st;
+}

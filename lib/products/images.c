@@ -1,0 +1,426 @@
+/* Products built on the engine's primitives: virtual images, the mean and
+ * single patterns, scan-region reductions, centre of mass, DPC/iDPC and
+ * the detector calibration estimate. Integer data are exact until one
+ * final rounding; float data use compensated float32 sums. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "products/calibration.h"
+#include "products/dpc.h"
+#include "products/products.h"
+
+static qem_status check_open(const qem_products *p, const void *arg, const char *what,
+                             qem_error *error)
+{
+    qem_error_clear(error);
+    if (!p || !arg)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "%s: NULL argument", what);
+    return QEM_OK;
+}
+
+/* --- virtual images --------------------------------------------------- */
+
+qem_status qem_products_virtual(qem_products *p, const uint8_t *mask, qem_image *image,
+                                qem_error *error)
+{
+    QEM_TRY(check_open(p, mask, "qem_products_virtual", error));
+    QEM_TRY(check_open(p, image, "qem_products_virtual", error));
+    memset(image, 0, sizeof *image);
+    uint64_t n = 0;
+    for (uint64_t px = 0; px < p->pixels; px++)
+        n += mask[px] && p->valid[px];
+    if (p->data == QEM_DATA_FLOAT) {
+        QEM_TRY(prod_image_new(image, QEM_DTYPE_FLOAT32, p->scan_rows, p->scan_cols, 1, error));
+        qem_status st = prod_float_masked_sums(p, 0, p->scans, mask, image->data, error);
+        if (st != QEM_OK)
+            qem_image_free(image);
+        return st;
+    }
+    int32_t *w = malloc((size_t)p->pixels * sizeof *w);
+    int64_t *sums = malloc((size_t)p->scans * sizeof *sums);
+    qem_status st = w && sums ? QEM_OK : qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    for (uint64_t px = 0; st == QEM_OK && px < p->pixels; px++)
+        w[px] = mask[px] && p->valid[px];
+    const int32_t *planes[1] = {w};
+    if (st == QEM_OK)
+        st = prod_weighted_sums(p, 0, p->scans, planes, 1, sums, error);
+    if (st == QEM_OK && p->data == QEM_DATA_CODES) {
+        /* Calibrated once per scan from the exact code sum. */
+        st = prod_image_new(image, QEM_DTYPE_FLOAT32, p->scan_rows, p->scan_cols, 1, error);
+        for (uint64_t s = 0; st == QEM_OK && s < p->scans; s++) {
+            double scale, offset;
+            p->ops->code_affine(p->impl, s, &scale, &offset);
+            ((float *)image->data)[s] = (float)(scale * (double)sums[s] + offset * (double)n);
+        }
+    } else if (st == QEM_OK) {
+        /* uint32 when no scan can exceed it, else uint64: never wraps. */
+        const int wide = (double)n * prod_max_value(p) > 4294967295.0;
+        st = prod_image_new(image, wide ? QEM_DTYPE_UINT64 : QEM_DTYPE_UINT32, p->scan_rows,
+                            p->scan_cols, 1, error);
+        for (uint64_t s = 0; st == QEM_OK && s < p->scans; s++) {
+            if (wide)
+                ((uint64_t *)image->data)[s] = (uint64_t)sums[s];
+            else
+                ((uint32_t *)image->data)[s] = (uint32_t)sums[s];
+        }
+    }
+    free(w);
+    free(sums);
+    if (st != QEM_OK)
+        qem_image_free(image);
+    return st;
+}
+
+/* --- patterns ---------------------------------------------------------------- */
+
+typedef struct float_pixels {
+    const qem_products *p;
+    prod_neumaier *acc;  /* sum per pixel */
+    float *max;
+    int want_max, started;
+    double *code_sum;    /* codes: sum of scale * code + offset, float64 */
+} float_pixels;
+
+static qem_status float_pixels_window(void *user, uint64_t first, uint64_t count, const void *rows,
+                                      qem_error *error)
+{
+    (void)error;
+    float_pixels *f = user;
+    const qem_products *p = f->p;
+    for (uint64_t i = 0; i < count; i++) {
+        if (p->data == QEM_DATA_CODES) {
+            double scale, offset;
+            p->ops->code_affine(p->impl, first + i, &scale, &offset);
+            const uint16_t *c = (const uint16_t *)rows + i * p->pixels;
+            for (uint64_t px = 0; px < p->pixels; px++) {
+                const float v = (float)((double)c[px] * scale + offset);
+                f->code_sum[px] += (double)c[px] * scale + offset;
+                if (f->want_max && (!f->started || v > f->max[px]))
+                    f->max[px] = v;
+            }
+        } else {
+            const float *v = (const float *)rows + i * p->pixels;
+            for (uint64_t px = 0; px < p->pixels; px++) {
+                const float x = p->dark ? v[px] - p->dark[px] : v[px];
+                prod_neumaier_add(&f->acc[px], x);
+                if (f->want_max && (!f->started || x > f->max[px] || isnan(x)))
+                    f->max[px] = x;
+            }
+        }
+        f->started = 1;
+    }
+    return QEM_OK;
+}
+
+typedef struct int_pixels {
+    const qem_products *p;
+    uint64_t *sum;
+    uint32_t *max;
+} int_pixels;
+
+static qem_status int_pixels_window(void *user, uint64_t first, uint64_t count, const void *rows,
+                                    qem_error *error)
+{
+    (void)first;
+    (void)error;
+    int_pixels *s = user;
+    const qem_products *p = s->p;
+    for (uint64_t i = 0; i < count; i++)
+        for (uint64_t px = 0; px < p->pixels; px++) {
+            const uint32_t v = prod_int_at(p, rows, i * p->pixels + px);
+            s->sum[px] += v;
+            if (s->max && v > s->max[px])
+                s->max[px] = v;
+        }
+    return QEM_OK;
+}
+
+/* Reduction of the patterns of scans [first, first + count) for each
+ * (row range) of a rectangle: integer sums/max exact, float compensated. */
+static qem_status reduce_rect(qem_products *p, uint64_t r0, uint64_t r1, uint64_t c0, uint64_t c1,
+                              qem_reduce reduce, qem_image *image, qem_error *error)
+{
+    const uint64_t P = p->pixels, n = (r1 - r0) * (c1 - c0);
+    const int integer = p->data == QEM_DATA_COUNTS;
+    qem_dtype dtype = QEM_DTYPE_FLOAT32;
+    if (integer && reduce != QEM_REDUCE_MEAN)
+        dtype = QEM_DTYPE_UINT64;
+    QEM_TRY(prod_image_new(image, dtype, p->det_rows, p->det_cols, 1, error));
+    qem_status st = QEM_OK;
+    if (integer) {
+        int_pixels s = {p, calloc((size_t)P, sizeof(uint64_t)),
+                        reduce == QEM_REDUCE_MAX ? calloc((size_t)P, sizeof(uint32_t)) : NULL};
+        if (!s.sum || (reduce == QEM_REDUCE_MAX && !s.max))
+            st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+        for (uint64_t r = r0; st == QEM_OK && r < r1; r++)
+            st = prod_for_windows(p, r * p->scan_cols + c0, c1 - c0, int_pixels_window, &s, error);
+        for (uint64_t px = 0; st == QEM_OK && px < P; px++) {
+            const uint64_t v = !p->valid[px]             ? 0
+                               : reduce == QEM_REDUCE_MAX ? s.max[px]
+                                                          : s.sum[px];
+            if (reduce == QEM_REDUCE_MEAN)
+                ((float *)image->data)[px] = (float)((double)v / (double)n);
+            else
+                ((uint64_t *)image->data)[px] = v;
+        }
+        free(s.sum);
+        free(s.max);
+    } else {
+        float_pixels f = {p, calloc((size_t)P, sizeof(prod_neumaier)),
+                          calloc((size_t)P, sizeof(float)), reduce == QEM_REDUCE_MAX, 0,
+                          calloc((size_t)P, sizeof(double))};
+        if (!f.acc || !f.max || !f.code_sum)
+            st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+        for (uint64_t r = r0; st == QEM_OK && r < r1; r++)
+            st = prod_for_windows(p, r * p->scan_cols + c0, c1 - c0, float_pixels_window, &f,
+                                  error);
+        for (uint64_t px = 0; st == QEM_OK && px < P; px++) {
+            const double total = p->data == QEM_DATA_CODES ? f.code_sum[px]
+                                                           : (double)prod_neumaier_value(&f.acc[px]);
+            float v = reduce == QEM_REDUCE_MAX    ? f.max[px]
+                      : reduce == QEM_REDUCE_MEAN ? (float)(total / (double)n)
+                                                  : (float)total;
+            ((float *)image->data)[px] = p->valid[px] ? v : 0.0f;
+        }
+        free(f.acc);
+        free(f.max);
+        free(f.code_sum);
+    }
+    if (st != QEM_OK)
+        qem_image_free(image);
+    return st;
+}
+
+qem_status qem_products_region(qem_products *p, uint64_t r0, uint64_t r1, uint64_t c0,
+                               uint64_t c1, qem_reduce reduce, qem_image *image, qem_error *error)
+{
+    QEM_TRY(check_open(p, image, "qem_products_region", error));
+    memset(image, 0, sizeof *image);
+    if (r0 >= r1 || c0 >= c1 || r1 > p->scan_rows || c1 > p->scan_cols)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "scan region rows [%llu, %llu) x columns [%llu, %llu) is empty or "
+                        "outside the %llu x %llu scan",
+                        (unsigned long long)r0, (unsigned long long)r1, (unsigned long long)c0,
+                        (unsigned long long)c1, (unsigned long long)p->scan_rows,
+                        (unsigned long long)p->scan_cols);
+    if (reduce != QEM_REDUCE_SUM && reduce != QEM_REDUCE_MEAN && reduce != QEM_REDUCE_MAX)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "unknown reduction %d", (int)reduce);
+    return reduce_rect(p, r0, r1, c0, c1, reduce, image, error);
+}
+
+qem_status qem_products_mean(qem_products *p, qem_image *image, qem_error *error)
+{
+    QEM_TRY(check_open(p, image, "qem_products_mean", error));
+    memset(image, 0, sizeof *image);
+    return reduce_rect(p, 0, p->scan_rows, 0, p->scan_cols, QEM_REDUCE_MEAN, image, error);
+}
+
+qem_status qem_products_frame(qem_products *p, uint64_t scan, qem_image *image, qem_error *error)
+{
+    QEM_TRY(check_open(p, image, "qem_products_frame", error));
+    memset(image, 0, sizeof *image);
+    if (scan >= p->scans)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "scan %llu is outside the %llu positions",
+                        (unsigned long long)scan, (unsigned long long)p->scans);
+    if (p->data == QEM_DATA_COUNTS) {
+        const qem_dtype dtype = p->info.working_dtype;
+        QEM_TRY(prod_image_new(image, dtype, p->det_rows, p->det_cols, 1, error));
+        qem_status st = p->ops->read(p->impl, scan, 1, QEM_VALUES_WORKING, image->data,
+                                     (size_t)(p->pixels * qem_dtype_size(dtype)), p->threads,
+                                     error);
+        for (uint64_t px = 0; st == QEM_OK && px < p->pixels; px++)
+            if (!p->valid[px])
+                memset((uint8_t *)image->data + px * qem_dtype_size(dtype), 0,
+                       qem_dtype_size(dtype));
+        if (st != QEM_OK)
+            qem_image_free(image);
+        return st;
+    }
+    return reduce_rect(p, scan / p->scan_cols, scan / p->scan_cols + 1, scan % p->scan_cols,
+                       scan % p->scan_cols + 1, QEM_REDUCE_SUM, image, error);
+}
+
+/* --- centre of mass, DPC ------------------------------------------------- */
+
+typedef struct float_moments {
+    const qem_products *p;
+    const uint8_t *mask;
+    float *com; /* scans x 2 */
+} float_moments;
+
+static qem_status float_moments_window(void *user, uint64_t first, uint64_t count,
+                                       const void *rows, qem_error *error)
+{
+    (void)error;
+    float_moments *m = user;
+    const qem_products *p = m->p;
+    for (uint64_t i = 0; i < count; i++) {
+        const float *v = (const float *)rows + i * p->pixels;
+        double total = 0, mr = 0, mc = 0;
+        for (uint64_t px = 0; px < p->pixels; px++) {
+            if (!m->mask[px])
+                continue;
+            const double x = p->dark ? (double)(v[px] - p->dark[px]) : (double)v[px];
+            total += x;
+            mr += x * (double)(px / p->det_cols);
+            mc += x * (double)(px % p->det_cols);
+        }
+        float *out = m->com + 2 * (first + i);
+        const int ok = total != 0 && isfinite(total) && isfinite(mr) && isfinite(mc);
+        out[0] = ok ? (float)(mr / total) : NAN;
+        out[1] = ok ? (float)(mc / total) : NAN;
+    }
+    return QEM_OK;
+}
+
+qem_status qem_products_com(qem_products *p, const uint8_t *mask, int subtract_mean,
+                            qem_image *image, qem_error *error)
+{
+    QEM_TRY(check_open(p, image, "qem_products_com", error));
+    memset(image, 0, sizeof *image);
+    uint8_t *m = malloc((size_t)p->pixels);
+    if (!m)
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    for (uint64_t px = 0; px < p->pixels; px++)
+        m[px] = (uint8_t)((!mask || mask[px]) && p->valid[px]);
+    qem_status st = prod_image_new(image, QEM_DTYPE_FLOAT32, p->scan_rows, p->scan_cols, 2, error);
+    float *com = image->data;
+    if (st == QEM_OK && p->data == QEM_DATA_FLOAT) {
+        float_moments fm = {p, m, com};
+        st = prod_for_windows(p, 0, p->scans, float_moments_window, &fm, error);
+    } else if (st == QEM_OK) {
+        /* Exact integer total and moments (absolute detector indices). */
+        int32_t *w = malloc((size_t)(3 * p->pixels) * sizeof *w);
+        int64_t *sums = malloc((size_t)(3 * p->scans) * sizeof *sums);
+        if (!w || !sums)
+            st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+        for (uint64_t px = 0; st == QEM_OK && px < p->pixels; px++) {
+            w[px] = m[px];
+            w[p->pixels + px] = m[px] ? (int32_t)(px / p->det_cols) : 0;
+            w[2 * p->pixels + px] = m[px] ? (int32_t)(px % p->det_cols) : 0;
+        }
+        const int32_t *planes[3] = {w, w + p->pixels, w + 2 * p->pixels};
+        if (st == QEM_OK)
+            st = prod_weighted_sums(p, 0, p->scans, planes, 3, sums, error);
+        for (uint64_t s = 0; st == QEM_OK && s < p->scans; s++) {
+            double total = (double)sums[s];
+            if (p->data == QEM_DATA_CODES) {
+                /* Moments of calibrated values: scale * code + offset. */
+                double scale, offset, n = 0, nr = 0, nc = 0;
+                p->ops->code_affine(p->impl, s, &scale, &offset);
+                for (uint64_t px = 0; px < p->pixels; px++)
+                    if (m[px]) {
+                        n += 1;
+                        nr += (double)(px / p->det_cols);
+                        nc += (double)(px % p->det_cols);
+                    }
+                total = scale * (double)sums[s] + offset * n;
+                const double mr = scale * (double)sums[p->scans + s] + offset * nr;
+                const double mc = scale * (double)sums[2 * p->scans + s] + offset * nc;
+                com[2 * s] = total != 0 ? (float)(mr / total) : NAN;
+                com[2 * s + 1] = total != 0 ? (float)(mc / total) : NAN;
+                continue;
+            }
+            com[2 * s] = sums[s] ? (float)((double)sums[p->scans + s] / total) : NAN;
+            com[2 * s + 1] = sums[s] ? (float)((double)sums[2 * p->scans + s] / total) : NAN;
+        }
+        free(w);
+        free(sums);
+    }
+    if (st == QEM_OK && subtract_mean) {
+        /* The scan mean over frames with a CoM, in float64. */
+        for (int k = 0; k < 2; k++) {
+            double acc = 0;
+            uint64_t used = 0;
+            for (uint64_t s = 0; s < p->scans; s++)
+                if (!isnan(com[2 * s + k])) {
+                    acc += com[2 * s + k];
+                    used++;
+                }
+            const float mean = used ? (float)(acc / (double)used) : 0.0f;
+            for (uint64_t s = 0; s < p->scans; s++)
+                com[2 * s + k] -= mean;
+        }
+    }
+    free(m);
+    if (st != QEM_OK)
+        qem_image_free(image);
+    return st;
+}
+
+void qem_dpc_result_free(qem_dpc_result *r)
+{
+    if (!r)
+        return;
+    qem_image_free(&r->com);
+    qem_image_free(&r->aligned);
+    qem_image_free(&r->phase);
+    memset(r, 0, sizeof *r);
+}
+
+qem_status qem_products_dpc(qem_products *p, const uint8_t *mask, double fixed_rotation_degrees,
+                            qem_dpc_result *r, qem_error *error)
+{
+    QEM_TRY(check_open(p, r, "qem_products_dpc", error));
+    memset(r, 0, sizeof *r);
+    const uint64_t n = p->scans, rows = p->scan_rows, cols = p->scan_cols;
+    QEM_TRY(qem_products_com(p, mask, 1, &r->com, error));
+    float *split = malloc((size_t)(4 * n) * sizeof *split);
+    qem_status st = split ? QEM_OK : qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    float *mu_r = split, *mu_c = split + n, *g_r = split + 2 * n, *g_c = split + 3 * n;
+    for (uint64_t s = 0; st == QEM_OK && s < n; s++) {
+        mu_r[s] = ((const float *)r->com.data)[2 * s];
+        mu_c[s] = ((const float *)r->com.data)[2 * s + 1];
+    }
+    if (st == QEM_OK && isfinite(fixed_rotation_degrees)) {
+        r->rotation_degrees = fixed_rotation_degrees;
+        r->components_exchanged = 0;
+    } else if (st == QEM_OK) {
+        st = product_dpc_rotation(mu_r, mu_c, rows, cols, 180, &r->rotation_degrees,
+                                  &r->components_exchanged, error);
+    }
+    if (st == QEM_OK)
+        st = prod_image_new(&r->aligned, QEM_DTYPE_FLOAT32, rows, cols, 2, error);
+    if (st == QEM_OK) {
+        float *al = r->aligned.data;
+        product_dpc_align(mu_r, mu_c, n, r->rotation_degrees, r->components_exchanged, g_r, g_c);
+        for (uint64_t s = 0; s < n; s++) {
+            al[2 * s] = g_r[s];
+            al[2 * s + 1] = g_c[s];
+        }
+        /* g_r, g_c now hold the aligned fields; gradients go into mu_*. */
+        product_dpc_gradients(g_r, g_c, n, r->components_exchanged, mu_r, mu_c);
+        st = prod_image_new(&r->phase, QEM_DTYPE_FLOAT32, rows, cols, 1, error);
+    }
+    if (st == QEM_OK)
+        st = product_idpc(mu_r, mu_c, rows, cols, r->phase.data, &r->ffts, error);
+    free(split);
+    if (st != QEM_OK)
+        qem_dpc_result_free(r);
+    return st;
+}
+
+/* --- calibration estimate ------------------------------------------------- */
+
+qem_status qem_products_estimate_calibration(qem_products *p, qem_detector_calibration *c,
+                                             qem_error *error)
+{
+    QEM_TRY(check_open(p, c, "qem_products_estimate_calibration", error));
+    qem_image mean;
+    QEM_TRY(qem_products_mean(p, &mean, error));
+    product_calibration est;
+    qem_status st = product_calibration_estimate(mean.data, p->valid, p->det_rows, p->det_cols,
+                                                 &est, error);
+    qem_image_free(&mean);
+    if (st != QEM_OK)
+        return st;
+    memset(c, 0, sizeof *c);
+    c->center_row = est.center_row;
+    c->center_column = est.center_col;
+    c->bright_field_radius = est.radius;
+    snprintf(c->method, sizeof c->method, "%s", PRODUCT_CALIBRATION_METHOD);
+    return QEM_OK;
+}

@@ -1,0 +1,72 @@
+/* The products engine's shared internals: the session over a source, the
+ * window loop and the exact primitives every product is built from. Only
+ * the representation interface is used; no file format is known here. */
+#ifndef QEM_PRODUCTS_PRODUCTS_H
+#define QEM_PRODUCTS_PRODUCTS_H
+
+#include "qem.h"
+#include "source/representation.h"
+
+struct qem_products {
+    qem_source *source;
+    const qem_representation_ops *ops;
+    void *impl;
+    qem_source_info info;
+    uint64_t scan_rows, scan_cols, det_rows, det_cols, scans, pixels;
+    qem_product_data data;
+    uint8_t *valid;   /* pixels bytes */
+    uint64_t valid_count;
+    float *dark;      /* float data: the mean-dark plane, or NULL */
+    qem_products_options options;
+    int threads;
+};
+
+/* Largest integer a count (or code) can take: from the working dtype. */
+uint32_t prod_max_value(const qem_products *p);
+
+/* Reads scans [first, first + count) one bounded window at a time into a
+ * buffer of the values products use (counts: working dtype; codes: raw u16
+ * codes; float: float32) and calls `each` with (first scan, scans, rows).
+ * Reports progress per window. */
+typedef qem_status (*prod_window_fn)(void *user, uint64_t first, uint64_t count,
+                                     const void *rows, qem_error *error);
+qem_status prod_for_windows(qem_products *p, uint64_t first, uint64_t count, prod_window_fn each,
+                            void *user, qem_error *error);
+
+/* Value of element k of a window as read by prod_for_windows (integer). */
+static inline uint32_t prod_int_at(const qem_products *p, const void *rows, uint64_t k)
+{
+    return p->info.working_dtype == QEM_DTYPE_UINT8 && p->data == QEM_DATA_COUNTS
+               ? ((const uint8_t *)rows)[k]
+               : ((const uint16_t *)rows)[k];
+}
+
+/* Neumaier (Kahan-Babuska) compensated float32 sum: exact rounding steps,
+ * no fused multiply-add (the file is built with -ffp-contract=off). A
+ * non-finite term propagates and resets the compensation. */
+typedef struct prod_neumaier {
+    float sum, compensation;
+} prod_neumaier;
+
+void prod_neumaier_add(prod_neumaier *n, float value);
+static inline float prod_neumaier_value(const prod_neumaier *n)
+{
+    return n->sum + n->compensation;
+}
+
+/* Exact weighted sums through the fast path (or the reference path when
+ * the session asks for it), in pieces of scans that merge by addition. */
+qem_status prod_weighted_sums(qem_products *p, uint64_t first, uint64_t count,
+                              const int32_t *const *weights, unsigned planes, int64_t *out,
+                              qem_error *error);
+
+/* Float data: per-scan compensated sums of (value - dark) over mask pixels
+ * in row-major pixel order, scans [first, first + count). */
+qem_status prod_float_masked_sums(qem_products *p, uint64_t first, uint64_t count,
+                                  const uint8_t *mask, float *out, qem_error *error);
+
+/* An image of the scan shape (2-D) or with `components` (3-D). */
+qem_status prod_image_new(qem_image *image, qem_dtype dtype, uint64_t rows, uint64_t cols,
+                          uint64_t components, qem_error *error);
+
+#endif

@@ -1,0 +1,251 @@
+/* Selected-pixel reductions of .qem count streams (integer counts or
+ * scaled codes), the products' fast path: only the streams of pixels with
+ * a nonzero weight are decoded, and an 8x8 or 32x32 tile whose valid pixels
+ * all carry one weight is taken from the spatial sums instead (integer
+ * codec). The spatial index is trusted here as the counts are; `qem
+ * verify` proves the two agree. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/bitpack.h"
+#include "common/error.h"
+#include "qem/qem_internal.h"
+
+#define PIXEL_GROUP 64
+
+/* The plan of one call: per plane, the tiles taken whole and each pixel's
+ * weight for decoding (0 where a tile covers it). */
+typedef struct select_plan {
+    unsigned planes;
+    uint64_t *decode;      /* pixels whose stream must be decoded */
+    uint64_t decode_count;
+    int32_t *weight;       /* decode_count x planes */
+    uint32_t *tile_field;  /* per plane: tiles taken whole */
+    int32_t *tile_weight;
+    uint64_t *tile_count;  /* planes */
+    uint64_t tile_stride;  /* fields */
+} select_plan;
+
+static void plan_free(select_plan *sp)
+{
+    free(sp->decode);
+    free(sp->weight);
+    free(sp->tile_field);
+    free(sp->tile_weight);
+    free(sp->tile_count);
+}
+
+/* The single weight shared by every valid pixel of the tile starting at
+ * (r0, c0) of size `size`, or 0 if they differ, none is valid, or a pixel
+ * is already covered. */
+static int32_t uniform_weight(const qem_file *f, const int32_t *w, const uint8_t *covered,
+                              uint64_t r0, uint64_t c0, uint64_t size)
+{
+    const qem_geometry *g = &f->geometry;
+    int32_t shared = 0;
+    int any = 0;
+    for (uint64_t r = r0; r < r0 + size && r < g->rows; r++)
+        for (uint64_t c = c0; c < c0 + size && c < g->columns; c++) {
+            const uint64_t p = r * g->columns + c;
+            if (!f->valid[p])
+                continue;
+            if (covered[p] || (any && w[p] != shared))
+                return 0;
+            shared = w[p];
+            any = 1;
+        }
+    return any ? shared : 0;
+}
+
+static void cover(const qem_file *f, uint8_t *covered, uint64_t r0, uint64_t c0, uint64_t size)
+{
+    const qem_geometry *g = &f->geometry;
+    for (uint64_t r = r0; r < r0 + size && r < g->rows; r++)
+        for (uint64_t c = c0; c < c0 + size && c < g->columns; c++)
+            covered[r * g->columns + c] = 1;
+}
+
+static qem_status plan_make(const qem_file *f, const int32_t *const *w, unsigned planes,
+                            int use_tiles, select_plan *sp, qem_error *error)
+{
+    const qem_geometry *g = &f->geometry;
+    const uint64_t P = f->pixels, F = g->fields;
+    memset(sp, 0, sizeof *sp);
+    sp->planes = planes;
+    sp->tile_stride = F;
+    uint8_t *covered = calloc((size_t)P * planes, 1);
+    sp->tile_field = malloc((size_t)(F * planes) * sizeof *sp->tile_field);
+    sp->tile_weight = malloc((size_t)(F * planes) * sizeof *sp->tile_weight);
+    sp->tile_count = calloc(planes, sizeof *sp->tile_count);
+    sp->decode = malloc((size_t)P * sizeof *sp->decode);
+    sp->weight = malloc((size_t)(P * planes) * sizeof *sp->weight);
+    if (!covered || !sp->tile_field || !sp->tile_weight || !sp->tile_count || !sp->decode ||
+        !sp->weight) {
+        free(covered);
+        plan_free(sp);
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory planning a detector reduction");
+    }
+    for (unsigned k = 0; use_tiles && k < planes; k++) {
+        uint8_t *cov = covered + (uint64_t)k * P;
+        /* Largest tiles first, so that no pixel is counted twice. */
+        for (uint64_t t = 0; t < g->fields32; t++) {
+            const uint64_t r0 = (t / g->tile32_columns) * 32, c0 = (t % g->tile32_columns) * 32;
+            const int32_t u = uniform_weight(f, w[k], cov, r0, c0, 32);
+            if (u) {
+                sp->tile_field[k * F + sp->tile_count[k]] = (uint32_t)(g->fields8 + t);
+                sp->tile_weight[k * F + sp->tile_count[k]++] = u;
+                cover(f, cov, r0, c0, 32);
+            }
+        }
+        for (uint64_t t = 0; t < g->fields8; t++) {
+            const uint64_t r0 = (t / g->tile8_columns) * 8, c0 = (t % g->tile8_columns) * 8;
+            const int32_t u = uniform_weight(f, w[k], cov, r0, c0, 8);
+            if (u) {
+                sp->tile_field[k * F + sp->tile_count[k]] = (uint32_t)t;
+                sp->tile_weight[k * F + sp->tile_count[k]++] = u;
+                cover(f, cov, r0, c0, 8);
+            }
+        }
+    }
+    for (uint64_t p = 0; p < P; p++) {
+        int needed = 0;
+        for (unsigned k = 0; k < planes; k++) {
+            const int32_t d = f->valid[p] && !covered[(uint64_t)k * P + p] ? w[k][p] : 0;
+            sp->weight[sp->decode_count * planes + k] = d;
+            needed |= d != 0;
+        }
+        if (needed)
+            sp->decode[sp->decode_count++] = p;
+    }
+    free(covered);
+    return QEM_OK;
+}
+
+/* One block: decoded streams and whole tiles, samples [lo, hi) into
+ * out[k * count + at + (i - lo)]. */
+static qem_status reduce_block(const qem_file *f, const qem_chunk_view *v, uint64_t block,
+                               uint32_t lo, uint32_t hi, const select_plan *sp, int64_t *out,
+                               uint64_t count, uint64_t at, int threads, qem_error *error)
+{
+    const uint32_t n = qem_block_samples(v->chunk, block), span = hi - lo;
+    const unsigned K = sp->planes;
+    const uint64_t groups = (sp->decode_count + PIXEL_GROUP - 1) / PIXEL_GROUP;
+    qem_status failed = QEM_OK;
+    qem_error first_error = {0};
+    uint64_t failed_at = UINT64_MAX;
+#pragma omp parallel num_threads(threads)
+    {
+        uint16_t *col = malloc((size_t)n * sizeof *col);
+        int64_t *local = calloc((size_t)span * K, sizeof *local);
+        qem_error e = {0};
+#pragma omp for schedule(dynamic, 1)
+        for (uint64_t grp = 0; grp < groups; grp++) {
+            if (!col || !local)
+                continue;
+            const uint64_t end = (grp + 1) * PIXEL_GROUP < sp->decode_count
+                                     ? (grp + 1) * PIXEL_GROUP
+                                     : sp->decode_count;
+            for (uint64_t j = grp * PIXEL_GROUP; j < end; j++) {
+                qem_status st = qem_chunk_decode_stream(f, v, block, sp->decode[j], col, &e);
+                if (st != QEM_OK) {
+#pragma omp critical(qem_select_error)
+                    if (j < failed_at) {
+                        failed_at = j;
+                        failed = st;
+                        first_error = e;
+                    }
+                    break;
+                }
+                const int32_t *wj = sp->weight + j * K;
+                for (unsigned k = 0; k < K; k++) {
+                    if (!wj[k])
+                        continue;
+                    int64_t *dst = local + (uint64_t)k * span;
+                    for (uint32_t i = 0; i < span; i++)
+                        dst[i] += (int64_t)wj[k] * col[lo + i];
+                }
+            }
+        }
+#pragma omp critical(qem_select_merge)
+        {
+            if (!col || !local) {
+                if (failed == QEM_OK)
+                    failed = QEM_E_NO_MEMORY;
+            } else {
+                for (unsigned k = 0; k < K; k++)
+                    for (uint32_t i = 0; i < span; i++)
+                        out[k * count + at + i] += local[(uint64_t)k * span + i];
+            }
+        }
+        free(col);
+        free(local);
+    }
+    if (failed == QEM_E_NO_MEMORY && failed_at == UINT64_MAX)
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory reducing a block");
+    if (failed != QEM_OK) {
+        if (error)
+            *error = first_error;
+        return failed;
+    }
+    /* Whole tiles from the spatial sums. */
+    uint32_t *sums = NULL;
+    for (unsigned k = 0; k < K; k++) {
+        for (uint64_t t = 0; t < sp->tile_count[k]; t++) {
+            if (!sums && !(sums = malloc((size_t)n * sizeof *sums)))
+                return qem_fail(error, QEM_E_NO_MEMORY, "out of memory reducing a block");
+            const uint64_t s = block * f->geometry.fields + sp->tile_field[k * sp->tile_stride + t];
+            qem_bitunpack_u32(v->spatial_words + v->spatial_offsets[s], n, v->spatial_widths[s],
+                              sums);
+            const int64_t wt = sp->tile_weight[k * sp->tile_stride + t];
+            for (uint32_t i = 0; i < span; i++)
+                out[k * count + at + i] += wt * sums[lo + i];
+        }
+    }
+    free(sums);
+    return QEM_OK;
+}
+
+qem_status qem_weighted_sums(qem_file *f, uint64_t first, uint64_t count,
+                             const int32_t *const *weights, unsigned planes, int use_tiles,
+                             int64_t *out, int threads, qem_error *error)
+{
+    if (f->codec == QEM_CODEC_FLOAT32)
+        return qem_fail(error, QEM_E_WRONG_CODEC,
+                        "float32 data have no exact sums; use the compensated float path");
+    if (first > f->scans || count > f->scans - first || !planes || !weights || !out)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_weighted_sums: bad range or argument");
+    memset(out, 0, (size_t)(count * planes) * sizeof *out);
+    if (!count)
+        return QEM_OK;
+    select_plan sp;
+    QEM_TRY(plan_make(f, weights, planes, use_tiles && f->codec == QEM_CODEC_INTEGER, &sp, error));
+    int need_spatial = 0;
+    for (unsigned k = 0; k < planes; k++)
+        need_spatial |= sp.tile_count[k] != 0;
+    threads = threads > 0 ? threads : f->threads;
+    qem_status st = QEM_OK;
+    const uint64_t end = first + count;
+    for (uint64_t ci = qem_chunk_index_of(f, first); st == QEM_OK && ci < f->chunk_count; ci++) {
+        const qem_chunk *c = &f->chunks[ci];
+        if (c->first >= end)
+            break;
+        if (!sp.decode_count && !need_spatial)
+            break; /* nothing selected: all sums are zero */
+        qem_chunk_view v;
+        st = qem_chunk_load(f, ci, need_spatial, &v, error);
+        if (st != QEM_OK)
+            break; /* the load released its view */
+        for (uint64_t b = 0; st == QEM_OK && b < c->blocks; b++) {
+            const uint64_t b0 = c->first + b * QEM_INTERVAL;
+            const uint64_t b1 = b0 + qem_block_samples(c, b);
+            if (b1 <= first || b0 >= end)
+                continue;
+            const uint32_t lo = (uint32_t)((first > b0 ? first : b0) - b0);
+            const uint32_t hi = (uint32_t)((end < b1 ? end : b1) - b0);
+            st = reduce_block(f, &v, b, lo, hi, &sp, out, count, b0 + lo - first, threads, error);
+        }
+        qem_chunk_view_free(&v);
+    }
+    plan_free(&sp);
+    return st;
+}
