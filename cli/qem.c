@@ -9,9 +9,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "qem.h"
 
-enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2 };
 
 static const char *const main_help =
     "usage: qem <command> [options]\n"
@@ -25,8 +25,13 @@ static const char *const main_help =
     "  info FILE               container, codec/profile, shape, sizes, ratio, metadata\n"
     "  verify FILE             check every checksum, stream, digest and index\n"
     "  export FILE OUT.npy     decode to a 4D .npy, one chunk or shard at a time\n"
-    "  dp FILE --scan R,C -o OUT.npy\n"
-    "                          one diffraction pattern as a 2D .npy\n"
+    "  dp FILE --scan R,C -o OUT   one diffraction pattern (or --region sum/mean/max)\n"
+    "  mean FILE -o OUT        the mean diffraction pattern\n"
+    "  virtual FILE -o OUT     a virtual image: --mask M.npy or --detector bf|adf|...\n"
+    "  com FILE -o OUT         centre of mass per scan (--subtract-mean: DPC)\n"
+    "  dpc FILE -o OUT         DPC rotation search and iDPC phase\n"
+    "  calibrate FILE [-o NEW] detector centre and bright-field radius estimate\n"
+    "                          (products: OUT .npy exact, .tif float32, .png 8-bit)\n"
     "  pack inspect|plan|produce SRC [DEST.h5]\n"
     "                          write a Lossless Pack Format v1 file (see qem help pack)\n"
     "FILE is a .qem file or a Lossless Pack Format v1 file (.h5), recognised by\n"
@@ -113,13 +118,6 @@ static const char *const export_help =
     "           exclusion constants), refused where the file does not admit it;\n"
     "           scaled .qem: the stored uint16 codes (also --codes)\n";
 
-static const char *const dp_help =
-    "usage: qem dp FILE --scan ROW,COLUMN -o OUT.npy [--raw]\n"
-    "\n"
-    "Writes the diffraction pattern at scan position (ROW, COLUMN) as a 2D\n"
-    "(detector_row, detector_column) .npy: working values (pack: excluded\n"
-    "pixels read 0), or with --raw the raw values where the file admits them.\n";
-
 static const char *const pack_help =
     "usage: qem pack inspect SRC [--dataset /PATH] [--scan-shape R,C] [--json]\n"
     "       qem pack plan SRC [--profile u16-lz4|u8-bitpacked] [--exclude MASK.npy]\n"
@@ -148,270 +146,7 @@ static const char *const pack_help =
     "  --exclude MASK.npy      detector pixels to exclude (0/1), besides the\n"
     "                          source's own bad pixels\n";
 
-typedef struct options {
-    const char *positional[3];
-    int npositional;
-    int quiet;
-    int json;
-    int threads;
-    long chunk_scans;
-    const char *valid;
-    const char *dark;
-    const char *calibration;
-    int codes;
-    int raw;
-    int timings;
-    const char *expect_sha256;
-    const char *output;
-    long scan_row, scan_column;
-    int have_scan;
-    const char *dataset;
-    uint64_t scan_shape[2];
-    const char *profile;
-    const char *exclude;
-    const char *dest;
-    uint64_t available_disk, available_memory;
-} options;
 
-typedef struct progress_state {
-    const char *label, *unit;
-    int active;
-    time_t last;
-} progress_state;
-
-/* Set by Ctrl-C or SIGTERM; long work polls it through the progress
- * callback and stops cleanly, publishing nothing. A second Ctrl-C kills. */
-static volatile sig_atomic_t interrupted;
-
-static void on_interrupt(int signal_number)
-{
-    (void)signal_number;
-    interrupted = 1;
-}
-
-static void catch_interrupts(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_interrupt;
-    sa.sa_flags = SA_RESETHAND;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-}
-
-static int show_progress(void *user, uint64_t done, uint64_t total)
-{
-    progress_state *p = user;
-    if (interrupted) {
-        if (p->active)
-            fputc('\n', stderr);
-        return 1;
-    }
-    if (!p->active)
-        return 0;
-    time_t now = time(NULL);
-    if (done < total && now == p->last)
-        return 0;
-    p->last = now;
-    fprintf(stderr, "\r%s: %3d%% (%llu of %llu %s)", p->label,
-            total ? (int)(100 * done / total) : 100, (unsigned long long)done,
-            (unsigned long long)total, p->unit);
-    if (done >= total)
-        fputc('\n', stderr);
-    fflush(stderr);
-    return 0;
-}
-
-static void progress_setup(progress_state *p, const char *label, const options *o,
-                           qem_progress_fn *fn, void **user)
-{
-    p->label = label;
-    p->unit = strstr(label, "shards") ? "shards" : "scan positions";
-    p->last = 0;
-    p->active = !o->quiet && isatty(STDERR_FILENO);
-    *fn = show_progress; /* also how an interrupt reaches the library */
-    *user = p;
-}
-
-static int fail(const char *command, const qem_error *e)
-{
-    fprintf(stderr, "qem %s: %s\n", command,
-            e->message[0] ? e->message : qem_strerror(e->status));
-    return EXIT_FAILED;
-}
-
-static int usage_error(const char *help, const char *fmt, const char *arg)
-{
-    fprintf(stderr, "qem: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n\n%s", help);
-    return EXIT_USAGE;
-}
-
-static int parse_long(const char *text, long lo, long hi, long *out)
-{
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (errno || !end || *end || end == text || v < lo || v > hi)
-        return 0;
-    *out = v;
-    return 1;
-}
-
-/* Parses options common to all commands plus those `allowed` names. */
-static int parse_args(int argc, char **argv, const char *help, int max_positional,
-                      const char *allowed, options *o)
-{
-    memset(o, 0, sizeof *o);
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(help, stdout);
-            return -1;
-        } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
-            o->quiet = 1;
-        } else if (!strcmp(a, "--threads")) {
-            long v;
-            if (i + 1 >= argc || !parse_long(argv[i + 1], 1, 4096, &v))
-                return usage_error(help, "--threads needs a number from 1 to 4096%s", "");
-            o->threads = (int)v;
-            i++;
-        } else if (!strcmp(a, "--json") && strstr(allowed, "json")) {
-            o->json = 1;
-        } else if (!strcmp(a, "--chunk-scans") && strstr(allowed, "chunk")) {
-            if (i + 1 >= argc || !parse_long(argv[i + 1], 1, 1L << 24, &o->chunk_scans))
-                return usage_error(help, "--chunk-scans needs a positive number of scans%s", "");
-            i++;
-        } else if (!strcmp(a, "--valid") && strstr(allowed, "valid")) {
-            if (i + 1 >= argc)
-                return usage_error(help, "--valid needs a mask .npy file%s", "");
-            o->valid = argv[++i];
-        } else if (!strcmp(a, "--dark") && strstr(allowed, "dark")) {
-            if (i + 1 >= argc)
-                return usage_error(help, "--dark needs a dark .npy file%s", "");
-            o->dark = argv[++i];
-        } else if (!strcmp(a, "--calibration") && strstr(allowed, "calibration")) {
-            if (i + 1 >= argc)
-                return usage_error(help, "--calibration needs a JSON file%s", "");
-            o->calibration = argv[++i];
-        } else if (!strcmp(a, "--codes") && strstr(allowed, "codes")) {
-            o->codes = 1;
-        } else if (!strcmp(a, "--raw") && strstr(allowed, "raw")) {
-            o->raw = 1;
-        } else if (!strcmp(a, "--timings") && strstr(allowed, "timings")) {
-            o->timings = 1;
-        } else if (!strcmp(a, "--expect-sha256") && strstr(allowed, "expect")) {
-            if (i + 1 >= argc || strlen(argv[i + 1]) != 64)
-                return usage_error(help, "--expect-sha256 needs 64 hexadecimal digits%s", "");
-            o->expect_sha256 = argv[++i];
-        } else if ((!strcmp(a, "-o") || !strcmp(a, "--output")) && strstr(allowed, "output")) {
-            if (i + 1 >= argc)
-                return usage_error(help, "-o needs an output file%s", "");
-            o->output = argv[++i];
-        } else if (!strcmp(a, "--dataset") && strstr(allowed, "dataset")) {
-            if (i + 1 >= argc)
-                return usage_error(help, "--dataset needs an HDF5 path such as /entry/data%s", "");
-            o->dataset = argv[++i];
-        } else if (!strcmp(a, "--scan-shape") && strstr(allowed, "shape")) {
-            unsigned long long r = 0, c = 0;
-            char tail = 0;
-            if (i + 1 >= argc || sscanf(argv[i + 1], "%llu,%llu%c", &r, &c, &tail) != 2 || !r || !c)
-                return usage_error(help, "--scan-shape needs ROWS,COLUMNS%s", "");
-            o->scan_shape[0] = r;
-            o->scan_shape[1] = c;
-            i++;
-        } else if (!strcmp(a, "--profile") && strstr(allowed, "profile")) {
-            if (i + 1 >= argc || (strcmp(argv[i + 1], "u16-lz4") && strcmp(argv[i + 1], "u8-bitpacked")))
-                return usage_error(help, "--profile is u16-lz4 or u8-bitpacked%s", "");
-            o->profile = argv[++i];
-        } else if (!strcmp(a, "--exclude") && strstr(allowed, "exclude")) {
-            if (i + 1 >= argc)
-                return usage_error(help, "--exclude needs a detector mask .npy%s", "");
-            o->exclude = argv[++i];
-        } else if (!strcmp(a, "--dest") && strstr(allowed, "dest")) {
-            if (i + 1 >= argc)
-                return usage_error(help, "--dest needs the planned destination%s", "");
-            o->dest = argv[++i];
-        } else if ((!strcmp(a, "--available-disk") || !strcmp(a, "--available-memory")) &&
-                   strstr(allowed, "available")) {
-            char *end = NULL;
-            unsigned long long v = i + 1 < argc ? strtoull(argv[i + 1], &end, 10) : 0;
-            if (!end || *end || !v)
-                return usage_error(help, "%s needs a positive number of bytes", a);
-            if (a[12] == 'd')
-                o->available_disk = v;
-            else
-                o->available_memory = v;
-            i++;
-        } else if (!strcmp(a, "--scan") && strstr(allowed, "scan")) {
-            char *end = NULL;
-            if (i + 1 >= argc)
-                return usage_error(help, "--scan needs ROW,COLUMN%s", "");
-            o->scan_row = strtol(argv[i + 1], &end, 10);
-            if (!end || *end != ',' || o->scan_row < 0)
-                return usage_error(help, "--scan needs ROW,COLUMN, e.g. --scan 12,40%s", "");
-            o->scan_column = strtol(end + 1, &end, 10);
-            if (!end || *end || o->scan_column < 0)
-                return usage_error(help, "--scan needs ROW,COLUMN, e.g. --scan 12,40%s", "");
-            o->have_scan = 1;
-            i++;
-        } else if (a[0] == '-' && a[1] != '\0') {
-            return usage_error(help, "unknown option '%s'", a);
-        } else {
-            if (o->npositional >= max_positional)
-                return usage_error(help, "unexpected argument '%s'", a);
-            o->positional[o->npositional++] = a;
-        }
-    }
-    if (o->npositional != max_positional)
-        return usage_error(help, "missing file argument%s", "");
-    return 0;
-}
-
-/* Opens without hashing the body up front: the command that follows reads
- * every block, and each block is authenticated before it is decoded. */
-static qem_file *open_deferred(const char *command, const char *path)
-{
-    qem_error e = {0};
-    qem_file *f = NULL;
-    qem_open_options oo;
-    qem_open_options_init(&oo);
-    oo.body_check = QEM_BODY_CHECK_ON_READ;
-    if (qem_open(path, &oo, &f, &e) != QEM_OK)
-        fail(command, &e);
-    return f;
-}
-
-/* Reads a whole (small) text file, e.g. a calibration JSON. */
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *text = NULL;
-    size_t size = 0, used = 0;
-    for (;;) {
-        if (used + 4096 + 1 > size) {
-            size = size ? 2 * size : 8192;
-            char *grown = size <= (64u << 20) ? realloc(text, size) : NULL;
-            if (!grown) {
-                free(text);
-                fclose(f);
-                return NULL;
-            }
-            text = grown;
-        }
-        size_t got = fread(text + used, 1, 4096, f);
-        used += got;
-        if (got < 4096)
-            break;
-    }
-    fclose(f);
-    text[used] = '\0';
-    return text;
-}
 
 static int cmd_save(int argc, char **argv)
 {
@@ -777,18 +512,6 @@ static int cmd_verify(int argc, char **argv)
     return EXIT_OK;
 }
 
-static qem_source *open_source(const char *command, const options *o)
-{
-    qem_error e = {0};
-    qem_source *s = NULL;
-    qem_source_options so;
-    qem_source_options_init(&so);
-    so.threads = o->threads;
-    so.expect_sha256 = o->expect_sha256;
-    if (qem_source_open(o->positional[0], &so, &s, &e) != QEM_OK)
-        fail(command, &e);
-    return s;
-}
 
 static int cmd_export(int argc, char **argv)
 {
@@ -813,48 +536,6 @@ static int cmd_export(int argc, char **argv)
     return EXIT_OK;
 }
 
-static int cmd_dp(int argc, char **argv)
-{
-    options o;
-    int rc = parse_args(argc, argv, dp_help, 1, "raw scan output expect", &o);
-    if (rc)
-        return rc < 0 ? EXIT_OK : rc;
-    if (!o.have_scan || !o.output)
-        return usage_error(dp_help, "dp needs --scan ROW,COLUMN and -o OUT.npy%s", "");
-    qem_error e = {0};
-    qem_source *s = open_source("dp", &o);
-    if (!s)
-        return EXIT_FAILED;
-    qem_source_info info;
-    qem_source_get_info(s, &info);
-    if ((uint64_t)o.scan_row >= info.shape[0] || (uint64_t)o.scan_column >= info.shape[1]) {
-        fprintf(stderr, "qem dp: scan (%ld, %ld) is outside the %llu x %llu scan\n", o.scan_row,
-                o.scan_column, (unsigned long long)info.shape[0],
-                (unsigned long long)info.shape[1]);
-        qem_source_close(s);
-        return EXIT_FAILED;
-    }
-    const qem_values values = o.raw ? QEM_VALUES_RAW : QEM_VALUES_WORKING;
-    const uint64_t scan = (uint64_t)o.scan_row * info.shape[1] + (uint64_t)o.scan_column;
-    const size_t bytes = (size_t)qem_source_read_bound(s, values, 1);
-    void *dp = malloc(bytes);
-    qem_npy_writer *w = NULL;
-    const uint64_t shape2[2] = {info.shape[2], info.shape[3]};
-    qem_status st = dp ? qem_source_read(s, scan, 1, values, dp, bytes, &e) : QEM_E_NO_MEMORY;
-    if (st == QEM_OK)
-        st = qem_npy_writer_create(o.output, o.raw ? info.raw_dtype : info.working_dtype, 2,
-                                   shape2, &w, &e);
-    if (st == QEM_OK)
-        st = qem_npy_writer_append(w, dp, info.pixels, &e);
-    if (st == QEM_OK)
-        st = qem_npy_writer_finish(w, &e);
-    qem_npy_writer_free(w);
-    free(dp);
-    qem_source_close(s);
-    if (st != QEM_OK)
-        return fail("dp", &e);
-    return EXIT_OK;
-}
 
 static int pack_source_setup(const options *o, qem_pack_inspection **in, qem_error *e)
 {
@@ -1027,8 +708,13 @@ int main(int argc, char **argv)
               : !strcmp(topic, "info")   ? info_help
               : !strcmp(topic, "verify") ? verify_help
               : !strcmp(topic, "export") ? export_help
-              : !strcmp(topic, "dp")     ? dp_help
               : !strcmp(topic, "pack")   ? pack_help
+              : !strcmp(topic, "dp")     ? dp_help
+              : !strcmp(topic, "mean")   ? mean_help
+              : !strcmp(topic, "virtual") ? virtual_help
+              : !strcmp(topic, "com")    ? com_help
+              : !strcmp(topic, "dpc")    ? dpc_help
+              : !strcmp(topic, "calibrate") ? calibrate_help
                                          : main_help,
               stdout);
         return EXIT_OK;
@@ -1043,6 +729,16 @@ int main(int argc, char **argv)
         return cmd_export(argc - 2, argv + 2);
     if (!strcmp(cmd, "dp"))
         return cmd_dp(argc - 2, argv + 2);
+    if (!strcmp(cmd, "mean"))
+        return cmd_mean(argc - 2, argv + 2);
+    if (!strcmp(cmd, "virtual"))
+        return cmd_virtual(argc - 2, argv + 2);
+    if (!strcmp(cmd, "com"))
+        return cmd_com(argc - 2, argv + 2);
+    if (!strcmp(cmd, "dpc"))
+        return cmd_dpc(argc - 2, argv + 2);
+    if (!strcmp(cmd, "calibrate"))
+        return cmd_calibrate(argc - 2, argv + 2);
     if (!strcmp(cmd, "pack"))
         return cmd_pack(argc - 2, argv + 2);
     fprintf(stderr, "qem: unknown command '%s'\n\n%s", cmd, main_help);

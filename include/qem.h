@@ -813,6 +813,23 @@ QEM_API int qem_products_file_calibration(const qem_products *products,
 /* The file's convergence semi-angle: 1 if it states one. */
 QEM_API int qem_products_semiangle(const qem_products *products, double *mrad);
 
+/* --- writing products ------------------------------------------------------ */
+
+/* Writes an image by the path's extension: .npy (exact dtype), .tif/.tiff
+ * (32-bit float; 3-D arrays one page per component), .png (8-bit, 2-D,
+ * 0.5/99.5 percentile contrast). Atomic; never overwrites. */
+QEM_API qem_status qem_image_write(const qem_image *image, const char *path, qem_error *error);
+/* "npy", "tiff", "png", or NULL for an extension qem does not write. */
+QEM_API const char *qem_image_format(const char *path);
+
+/* A new copy of `src` recording `calibration`: a pack gets its manifest's
+ * source-bound detector_calibration (payload bytes unchanged), a .qem file
+ * is re-saved with scientific_metadata.extensions["qem.detector_calibration"].
+ * The original is never modified; `dest` must not exist. */
+QEM_API qem_status qem_write_calibrated_copy(const char *src, const char *dest,
+                                             const qem_detector_calibration *calibration,
+                                             qem_error *error);
+
 /* --- detector sessions --------------------------------------------------- */
 
 /* One mask applied to one or more sources (a tilt series): all sources

@@ -12,7 +12,7 @@ typedef struct product_calibration {
     double center_row, center_col; /* detector pixels, pixel (r,c) at coordinate (r,c), no +0.5 */
     double radius;                 /* bright-field radius, px */
     uint64_t pixels;               /* pixels at or above half maximum */
-    double maximum;                /* maximum of the mean pattern over valid pixels */
+    double maximum;                /* maximum of the 3x3-median-filtered mean pattern */
 } product_calibration;
 
 #define PRODUCT_CALIBRATION_METHOD "mean-diffraction-half-maximum"
@@ -21,7 +21,9 @@ typedef struct product_calibration {
  * optional validity mask (nonzero = valid, NULL = all): the pixels at or
  * above half the maximum (valid, finite pixels only); centre = their
  * intensity-weighted centroid; radius = sqrt(count / pi). Accumulates in
- * double. Fails (QEM_E_INVALID_ARGUMENT) when no valid finite pixel exists
+ * double. Isolated hot pixels are kept out by a 3x3 median: the maximum is
+ * the median-filtered pattern's, and a pixel counts only where its
+ * neighbourhood median also reaches half of it. Fails (QEM_E_INVALID_ARGUMENT) when no valid finite pixel exists
  * or the maximum is <= 0. */
 qem_status product_calibration_estimate(const float *mean, const uint8_t *valid, uint64_t rows,
                                         uint64_t cols, product_calibration *out,

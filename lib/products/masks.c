@@ -42,6 +42,18 @@ qem_status qem_products_detector_mask(const qem_products *p, const qem_detector_
     QEM_TRY(qem_options_overlay(&g, sizeof g, geometry, "qem_detector_geometry", error));
     if (!isfinite(g.center_row) || !isfinite(g.center_column))
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "the detector centre must be finite");
+    double semi = g.semiangle_mrad;
+    if (g.unit_mrad) {
+        if (!(semi > 0) && !p->ops->semiangle_mrad(p->impl, &semi))
+            return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                            "radii in mrad need the convergence semi-angle, which this file "
+                            "does not state; give it (--semiangle MRAD) or use pixels");
+        if (!(semi > 0) || !isfinite(semi) || !(radius_px > 0) || !isfinite(radius_px))
+            return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                            "mrad conversion needs a positive semi-angle and bright-field radius "
+                            "in pixels (got %g mrad, %g px)",
+                            semi, radius_px);
+    }
     const double r = g.radius;
     const int has_band = g.inner > 0 || g.outer > 0;
     if (g.detector == QEM_DETECTOR_ANNULUS || (g.detector == QEM_DETECTOR_ADF && has_band)) {
@@ -69,16 +81,6 @@ qem_status qem_products_detector_mask(const qem_products *p, const qem_detector_
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "unknown detector %d", (int)g.detector);
     }
     if (g.unit_mrad) {
-        double semi = g.semiangle_mrad;
-        if (!(semi > 0) && !p->ops->semiangle_mrad(p->impl, &semi))
-            return qem_fail(error, QEM_E_INVALID_ARGUMENT,
-                            "radii in mrad need the convergence semi-angle, which this file "
-                            "does not state; give it (--semiangle MRAD) or use pixels");
-        if (!(semi > 0) || !isfinite(semi) || !(radius_px > 0) || !isfinite(radius_px))
-            return qem_fail(error, QEM_E_INVALID_ARGUMENT,
-                            "mrad conversion needs a positive semi-angle and bright-field radius "
-                            "in pixels (got %g mrad, %g px)",
-                            semi, radius_px);
         /* The bright-field disk edge is the convergence semi-angle. */
         lo *= radius_px / semi;
         hi *= radius_px / semi;

@@ -2,7 +2,8 @@
  * KIND is u16 (a 4D uint16 array), f32 (4D float32), mask (8x8 with one
  * invalid pixel), dark (an 8x8 float32 plane), 3d (a 3D uint16 stack),
  * hot (4D uint16, 32 scans, counts below 200 but pixel 9 always 4000) or
- * hotmask (8x8 uint8 marking pixel 9 for exclusion). */
+ * hotmask (8x8 uint8 marking pixel 9 for exclusion) or mask48 (48x48, a
+ * centred disk). */
 #include "test_util.h"
 
 int main(int argc, char **argv)
@@ -32,6 +33,19 @@ int main(int argc, char **argv)
         return write_npy4(out, QEM_DTYPE_UINT16, shape, data) ? 0 : 1;
     }
     qem_npy_writer *w = NULL;
+    if (!strcmp(kind, "mask48")) {
+        /* 48x48, a centred disk of radius 10. */
+        uint64_t shape[2] = {48, 48};
+        uint8_t m[48 * 48];
+        for (int i = 0; i < 48 * 48; i++)
+            m[i] = (uint8_t)((i / 48 - 24) * (i / 48 - 24) + (i % 48 - 24) * (i % 48 - 24) <= 100);
+        if (qem_npy_writer_create(out, QEM_DTYPE_UINT8, 2, shape, &w, &e) != QEM_OK ||
+            qem_npy_writer_append(w, m, 48 * 48, &e) != QEM_OK ||
+            qem_npy_writer_finish(w, &e) != QEM_OK)
+            return 1;
+        qem_npy_writer_free(w);
+        return 0;
+    }
     if (!strcmp(kind, "mask") || !strcmp(kind, "hotmask")) {
         uint64_t shape[2] = {8, 8};
         uint8_t m[64];

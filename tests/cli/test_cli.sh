@@ -163,6 +163,53 @@ contains "$T/err" "profile u8-bitpacked"
 expect 0 "uint8 profile of a uint8 source" -- "$QEM" pack produce "$T/u8src.npy" "$T/u8.h5" --profile u8-bitpacked
 expect 0 "uint8 pack verifies" -- "$QEM" verify "$T/u8.h5"
 
+# Products: every command, every output format, and the refusals.
+expect 0 "products source" -- "$SYNTH" "$T/pr.npy" --shape 8,8,48,48 --dose 20
+expect 0 "products .qem" -- "$QEM" save --quiet "$T/pr.npy" "$T/pr.qem"
+expect 0 "products pack" -- "$QEM" pack produce --quiet "$T/pr.npy" "$T/pr.h5"
+expect 0 "virtual bf" -- "$QEM" virtual "$T/pr.qem" --detector bf -o "$T/bf.npy"
+contains "$T/err" "from the estimate"
+expect 0 "virtual bf from the pack" -- "$QEM" virtual "$T/pr.h5" --detector bf -o "$T/bfp.npy"
+if cmp -s "$T/bf.npy" "$T/bfp.npy"; then ok; else bad ".qem and pack virtual images differ"; fi
+expect 0 "virtual reference path" -- "$QEM" virtual "$T/pr.qem" --detector bf --reference -o "$T/bfr.npy"
+if cmp -s "$T/bf.npy" "$T/bfr.npy"; then ok; else bad "fast and reference paths differ"; fi
+expect 0 "virtual adf png" -- "$QEM" virtual "$T/pr.qem" --detector adf --center 24,24 --radius 6 -o "$T/adf.png"
+expect 0 "virtual annulus tif json" -- "$QEM" virtual "$T/pr.h5" --detector annulus --center 24,24 --radius 6 --inner 3 --outer 9 -o "$T/ann.tif" --json
+contains "$T/out" '"center_radius_from": "given"'
+contains "$T/out" '"format": "tiff"'
+expect 0 "mask fixture 48" -- "$NPY" mask48 "$T/m48.npy"
+expect 0 "virtual mask" -- "$QEM" virtual "$T/pr.qem" --mask "$T/m48.npy" -o "$T/vm.npy"
+expect 1 "virtual mask of the wrong shape" -- "$QEM" virtual "$T/pr.qem" --mask "$T/mask.npy" -o "$T/vw.npy"
+expect 2 "virtual without a detector" -- "$QEM" virtual "$T/pr.qem" -o "$T/v0.npy"
+expect 2 "virtual unknown detector" -- "$QEM" virtual "$T/pr.qem" --detector xyz -o "$T/v1.npy"
+expect 2 "virtual bad extension" -- "$QEM" virtual "$T/pr.qem" --detector bf -o "$T/v.jpg"
+expect 1 "virtual mrad without a semi-angle" -- "$QEM" virtual "$T/pr.h5" --detector bf --unit mrad -o "$T/v2.npy"
+contains "$T/err" "semi-angle"
+expect 0 "virtual mrad with a semi-angle" -- "$QEM" virtual "$T/pr.h5" --detector bf --unit mrad --semiangle 20 -o "$T/v3.npy"
+expect 0 "mean" -- "$QEM" mean "$T/pr.h5" -o "$T/mean.tif"
+expect 0 "dp region" -- "$QEM" dp "$T/pr.qem" --region 0:2,0:3 --reduce max -o "$T/rmax.npy" --json
+contains "$T/out" '"dtype": "uint64"'
+expect 2 "dp with scan and region" -- "$QEM" dp "$T/pr.qem" --scan 0,0 --region 0:1,0:1 -o "$T/x.npy"
+expect 1 "dp empty region" -- "$QEM" dp "$T/pr.qem" --region 2:2,0:1 -o "$T/x.npy"
+expect 0 "com" -- "$QEM" com "$T/pr.qem" --subtract-mean -o "$T/com.tif"
+expect 1 "com as png" -- "$QEM" com "$T/pr.qem" -o "$T/com.png"
+contains "$T/err" ".tif"
+expect 0 "dpc" -- "$QEM" dpc "$T/pr.h5" -o "$T/phase.npy" --json
+contains "$T/out" '"ffts": 2'
+expect 0 "dpc fixed rotation" -- "$QEM" dpc "$T/pr.h5" --rotation 12.5 -o "$T/phase2.npy" --json
+contains "$T/out" '"rotation_searched": false'
+expect 0 "calibrate" -- "$QEM" calibrate "$T/pr.qem" --json
+contains "$T/out" "mean-diffraction-half-maximum"
+expect 0 "calibrate a pack copy" -- "$QEM" calibrate "$T/pr.h5" -o "$T/prc.h5"
+expect 0 "calibrated pack info" -- "$QEM" info "$T/prc.h5"
+contains "$T/out" "mean-diffraction-half-maximum"
+expect 0 "calibrate a .qem copy" -- "$QEM" calibrate "$T/pr.qem" -o "$T/prc.qem"
+expect 0 "virtual uses the recorded calibration" -- "$QEM" virtual "$T/prc.qem" --detector bf -o "$T/bfc.npy"
+contains "$T/err" "file detector calibration"
+if cmp -s "$T/bf.npy" "$T/bfc.npy"; then ok; else bad "recorded and estimated calibration give different images"; fi
+expect 1 "calibrate onto an existing file" -- "$QEM" calibrate "$T/pr.h5" -o "$T/prc.h5"
+expect 1 "product never overwrites" -- "$QEM" mean "$T/pr.h5" -o "$T/mean.tif"
+
 if [ -n "${QEM_SHARED_DIR:-}" ]; then
     C="$QEM_SHARED_DIR/fixtures/qem/corrupt"
     expect 1 "truncated" -- "$QEM" verify "$C/truncated.qem"
