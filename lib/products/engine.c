@@ -142,6 +142,20 @@ void prod_neumaier_add(prod_neumaier *n, float v)
     n->sum = t;
 }
 
+void prod_neumaier64_add(prod_neumaier64 *n, double v)
+{
+    const double t = n->sum + v;
+    if (isfinite(v) && isfinite(n->sum) && isfinite(t)) {
+        if (fabs(n->sum) >= fabs(v))
+            n->compensation += (n->sum - t) + v;
+        else
+            n->compensation += (v - t) + n->sum;
+    } else {
+        n->compensation = 0.0;
+    }
+    n->sum = t;
+}
+
 /* --- the window loop ------------------------------------------------------ */
 
 static qem_values values_read(const qem_products *p)

@@ -78,7 +78,7 @@ qem_status qem_products_virtual(qem_products *p, const uint8_t *mask, qem_image 
 
 typedef struct float_pixels {
     const qem_products *p;
-    prod_neumaier *acc;  /* sum per pixel */
+    prod_neumaier64 *acc; /* sum per pixel, float64: patterns near FLT_MAX must not overflow */
     float *max;
     int want_max, started;
     double *code_sum;    /* codes: sum of scale * code + offset, float64 */
@@ -105,7 +105,7 @@ static qem_status float_pixels_window(void *user, uint64_t first, uint64_t count
             const float *v = (const float *)rows + i * p->pixels;
             for (uint64_t px = 0; px < p->pixels; px++) {
                 const float x = p->dark ? v[px] - p->dark[px] : v[px];
-                prod_neumaier_add(&f->acc[px], x);
+                prod_neumaier64_add(&f->acc[px], (double)x);
                 if (f->want_max && (!f->started || x > f->max[px] || isnan(x)))
                     f->max[px] = x;
             }
@@ -169,7 +169,7 @@ static qem_status reduce_rect(qem_products *p, uint64_t r0, uint64_t r1, uint64_
         free(s.sum);
         free(s.max);
     } else {
-        float_pixels f = {p, calloc((size_t)P, sizeof(prod_neumaier)),
+        float_pixels f = {p, calloc((size_t)P, sizeof(prod_neumaier64)),
                           calloc((size_t)P, sizeof(float)), reduce == QEM_REDUCE_MAX, 0,
                           calloc((size_t)P, sizeof(double))};
         if (!f.acc || !f.max || !f.code_sum)
@@ -179,7 +179,7 @@ static qem_status reduce_rect(qem_products *p, uint64_t r0, uint64_t r1, uint64_
                                   error);
         for (uint64_t px = 0; st == QEM_OK && px < P; px++) {
             const double total = p->data == QEM_DATA_CODES ? f.code_sum[px]
-                                                           : (double)prod_neumaier_value(&f.acc[px]);
+                                                           : f.acc[px].sum + f.acc[px].compensation;
             float v = reduce == QEM_REDUCE_MAX    ? f.max[px]
                       : reduce == QEM_REDUCE_MEAN ? (float)(total / (double)n)
                                                   : (float)total;

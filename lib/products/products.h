@@ -54,6 +54,14 @@ static inline float prod_neumaier_value(const prod_neumaier *n)
     return n->sum + n->compensation;
 }
 
+/* The same in float64, for per-pixel sums over many scans (mean and
+ * region patterns), rounded to float32 once at the end. */
+typedef struct prod_neumaier64 {
+    double sum, compensation;
+} prod_neumaier64;
+
+void prod_neumaier64_add(prod_neumaier64 *n, double value);
+
 /* Exact weighted sums through the fast path (or the reference path when
  * the session asks for it), in pieces of scans that merge by addition. */
 qem_status prod_weighted_sums(qem_products *p, uint64_t first, uint64_t count,
