@@ -152,7 +152,8 @@ static int format_set(char *out, size_t size, const char *title, const set_resul
 }
 
 static const char *const help =
-    "usage: qem-bench [--runs N] [--only integer|pack|produce|float] [--workdir DIR]\n"
+    "usage: qem-bench [--runs N] [--only integer|pack|produce|virtual|float]\n"
+    "                 [--workdir DIR]\n"
     "                 [--markdown FILE]\n"
     "\n"
     "Generates synthetic 4D-STEM sets (fixed seeds) and measures, on 1 and 2\n"
@@ -162,6 +163,8 @@ static const char *const help =
     "  pack:    the integer set as a uint16/LZ4 pack: load phases vs SHA-256\n"
     "  produce: the integer set produced as a pack in both profiles, beside\n"
     "           h5repack to HDF5 bitshuffle/LZ4 (needs h5repack, h5diff)\n"
+    "  virtual: BF and ADF virtual images from .qem, the pack resident, the\n"
+    "           dense cube in RAM (C loop) and numpy\n"
     "  float:   64x64 scans x 128x128 float32, dose 20, read noise 1 (GB/s)\n"
     "--markdown replaces the results section of FILE.\n";
 
@@ -202,7 +205,7 @@ int main(int argc, char **argv)
                                              20261129, 0.0};
     static const synth_params float_set = {{64, 64, 128, 128}, QEM_DTYPE_FLOAT32, 20.0,
                                            20261130, 1.0};
-    char section[16384];
+    char section[32768];
     char cpu[160];
     cpu_model(cpu, sizeof cpu);
     struct utsname u;
@@ -230,6 +233,12 @@ int main(int argc, char **argv)
     }
     if (!c.only || !strcmp(c.only, "produce")) {
         int m = bench_pack_produce(&c, dir, section + n, sizeof section - (size_t)n);
+        if (m < 0)
+            return 1;
+        n += m;
+    }
+    if (!c.only || !strcmp(c.only, "virtual")) {
+        int m = bench_products(&c, dir, section + n, sizeof section - (size_t)n);
         if (m < 0)
             return 1;
         n += m;

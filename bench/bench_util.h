@@ -37,4 +37,8 @@ int bench_pack_load(const config *c, const char *dir, char *out, size_t size);
  * bitshuffle/LZ4 of the same array; appends its table to `out`. */
 int bench_pack_produce(const config *c, const char *dir, char *out, size_t size);
 
+/* Virtual images (BF, ADF) from .qem, the pack resident, the dense cube in
+ * RAM and numpy; appends its table to `out`. */
+int bench_products(const config *c, const char *dir, char *out, size_t size);
+
 #endif

@@ -1,8 +1,9 @@
 /* Selected-pixel reductions of .qem count streams (integer counts or
  * scaled codes), the products' fast path: only the streams of pixels with
- * a nonzero weight are decoded, and an 8x8 or 32x32 tile whose valid pixels
- * all carry one weight is taken from the spatial sums instead (integer
- * codec). The spatial index is trusted here as the counts are; `qem
+ * a nonzero weight are decoded, and an 8x8 or 32x32 tile is taken from the
+ * spatial sums when that leaves fewer streams to decode: c times the tile's
+ * sum, with the tile's other valid pixels decoded at their weight minus c
+ * (a tile mostly inside a mask costs only its outside pixels). The spatial index is trusted here as the counts are; `qem
  * verify` proves the two agree. */
 #include <stdlib.h>
 #include <string.h>
@@ -35,34 +36,57 @@ static void plan_free(select_plan *sp)
     free(sp->tile_count);
 }
 
-/* The single weight shared by every valid pixel of the tile starting at
- * (r0, c0) of size `size`, or 0 if they differ, none is valid, or a pixel
- * is already covered. */
-static int32_t uniform_weight(const qem_file *f, const int32_t *w, const uint8_t *covered,
-                              uint64_t r0, uint64_t c0, uint64_t size)
+static int compare_i32(const void *a, const void *b)
+{
+    const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Considers the tile at (r0, c0) of side `size` for `residual` (one plane's
+ * weights still to be applied): with c its most frequent nonzero residual
+ * among valid pixels, taking the tile (c times its spatial sum) leaves
+ * residual - c on its valid pixels. Taken only when that leaves fewer
+ * pixels to decode: a tile mostly inside a mask costs only its outside
+ * pixels, at weight -c. Returns c, or 0 when not worth it. `scratch`
+ * holds size * size values. */
+static int32_t tile_gain(const qem_file *f, int32_t *residual, uint64_t r0, uint64_t c0,
+                         uint64_t size, int32_t *scratch)
 {
     const qem_geometry *g = &f->geometry;
-    int32_t shared = 0;
-    int any = 0;
+    uint64_t n = 0, nonzero = 0;
     for (uint64_t r = r0; r < r0 + size && r < g->rows; r++)
         for (uint64_t c = c0; c < c0 + size && c < g->columns; c++) {
             const uint64_t p = r * g->columns + c;
             if (!f->valid[p])
                 continue;
-            if (covered[p] || (any && w[p] != shared))
-                return 0;
-            shared = w[p];
-            any = 1;
+            scratch[n++] = residual[p];
+            nonzero += residual[p] != 0;
         }
-    return any ? shared : 0;
-}
-
-static void cover(const qem_file *f, uint8_t *covered, uint64_t r0, uint64_t c0, uint64_t size)
-{
-    const qem_geometry *g = &f->geometry;
+    if (!nonzero)
+        return 0;
+    qsort(scratch, (size_t)n, sizeof *scratch, compare_i32);
+    int32_t mode = 0;
+    uint64_t best = 0;
+    for (uint64_t i = 0; i < n;) {
+        uint64_t j = i;
+        while (j < n && scratch[j] == scratch[i])
+            j++;
+        if (scratch[i] != 0 && j - i > best) {
+            best = j - i;
+            mode = scratch[i];
+        }
+        i = j;
+    }
+    /* After taking: valid pixels whose residual differs from the mode. */
+    if (n - best >= nonzero)
+        return 0;
     for (uint64_t r = r0; r < r0 + size && r < g->rows; r++)
-        for (uint64_t c = c0; c < c0 + size && c < g->columns; c++)
-            covered[r * g->columns + c] = 1;
+        for (uint64_t c = c0; c < c0 + size && c < g->columns; c++) {
+            const uint64_t p = r * g->columns + c;
+            if (f->valid[p])
+                residual[p] -= mode;
+        }
+    return mode;
 }
 
 static qem_status plan_make(const qem_file *f, const int32_t *const *w, unsigned planes,
@@ -73,51 +97,56 @@ static qem_status plan_make(const qem_file *f, const int32_t *const *w, unsigned
     memset(sp, 0, sizeof *sp);
     sp->planes = planes;
     sp->tile_stride = F;
-    uint8_t *covered = calloc((size_t)P * planes, 1);
+    int32_t *residual = malloc((size_t)(P * planes) * sizeof *residual);
+    int32_t *scratch = malloc(32 * 32 * sizeof *scratch);
     sp->tile_field = malloc((size_t)(F * planes) * sizeof *sp->tile_field);
     sp->tile_weight = malloc((size_t)(F * planes) * sizeof *sp->tile_weight);
     sp->tile_count = calloc(planes, sizeof *sp->tile_count);
     sp->decode = malloc((size_t)P * sizeof *sp->decode);
     sp->weight = malloc((size_t)(P * planes) * sizeof *sp->weight);
-    if (!covered || !sp->tile_field || !sp->tile_weight || !sp->tile_count || !sp->decode ||
-        !sp->weight) {
-        free(covered);
+    if (!residual || !scratch || !sp->tile_field || !sp->tile_weight || !sp->tile_count ||
+        !sp->decode || !sp->weight) {
+        free(residual);
+        free(scratch);
         plan_free(sp);
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory planning a detector reduction");
     }
+    /* Invalid pixels never count: their weight is zero from the start. */
+    for (unsigned k = 0; k < planes; k++)
+        for (uint64_t p = 0; p < P; p++)
+            residual[(uint64_t)k * P + p] = f->valid[p] ? w[k][p] : 0;
     for (unsigned k = 0; use_tiles && k < planes; k++) {
-        uint8_t *cov = covered + (uint64_t)k * P;
-        /* Largest tiles first, so that no pixel is counted twice. */
+        int32_t *res = residual + (uint64_t)k * P;
+        /* 32x32 tiles first, then 8x8 tiles on what remains. */
         for (uint64_t t = 0; t < g->fields32; t++) {
             const uint64_t r0 = (t / g->tile32_columns) * 32, c0 = (t % g->tile32_columns) * 32;
-            const int32_t u = uniform_weight(f, w[k], cov, r0, c0, 32);
-            if (u) {
+            const int32_t c = tile_gain(f, res, r0, c0, 32, scratch);
+            if (c) {
                 sp->tile_field[k * F + sp->tile_count[k]] = (uint32_t)(g->fields8 + t);
-                sp->tile_weight[k * F + sp->tile_count[k]++] = u;
-                cover(f, cov, r0, c0, 32);
+                sp->tile_weight[k * F + sp->tile_count[k]++] = c;
             }
         }
         for (uint64_t t = 0; t < g->fields8; t++) {
             const uint64_t r0 = (t / g->tile8_columns) * 8, c0 = (t % g->tile8_columns) * 8;
-            const int32_t u = uniform_weight(f, w[k], cov, r0, c0, 8);
-            if (u) {
+            const int32_t c = tile_gain(f, res, r0, c0, 8, scratch);
+            if (c) {
                 sp->tile_field[k * F + sp->tile_count[k]] = (uint32_t)t;
-                sp->tile_weight[k * F + sp->tile_count[k]++] = u;
-                cover(f, cov, r0, c0, 8);
+                sp->tile_weight[k * F + sp->tile_count[k]++] = c;
             }
         }
     }
     for (uint64_t p = 0; p < P; p++) {
         int needed = 0;
         for (unsigned k = 0; k < planes; k++) {
-            const int32_t d = f->valid[p] && !covered[(uint64_t)k * P + p] ? w[k][p] : 0;
+            const int32_t d = residual[(uint64_t)k * P + p];
             sp->weight[sp->decode_count * planes + k] = d;
             needed |= d != 0;
         }
         if (needed)
             sp->decode[sp->decode_count++] = p;
     }
-    free(covered);
+    free(residual);
+    free(scratch);
     return QEM_OK;
 }
 

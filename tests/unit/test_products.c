@@ -94,23 +94,36 @@ static void check_products(const char *path, const dense *d)
             qem_source_close(src);
             return;
         }
-        /* Virtual image. */
-        qem_image im;
-        CHECK_OK(qem_products_virtual(p, mask, &im, &e), &e);
-        int wrong = 0;
-        for (uint64_t s = 0; s < SCANS; s++) {
-            double want = 0;
-            for (uint64_t px = 0; px < PIXELS; px++)
-                if (mask[px])
-                    want += dense_at(d, s, px);
-            if (is_float)
-                wrong += !close_enough(((float *)im.data)[s], want);
-            else
-                wrong += int_at(&im, s) != (int64_t)want;
+        /* Virtual images: the random mask, then a disk and a ring whose
+         * partial tiles .qem takes from the spatial sums minus the pixels
+         * outside. */
+        for (int m = 0; m < 3; m++) {
+            uint8_t shaped[PIXELS];
+            for (uint64_t px = 0; px < PIXELS; px++) {
+                const double dr = (double)(px / DC) - 20.5, dc = (double)(px % DC) - 17.5;
+                const double d2 = dr * dr + dc * dc;
+                shaped[px] = m == 0 ? mask[px] : m == 1 ? d2 <= 14.2 * 14.2
+                                                        : d2 >= 6.0 * 6.0 && d2 <= 19.0 * 19.0;
+            }
+            qem_image im;
+            CHECK_OK(qem_products_virtual(p, shaped, &im, &e), &e);
+            int wrong = 0;
+            for (uint64_t s = 0; s < SCANS; s++) {
+                double want = 0;
+                for (uint64_t px = 0; px < PIXELS; px++)
+                    if (shaped[px])
+                        want += dense_at(d, s, px);
+                if (is_float)
+                    wrong += !close_enough(((float *)im.data)[s], want);
+                else
+                    wrong += int_at(&im, s) != (int64_t)want;
+            }
+            CHECK_EQ_U64(wrong, 0);
+            CHECK(is_float ? im.dtype == QEM_DTYPE_FLOAT32 : im.dtype == QEM_DTYPE_UINT32);
+            qem_image_free(&im);
         }
-        CHECK_EQ_U64(wrong, 0);
-        CHECK(is_float ? im.dtype == QEM_DTYPE_FLOAT32 : im.dtype == QEM_DTYPE_UINT32);
-        qem_image_free(&im);
+        qem_image im;
+        int wrong = 0;
 
         /* Signed weights (the primitive) on integer data, over a sub-range. */
         if (!is_float) {
