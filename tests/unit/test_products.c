@@ -143,6 +143,26 @@ static void check_products(const char *path, const dense *d)
             CHECK_EQ_U64(wrong, 0);
         }
 
+        /* Partial results merge by addition: pixel sums of two partitions
+         * of the scans add up to those of the whole. */
+        if (!is_float) {
+            static uint64_t whole[PIXELS], parts[PIXELS];
+            memset(whole, 0, sizeof whole);
+            memset(parts, 0, sizeof parts);
+            CHECK_OK(qem_products_pixel_sums(p, 0, SCANS, whole, &e), &e);
+            CHECK_OK(qem_products_pixel_sums(p, 0, 41, parts, &e), &e);
+            CHECK_OK(qem_products_pixel_sums(p, 41, SCANS - 41, parts, &e), &e);
+            CHECK(memcmp(whole, parts, sizeof whole) == 0);
+            wrong = 0;
+            for (uint64_t px = 0; px < PIXELS; px++) {
+                double want = 0;
+                for (uint64_t s = 0; s < SCANS; s++)
+                    want += dense_at(d, s, px);
+                wrong += whole[px] != (uint64_t)want;
+            }
+            CHECK_EQ_U64(wrong, 0);
+        }
+
         /* Mean pattern: exact total / N in float64, rounded once. */
         CHECK_OK(qem_products_mean(p, &im, &e), &e);
         wrong = 0;
