@@ -1,3 +1,5 @@
+#include <jansson.h>
+
 #include "test_util.h"
 
 #include <dirent.h>
@@ -154,4 +156,13 @@ int write_npy4(const char *path, qem_dtype dtype, const uint64_t shape[4], const
         fprintf(stderr, "write_npy4(%s): %s\n", path, e.message);
     qem_npy_writer_free(w);
     return ok;
+}
+
+json_t *test_load_json(const char *path)
+{
+    json_error_t jerr;
+    json_t *j = json_load_file(path, 0, &jerr);
+    if (!j)
+        fprintf(stderr, "%s: %s\n", path, jerr.text);
+    return j;
 }

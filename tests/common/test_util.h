@@ -77,6 +77,11 @@ int file_exists(const char *path);
 /* Number of entries in `dir` whose name starts with `prefix`. */
 int count_entries(const char *dir, const char *prefix);
 
+/* Parses a JSON file (a fixture's facts); prints why and returns NULL on
+ * failure. The caller releases it with json_decref. */
+struct json_t;
+struct json_t *test_load_json(const char *path);
+
 /* Deterministic pseudo-random numbers for test data. */
 uint64_t test_rand(uint64_t *state);
 

@@ -9,15 +9,6 @@
 #include "pack/pack_internal.h"
 #include "test_util.h"
 
-static json_t *load_json(const char *path)
-{
-    json_error_t jerr;
-    json_t *j = json_load_file(path, 0, &jerr);
-    if (!j)
-        fprintf(stderr, "%s: %s\n", path, jerr.text);
-    return j;
-}
-
 /* Our encoders, given the fixture's source, reproduce the upstream shard
  * bytes: widths, decoded stream, LZ4 blocks and lengths (uint16/LZ4);
  * payload words and compact headers (uint8/bitpacked). */
@@ -60,9 +51,9 @@ static void check_fixture(const char *name)
 {
     char rel[256];
     snprintf(rel, sizeof rel, "pack/%s.json", name);
-    json_t *facts = load_json(fixture_path(rel));
+    json_t *facts = test_load_json(fixture_path(rel));
     snprintf(rel, sizeof rel, "pack/%s.excluded.json", name);
-    json_t *excl = load_json(fixture_path(rel));
+    json_t *excl = test_load_json(fixture_path(rel));
     qem_error e = {0};
     snprintf(rel, sizeof rel, "pack/%s.npy", name);
     qem_npy *npy = NULL;
@@ -213,7 +204,7 @@ out:
 
 static void check_corrupt(void)
 {
-    json_t *manifest = load_json(fixture_path("pack/corrupt/corrupt.json"));
+    json_t *manifest = test_load_json(fixture_path("pack/corrupt/corrupt.json"));
     if (!manifest) {
         CHECK(0);
         return;

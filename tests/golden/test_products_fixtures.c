@@ -7,15 +7,6 @@
 
 #include "test_util.h"
 
-static json_t *load_json(const char *path)
-{
-    json_error_t jerr;
-    json_t *j = json_load_file(path, 0, &jerr);
-    if (!j)
-        fprintf(stderr, "%s: %s\n", path, jerr.text);
-    return j;
-}
-
 /* Element k of a JSON array of rows (or a flat array). */
 static const json_t *at2(const json_t *rows, uint64_t k, uint64_t cols)
 {
@@ -63,21 +54,30 @@ static int64_t image_int(const qem_image *im, uint64_t k)
                                            : ((uint8_t *)im->data)[k];
 }
 
-static void check_qem_fixture(const char *name, int path_kind)
+/* Opens a fixture as a source with a products session on `path_kind`. */
+static qem_products *open_products(const char *rel, int path_kind, qem_source **src)
 {
-    char rel[256];
-    snprintf(rel, sizeof rel, "qem/%s.json", name);
-    json_t *facts = load_json(fixture_path(rel));
-    snprintf(rel, sizeof rel, "qem/%s.qem", name);
     qem_error e = {0};
-    qem_source *src = NULL;
-    CHECK_OK(qem_source_open(fixture_path(rel), NULL, &src, &e), &e);
+    *src = NULL;
+    CHECK_OK(qem_source_open(fixture_path(rel), NULL, src, &e), &e);
     qem_products_options o;
     qem_products_options_init(&o);
     o.path = (qem_products_path)path_kind;
     qem_products *p = NULL;
-    if (src)
-        CHECK_OK(qem_products_open(src, &o, &p, &e), &e);
+    if (*src)
+        CHECK_OK(qem_products_open(*src, &o, &p, &e), &e);
+    return p;
+}
+
+static void check_qem_fixture(const char *name, int path_kind)
+{
+    char rel[256];
+    snprintf(rel, sizeof rel, "qem/%s.json", name);
+    json_t *facts = test_load_json(fixture_path(rel));
+    snprintf(rel, sizeof rel, "qem/%s.qem", name);
+    qem_error e = {0};
+    qem_source *src = NULL;
+    qem_products *p = open_products(rel, path_kind, &src);
     if (!facts || !p)
         goto out;
     const json_t *prod = json_object_get(facts, "products"), *shape = json_object_get(facts, "shape");
@@ -245,17 +245,11 @@ static void check_pack_fixture(const char *name, int path_kind)
 {
     char rel[256];
     snprintf(rel, sizeof rel, "pack/%s.json", name);
-    json_t *facts = load_json(fixture_path(rel));
+    json_t *facts = test_load_json(fixture_path(rel));
     snprintf(rel, sizeof rel, "pack/%s.h5", name);
     qem_error e = {0};
     qem_source *src = NULL;
-    CHECK_OK(qem_source_open(fixture_path(rel), NULL, &src, &e), &e);
-    qem_products_options o;
-    qem_products_options_init(&o);
-    o.path = (qem_products_path)path_kind;
-    qem_products *p = NULL;
-    if (src)
-        CHECK_OK(qem_products_open(src, &o, &p, &e), &e);
+    qem_products *p = open_products(rel, path_kind, &src);
     if (facts && p) {
         qem_source_info info;
         qem_source_get_info(src, &info);

@@ -8,15 +8,6 @@
 #include "qem/qem_internal.h"
 #include "test_util.h"
 
-static json_t *load_json(const char *path)
-{
-    json_error_t jerr;
-    json_t *j = json_load_file(path, 0, &jerr);
-    if (!j)
-        fprintf(stderr, "%s: %s\n", path, jerr.text);
-    return j;
-}
-
 /* The spatial fields of scan `scan`, read straight from the index. */
 static int read_fields(qem_file *f, uint64_t scan, uint32_t *fields)
 {
@@ -40,7 +31,7 @@ static void check_integer_fixture(const char *name)
 {
     char rel[256];
     snprintf(rel, sizeof rel, "qem/%s.json", name);
-    json_t *facts = load_json(fixture_path(rel));
+    json_t *facts = test_load_json(fixture_path(rel));
     CHECK(facts != NULL);
     if (!facts)
         return;
@@ -160,7 +151,7 @@ static void check_float_fixture(const char *name)
 {
     char rel[256];
     snprintf(rel, sizeof rel, "qem/%s.json", name);
-    json_t *facts = load_json(fixture_path(rel));
+    json_t *facts = test_load_json(fixture_path(rel));
     snprintf(rel, sizeof rel, "qem/%s.qem", name);
     qem_error e = {0};
     qem_file *f = NULL;
@@ -224,7 +215,7 @@ static void check_scaled_fixture(const char *name)
 {
     char rel[256];
     snprintf(rel, sizeof rel, "qem/%s.json", name);
-    json_t *facts = load_json(fixture_path(rel));
+    json_t *facts = test_load_json(fixture_path(rel));
     snprintf(rel, sizeof rel, "qem/%s.qem", name);
     qem_error e = {0};
     qem_file *f = NULL;
@@ -273,7 +264,7 @@ static void check_scaled_fixture(const char *name)
 
 static void check_corrupt(void)
 {
-    json_t *manifest = load_json(fixture_path("qem/corrupt/corrupt.json"));
+    json_t *manifest = test_load_json(fixture_path("qem/corrupt/corrupt.json"));
     CHECK(manifest != NULL);
     if (!manifest)
         return;
@@ -334,7 +325,7 @@ static void check_corrupt(void)
 
 int main(void)
 {
-    json_t *index = load_json(fixture_path("qem/INDEX.json"));
+    json_t *index = test_load_json(fixture_path("qem/INDEX.json"));
     CHECK(index != NULL);
     size_t i, integer = 0, others = 0;
     json_t *fx;
