@@ -147,11 +147,26 @@ typedef enum qem_body_check {
     QEM_BODY_CHECK_ON_READ = 1
 } qem_body_check;
 
+/* How count streams are decoded: side by side in SIMD lanes where the CPU
+ * allows (AUTO picks the widest; QEM_RANS_PATH=scalar|avx2|avx512 in the
+ * environment also forces one). Every path gives the same values and the
+ * same errors; scalar is the reference. */
+typedef enum qem_decode_path {
+    QEM_DECODE_AUTO = 0,
+    QEM_DECODE_SCALAR = 1,
+    QEM_DECODE_AVX2 = 2,
+    QEM_DECODE_AVX512 = 3
+} qem_decode_path;
+
 typedef struct qem_open_options {
     size_t struct_size;
     qem_body_check body_check;
     int threads; /* decode threads per call; 0 = OpenMP default */
+    qem_decode_path decode_path;
 } qem_open_options;
+
+/* 1 if this CPU can run `path` (AUTO and SCALAR always). */
+QEM_API int qem_decode_path_supported(qem_decode_path path);
 
 QEM_API void qem_open_options_init(qem_open_options *options);
 

@@ -10,6 +10,7 @@
 #include "common/fileio.h"
 #include "common/sha256.h"
 #include "qem/qem_internal.h"
+#include "rans/rans.h"
 
 /* Pixels decoded together by one thread: a 512 x 64 column tile that stays
  * in L2 while it is transposed into scan rows. */
@@ -119,7 +120,10 @@ qem_status qem_chunk_load(qem_file *f, uint64_t index, int with_spatial, qem_chu
     const uint64_t end = c->arrays[last].offset + c->arrays[last].count * item[last];
     QEM_TRY(qem_body_check_range(f, begin, end, 0, NULL, error));
     v->chunk = c;
-    v->buffer = malloc((size_t)(end - begin));
+    /* Zeroed padding: SIMD decoding reads a few bytes past a stream. */
+    v->buffer = malloc((size_t)(end - begin) + QEM_SPAN_PADDING);
+    if (v->buffer)
+        memset(v->buffer + (end - begin), 0, QEM_SPAN_PADDING);
     if (!v->buffer)
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory for a %llu-byte chunk",
                         (unsigned long long)(end - begin));
@@ -196,6 +200,47 @@ static qem_status stream_failure(const qem_file *f, const qem_chunk_view *v, uin
                     "the file is damaged.",
                     what, (unsigned long long)index, (unsigned long long)s,
                     (unsigned long long)block, where, v->models[s]);
+}
+
+qem_status qem_chunk_decode_list(const qem_file *f, const qem_chunk_view *v, uint64_t block,
+                                 const uint64_t *lanes, uint64_t count, uint16_t *out,
+                                 uint64_t *failed)
+{
+    enum { BATCH = 64 };
+    const uint32_t n = qem_block_samples(v->chunk, block);
+    qem_stream_job jobs[BATCH];
+    for (uint64_t at = 0; at < count; at += BATCH) {
+        const uint64_t m = count - at < BATCH ? count - at : BATCH;
+        for (uint64_t j = 0; j < m; j++) {
+            const uint64_t s = block * v->chunk->lanes + lanes[at + j];
+            jobs[j].model = v->models[s];
+            jobs[j].span = v->payload + v->offsets[s];
+            jobs[j].size = v->offsets[s + 1] - v->offsets[s];
+            jobs[j].out = out + (at + j) * n;
+        }
+        size_t bad;
+        const qem_status st = qem_count_streams_decode(f->tables, f->rans_path, v->payload, jobs,
+                                                       (size_t)m, n, max_value(f), &bad);
+        if (st != QEM_OK) {
+            *failed = lanes[at + bad];
+            return st;
+        }
+    }
+    return QEM_OK;
+}
+
+qem_status qem_chunk_decode_lanes(const qem_file *f, const qem_chunk_view *v, uint64_t block,
+                                  uint64_t lane0, uint64_t count, uint16_t *out, uint64_t *failed)
+{
+    uint64_t lanes[64];
+    for (uint64_t at = 0; at < count; at += 64) {
+        const uint64_t m = count - at < 64 ? count - at : 64;
+        for (uint64_t j = 0; j < m; j++)
+            lanes[j] = lane0 + at + j;
+        QEM_TRY(qem_chunk_decode_list(f, v, block, lanes, m,
+                                      out + at * qem_block_samples(v->chunk, block), failed));
+    }
+    return QEM_OK;
 }
 
 qem_status qem_chunk_decode_stream(const qem_file *f, const qem_chunk_view *v, uint64_t block,
@@ -349,19 +394,17 @@ qem_status qem_decode_block(const qem_file *f, const qem_chunk_view *v, uint64_t
             const uint64_t p0 = g * PIXEL_GROUP;
             const uint64_t width = P - p0 < PIXEL_GROUP ? P - p0 : PIXEL_GROUP;
             const uint64_t lane0 = p0 * lanes_per_pixel;
-            int ok = 1;
-            for (uint64_t j = 0; j < width * lanes_per_pixel && ok; j++) {
-                qem_status st = decode_stream_quiet(f, v, block, lane0 + j, tile + j * n);
-                if (st != QEM_OK) {
-                    ok = 0;
+            uint64_t failed_lane;
+            const qem_status st = qem_chunk_decode_lanes(f, v, block, lane0,
+                                                         width * lanes_per_pixel, tile, &failed_lane);
+            if (st != QEM_OK) {
 #pragma omp critical(qem_decode_error)
-                    if (lane0 + j < bad_lane) {
-                        bad_lane = lane0 + j;
-                        bad_status = st;
-                    }
+                if (failed_lane < bad_lane) {
+                    bad_lane = failed_lane;
+                    bad_status = st;
                 }
             }
-            if (ok)
+            if (st == QEM_OK)
                 emit_rows(f, v, kind, tile, n, p0, width, lo, hi, rows);
         }
         free(tile);

@@ -115,6 +115,7 @@ struct qem_file {
     float *dark;                /* float codec: optional mean-dark plane */
 
     qem_rans_tables *tables;
+    qem_rans_path rans_path; /* resolved once at open */
     int threads;
 };
 
@@ -153,6 +154,17 @@ static inline uint32_t qem_block_samples(const qem_chunk *c, uint64_t block)
     uint64_t left = c->scans - block * QEM_INTERVAL;
     return (uint32_t)(left < QEM_INTERVAL ? left : QEM_INTERVAL);
 }
+
+/* Decodes streams [lane0, lane0 + count) of block `block` into `out`
+ * (count columns of the block's samples), on the file's decode path. On
+ * failure *failed is the first bad lane. */
+qem_status qem_chunk_decode_lanes(const qem_file *file, const qem_chunk_view *view,
+                                  uint64_t block, uint64_t lane0, uint64_t count, uint16_t *out,
+                                  uint64_t *failed);
+/* The same for an arbitrary list of lanes; out[j] receives lanes[j]. */
+qem_status qem_chunk_decode_list(const qem_file *file, const qem_chunk_view *view, uint64_t block,
+                                 const uint64_t *lanes, uint64_t count, uint16_t *out,
+                                 uint64_t *failed);
 
 /* Decodes stream (block, lane) of a loaded chunk into `out`. */
 qem_status qem_chunk_decode_stream(const qem_file *file, const qem_chunk_view *view,

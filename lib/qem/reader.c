@@ -139,6 +139,7 @@ qem_status qem_open(const char *path, const qem_open_options *options, qem_file 
     f->file_size = (uint64_t)sb.st_size;
     f->mtime = sb.st_mtim;
     f->threads = options->threads;
+    f->rans_path = qem_rans_path_resolve(options->decode_path);
 
     st = qem_envelope_read(f->fd, f->file_size, &f->header_text, &f->header_bytes, error);
     if (st != QEM_OK)

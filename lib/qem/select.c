@@ -164,27 +164,32 @@ static qem_status reduce_block(const qem_file *f, const qem_chunk_view *v, uint6
     uint64_t failed_at = UINT64_MAX;
 #pragma omp parallel num_threads(threads)
     {
-        uint16_t *col = malloc((size_t)n * sizeof *col);
+        uint16_t *cols = malloc((size_t)PIXEL_GROUP * n * sizeof *cols);
         int64_t *local = calloc((size_t)span * K, sizeof *local);
         qem_error e = {0};
 #pragma omp for schedule(dynamic, 1)
         for (uint64_t grp = 0; grp < groups; grp++) {
-            if (!col || !local)
+            if (!cols || !local)
                 continue;
-            const uint64_t end = (grp + 1) * PIXEL_GROUP < sp->decode_count
-                                     ? (grp + 1) * PIXEL_GROUP
-                                     : sp->decode_count;
-            for (uint64_t j = grp * PIXEL_GROUP; j < end; j++) {
-                qem_status st = qem_chunk_decode_stream(f, v, block, sp->decode[j], col, &e);
-                if (st != QEM_OK) {
+            const uint64_t first_j = grp * PIXEL_GROUP;
+            const uint64_t end = first_j + PIXEL_GROUP < sp->decode_count ? first_j + PIXEL_GROUP
+                                                                          : sp->decode_count;
+            uint64_t bad_lane;
+            qem_status st = qem_chunk_decode_list(f, v, block, sp->decode + first_j,
+                                                  end - first_j, cols, &bad_lane);
+            if (st != QEM_OK) {
+                /* The scalar decoder words the message for that stream. */
+                st = qem_chunk_decode_stream(f, v, block, bad_lane, cols, &e);
 #pragma omp critical(qem_select_error)
-                    if (j < failed_at) {
-                        failed_at = j;
-                        failed = st;
-                        first_error = e;
-                    }
-                    break;
+                if (first_j < failed_at) {
+                    failed_at = first_j;
+                    failed = st;
+                    first_error = e;
                 }
+                continue;
+            }
+            for (uint64_t j = first_j; j < end; j++) {
+                const uint16_t *col = cols + (j - first_j) * n;
                 const int32_t *wj = sp->weight + j * K;
                 for (unsigned k = 0; k < K; k++) {
                     if (!wj[k])
@@ -197,7 +202,7 @@ static qem_status reduce_block(const qem_file *f, const qem_chunk_view *v, uint6
         }
 #pragma omp critical(qem_select_merge)
         {
-            if (!col || !local) {
+            if (!cols || !local) {
                 if (failed == QEM_OK)
                     failed = QEM_E_NO_MEMORY;
             } else {
@@ -206,7 +211,7 @@ static qem_status reduce_block(const qem_file *f, const qem_chunk_view *v, uint6
                         out[k * count + at + i] += local[(uint64_t)k * span + i];
             }
         }
-        free(col);
+        free(cols);
         free(local);
     }
     if (failed == QEM_E_NO_MEMORY && failed_at == UINT64_MAX)

@@ -30,7 +30,7 @@ static qem_status block_field_sums(qem_file *f, const qem_chunk_view *v, uint64_
     int nomem = 0;
 #pragma omp parallel num_threads(threads)
     {
-        uint16_t *tile = malloc((size_t)n * sizeof *tile);
+        uint16_t *tile = malloc((size_t)PIXEL_GROUP * n * sizeof *tile);
         uint64_t *local = calloc((size_t)(n * F), sizeof *local);
         if (!tile || !local) {
 #pragma omp atomic write
@@ -40,26 +40,24 @@ static qem_status block_field_sums(qem_file *f, const qem_chunk_view *v, uint64_
         for (uint64_t grp = 0; grp < groups; grp++) {
             if (!tile || !local)
                 continue;
-            uint64_t p_end = (grp + 1) * PIXEL_GROUP < P ? (grp + 1) * PIXEL_GROUP : P;
-            for (uint64_t p = grp * PIXEL_GROUP; p < p_end; p++) {
-                uint64_t s = block * P + p;
-                uint32_t lo = v->offsets[s], hi = v->offsets[s + 1];
-                qem_status st = qem_count_stream_decode(
-                    f->tables, v->models[s], v->payload + lo, hi - lo, n,
-                    f->dtype == QEM_DTYPE_UINT8 ? 255u : 65535u, tile);
-                if (st != QEM_OK) {
+            const uint64_t p0 = grp * PIXEL_GROUP;
+            const uint64_t p_end = p0 + PIXEL_GROUP < P ? p0 + PIXEL_GROUP : P;
+            uint64_t failed_lane;
+            if (qem_chunk_decode_lanes(f, v, block, p0, p_end - p0, tile, &failed_lane) != QEM_OK) {
 #pragma omp critical(qem_verify_error)
-                    if (p < bad_pixel)
-                        bad_pixel = p;
-                    break;
-                }
+                if (failed_lane < bad_pixel)
+                    bad_pixel = failed_lane;
+                continue;
+            }
+            for (uint64_t p = p0; p < p_end; p++) {
                 if (!f->valid[p])
                     continue;
+                const uint16_t *col = tile + (p - p0) * n;
                 uint64_t r = p / g->columns, c = p % g->columns;
                 uint32_t f8 = qem_field8_of(g, r, c), f32 = qem_field32_of(g, r, c);
                 for (uint32_t i = 0; i < n; i++) {
-                    local[i * F + f8] += tile[i];
-                    local[i * F + f32] += tile[i];
+                    local[i * F + f8] += col[i];
+                    local[i * F + f32] += col[i];
                 }
             }
         }

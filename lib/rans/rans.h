@@ -60,6 +60,41 @@ qem_status qem_count_stream_decode(const qem_rans_tables *tables, unsigned model
                                    const uint8_t *span, size_t span_size, uint32_t n,
                                    uint32_t max_value, uint16_t *out);
 
+/* --- many streams at once ------------------------------------------------ */
+
+/* Readable bytes every buffer of streams must have after its last stream:
+ * SIMD lanes load 4 bytes at a time. */
+#define QEM_SPAN_PADDING 16
+
+typedef qem_decode_path qem_rans_path;
+#define QEM_RANS_PATH_AUTO QEM_DECODE_AUTO
+#define QEM_RANS_PATH_SCALAR QEM_DECODE_SCALAR
+#define QEM_RANS_PATH_AVX2 QEM_DECODE_AVX2
+#define QEM_RANS_PATH_AVX512 QEM_DECODE_AVX512
+
+/* The path to use: `requested`, else QEM_RANS_PATH from the environment
+ * (scalar, avx2, avx512), else the widest the CPU supports. A path the CPU
+ * lacks falls back to scalar. */
+qem_rans_path qem_rans_path_resolve(qem_rans_path requested);
+int qem_rans_path_supported(qem_rans_path path);
+const char *qem_rans_path_name(qem_rans_path path);
+
+typedef struct qem_stream_job {
+    unsigned model;
+    const uint8_t *span;
+    size_t size;
+    uint16_t *out; /* n samples */
+} qem_stream_job;
+
+/* Decodes `count` streams of `n` samples each (one block), rANS streams
+ * side by side in SIMD lanes on the given path. Every span lies in one
+ * buffer starting at `base` followed by QEM_SPAN_PADDING readable bytes.
+ * Returns the status of the first failing job (its index in *failed, else
+ * count), exactly as qem_count_stream_decode would. */
+qem_status qem_count_streams_decode(const qem_rans_tables *tables, qem_rans_path path,
+                                    const uint8_t *base, const qem_stream_job *jobs, size_t count,
+                                    uint32_t n, uint32_t max_value, size_t *failed);
+
 /* Scratch bytes qem_rans_encode and qem_count_stream_encode need. */
 static inline size_t qem_stream_scratch_bound(uint32_t n)
 {
