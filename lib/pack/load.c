@@ -223,7 +223,7 @@ static qem_status load_v1_shard(load_state *L, uint64_t s, qem_error *error)
     uint8_t *widths = malloc((size_t)r->widths_bytes);
     uint64_t *chunk_at = malloc((size_t)(r->chunk_count + 1) * sizeof *chunk_at);
     out->descriptors = malloc((size_t)r->descriptor_count * sizeof *out->descriptors);
-    out->words = malloc((size_t)r->decoded_bytes);
+    out->words = pack_words_alloc(r->decoded_bytes);
     const uint64_t transient = r->payload_bytes + r->lengths_bytes + r->widths_bytes +
                                (r->chunk_count + 1) * 8 + r->decoded_bytes +
                                4ull * r->descriptor_count;
@@ -316,7 +316,7 @@ static qem_status load_v3_shard(load_state *L, uint64_t s, qem_error *error)
     const pack_shard *r = &p->shards[s];
     pack_shard *out = &L->staged[s];
     struct timespec t0;
-    out->words = malloc((size_t)r->payload_bytes);
+    out->words = pack_words_alloc(r->payload_bytes);
     out->headers = malloc((size_t)r->widths_bytes);
     const uint64_t transient = r->payload_bytes + r->widths_bytes;
     if (transient > L->t.peak_transient_bytes)

@@ -7,6 +7,8 @@
 
 #include <jansson.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -101,6 +103,16 @@ qem_status pack_detector_sums(const qem_pack *pack, const uint8_t *mask, uint64_
 qem_status pack_weighted_sums(const qem_pack *pack, uint64_t first, uint64_t count,
                               const int32_t *const *weights, unsigned planes, int64_t *out,
                               int threads, qem_error *error);
+
+/* Resident words with one zeroed word after them: tile unpacking reads
+ * words in pairs, branch-free. */
+static inline uint32_t *pack_words_alloc(uint64_t bytes)
+{
+    uint32_t *w = (uint32_t *)malloc((size_t)bytes + 8);
+    if (w)
+        memset((uint8_t *)w + bytes, 0, 8);
+    return w;
+}
 
 /* Unpacks one tile (count values of width w starting at `word`). */
 void pack_unpack_tile(const uint32_t *words, uint64_t word, unsigned width, unsigned count,
