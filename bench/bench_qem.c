@@ -78,6 +78,8 @@ typedef struct set_result {
     const synth_params *data;
     uint64_t raw_bytes, qem_bytes;
     double save_min[2], save_med[2], dec_min[2], dec_med[2];
+    format_row others[4];
+    int n_others;
 } set_result;
 
 /* Generates one set, then measures save and full decode on 1 and 2 threads. */
@@ -112,8 +114,13 @@ static int run_set(const config *c, const char *dir, const synth_params *data, s
     }
     unlink(scratch);
     unlink(qem);
+    fprintf(stderr, "  the same set as packs, HDF5 bitshuffle/LZ4 and zstd ...\n");
+    out->n_others = bench_formats(c, dir, npy, data->dtype, out->others, 4);
+    for (int k = 0; k < out->n_others; k++)
+        if (out->others[k].path[0])
+            unlink(out->others[k].path);
     unlink(npy);
-    return 0;
+    return out->n_others < 0;
 }
 
 /* One table per set: ratio, save MB/s and decode in counts/s or GB/s. */
@@ -148,6 +155,34 @@ static int format_set(char *out, size_t size, const char *title, const set_resul
                       counts / r->dec_min[0] / 1e9, counts / r->dec_med[0] / 1e9,
                       counts / r->dec_min[1] / 1e9, counts / r->dec_med[1] / 1e9,
                       r->dec_min[0] / r->dec_min[1]);
+    /* The same set in the other formats, .qem first. */
+    n += snprintf(out + n, size - (size_t)n,
+                  "| format | size, MB | ratio | .qem smaller by | encode MB/s (1 thread) | "
+                  "full decode %s (1 thread / 2 threads, min) | note |\n"
+                  "|---|---|---|---|---|---|---|\n"
+                  "| .qem | %.2f | %.1fx | 1.00x | %.0f | %.3f / %.3f | save on 2 threads: %.0f MB/s |\n",
+                  is_float ? "GB/s" : "G counts/s", (double)r->qem_bytes / 1e6,
+                  (double)r->raw_bytes / (double)r->qem_bytes, mb / r->save_min[0],
+                  (is_float ? mb / 1e3 : counts / 1e9) / r->dec_min[0],
+                  (is_float ? mb / 1e3 : counts / 1e9) / r->dec_min[1], mb / r->save_min[1]);
+    for (int k = 0; k < r->n_others; k++) {
+        const format_row *o = &r->others[k];
+        const double unit = is_float ? mb / 1e3 : counts / 1e9;
+        if (!o->bytes) {
+            n += snprintf(out + n, size - (size_t)n, "| %s | - | - | - | - | - | %s |\n", o->name,
+                          o->note);
+            continue;
+        }
+        char dec2[32] = "-";
+        if (!isnan(o->dec_min[1]))
+            snprintf(dec2, sizeof dec2, "%.3f", unit / o->dec_min[1]);
+        n += snprintf(out + n, size - (size_t)n,
+                      "| %s | %.2f | %.1fx | %.2fx | %.0f | %.3f / %s | %s |\n", o->name,
+                      (double)o->bytes / 1e6, (double)r->raw_bytes / (double)o->bytes,
+                      (double)o->bytes / (double)r->qem_bytes, mb / o->enc_min[0],
+                      unit / o->dec_min[0], dec2, o->note);
+    }
+    n += snprintf(out + n, size - (size_t)n, "\n");
     return n;
 }
 

@@ -29,6 +29,22 @@ void cpu_model(char *out, size_t size);
 /* Replaces the text between the markers in `path` (appends if absent). */
 int write_markdown(const char *path, const char *section);
 
+/* One format's row in a set's comparison: bytes, encode and full-decode
+ * seconds (min and median; index 0 one thread, 1 two; NAN where not
+ * measured), and a note (why it is absent, how it was measured). */
+typedef struct format_row {
+    char name[48];
+    uint64_t bytes;
+    double enc_min[2], enc_med[2], dec_min[2], dec_med[2];
+    char note[160];
+    char path[600];
+} format_row;
+
+/* Packs (where admissible), HDF5 bitshuffle/LZ4 and zstd -3 of `npy`;
+ * returns the rows written or -1. */
+int bench_formats(const config *c, const char *dir, const char *npy, qem_dtype dtype,
+                  format_row *rows, int max_rows);
+
 /* The pack load benchmark: builds a uint16/LZ4 pack of the synthetic set
  * and appends its table to `out`; returns characters written or -1. */
 int bench_pack_load(const config *c, const char *dir, char *out, size_t size);

@@ -2,10 +2,12 @@
  * scans asked for, straight from the resident (LZ4 never runs again). The
  * mask-applied working array reads 0 at excluded pixels; the raw
  * reconstruction returns retained samples or exclusion constants. */
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/error.h"
+#include "common/transpose.h"
 #include "pack/pack_internal.h"
 
 /* 32 values of a constant width W occupy exactly W words; with W known
@@ -118,6 +120,12 @@ static uint16_t raw_constant(const qem_pack *p, uint64_t pixel)
 qem_status qem_pack_read_scans(qem_pack *p, uint64_t first, uint64_t count, qem_pack_values values,
                                void *out, size_t out_size, qem_error *error)
 {
+    return pack_read_scans(p, first, count, values, out, out_size, 0, error);
+}
+
+qem_status pack_read_scans(qem_pack *p, uint64_t first, uint64_t count, qem_pack_values values,
+                           void *out, size_t out_size, int threads, qem_error *error)
+{
     qem_error_clear(error);
     if (!p || (!out && count))
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_pack_read_scans: NULL argument");
@@ -144,52 +152,67 @@ qem_status qem_pack_read_scans(qem_pack *p, uint64_t first, uint64_t count, qem_
     const int u8 = !raw && p->working_dtype == QEM_DTYPE_UINT8;
     const uint64_t P = p->pixels, end = first + count;
     const uint64_t tile_scans = p->profile == QEM_PACK_UINT16_LZ4 ? PACK_V1_TILE : PACK_V3_TILE;
+    /* Pixel groups unpack into columns, which a transpose turns into the
+     * scan rows asked for, one window of scans at a time. */
+    enum { GROUP = 64, WINDOW = 512 };
+    const uint64_t groups = (P + GROUP - 1) / GROUP;
     int nomem = 0;
-#pragma omp parallel
+    if (threads <= 0)
+        threads = omp_get_max_threads();
+#pragma omp parallel num_threads(threads)
     {
         uint32_t *tile = malloc(PACK_V1_TILE * sizeof *tile);
-        if (!tile) {
+        uint16_t *cols = malloc((size_t)GROUP * WINDOW * sizeof *cols);
+        if (!tile || !cols) {
 #pragma omp atomic write
             nomem = 1;
         }
-#pragma omp for schedule(dynamic, 16)
-        for (uint64_t px = 0; px < P; px++) {
-            if (!tile)
+#pragma omp for schedule(dynamic, 4)
+        for (uint64_t g = 0; g < groups; g++) {
+            if (!tile || !cols)
                 continue;
-            const int excluded = p->is_excluded[px];
-            const int constant = raw && excluded && p->raw_access == QEM_RAW_EXCLUSION_CONSTANTS;
-            const uint16_t fixed = constant ? raw_constant(p, px) : 0;
-            for (uint64_t scan = first; scan < end;) {
-                const uint64_t s = scan / p->sps, local = scan % p->sps;
-                const uint64_t tile_end_local = (local / tile_scans + 1) * tile_scans;
-                const uint64_t stop_local = tile_end_local < p->sps ? tile_end_local : p->sps;
-                const uint64_t n = (end - scan) < (stop_local - local) ? end - scan
-                                                                         : stop_local - local;
-                if ((excluded && !raw) || constant) {
-                    for (uint64_t i = 0; i < n; i++) {
-                        const uint64_t at = (scan - first + i) * P + px;
-                        if (u8)
-                            ((uint8_t *)out)[at] = 0;
-                        else
-                            ((uint16_t *)out)[at] = fixed;
+            const uint64_t p0 = g * GROUP, width = P - p0 < GROUP ? P - p0 : GROUP;
+            for (uint64_t w0 = first; w0 < end; w0 += WINDOW) {
+                const uint64_t w1 = end - w0 < WINDOW ? end : w0 + WINDOW;
+                for (uint64_t j = 0; j < width; j++) {
+                    const uint64_t px = p0 + j;
+                    uint16_t *col = cols + j * WINDOW;
+                    const int excluded = p->is_excluded[px];
+                    const int constant =
+                        raw && excluded && p->raw_access == QEM_RAW_EXCLUSION_CONSTANTS;
+                    if ((excluded && !raw) || constant) {
+                        const uint16_t fixed = constant ? raw_constant(p, px) : 0;
+                        for (uint64_t i = 0; i < w1 - w0; i++)
+                            col[i] = fixed;
+                        continue;
                     }
-                } else {
-                    uint64_t word;
-                    unsigned width, index;
-                    locate(p, &p->shards[s], local, px, &word, &width, &index);
-                    pack_unpack_tile(p->shards[s].words, word, width, index + (unsigned)n, tile);
-                    for (uint64_t i = 0; i < n; i++) {
-                        const uint64_t at = (scan - first + i) * P + px;
-                        if (u8)
-                            ((uint8_t *)out)[at] = (uint8_t)tile[index + i];
-                        else
-                            ((uint16_t *)out)[at] = (uint16_t)tile[index + i];
+                    for (uint64_t scan = w0; scan < w1;) {
+                        const uint64_t s = scan / p->sps, local = scan % p->sps;
+                        const uint64_t tile_end = (local / tile_scans + 1) * tile_scans;
+                        const uint64_t stop = tile_end < p->sps ? tile_end : p->sps;
+                        const uint64_t n = w1 - scan < stop - local ? w1 - scan : stop - local;
+                        uint64_t word;
+                        unsigned w, index;
+                        locate(p, &p->shards[s], local, px, &word, &w, &index);
+                        /* Whole tiles unpack on the fast path. */
+                        const unsigned whole = (unsigned)(stop - (local - index) - 0);
+                        const unsigned want = index + (unsigned)n;
+                        pack_unpack_tile(p->shards[s].words, word, w,
+                                         want % 32 && whole % 32 == 0 && whole >= want ? whole
+                                                                                      : want,
+                                         tile);
+                        for (uint64_t i = 0; i < n; i++)
+                            col[scan - w0 + i] = (uint16_t)tile[index + i];
+                        scan += n;
                     }
                 }
-                scan += n;
+                qem_transpose_columns(cols, WINDOW, width, 0, (uint32_t)(w1 - w0), P,
+                                      (uint8_t *)out + ((w0 - first) * P + p0) * (u8 ? 1 : 2),
+                                      u8 ? 1 : 2);
             }
         }
         free(tile);
+        free(cols);
     }
     if (nomem)
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");

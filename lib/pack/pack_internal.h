@@ -97,6 +97,10 @@ uint32_t pack_sample(const qem_pack *pack, const pack_shard *shard, uint64_t sca
  * value per scan. */
 qem_status pack_detector_sums(const qem_pack *pack, const uint8_t *mask, uint64_t *image);
 
+/* qem_pack_read_scans on `threads` threads (0: OpenMP's default). */
+qem_status pack_read_scans(qem_pack *pack, uint64_t first, uint64_t count, qem_pack_values values,
+                           void *out, size_t out_size, int threads, qem_error *error);
+
 /* Exact out[k * count + i] = sum over admitted pixels p of weights[k][p] *
  * working(first + i, p), unpacking only the tiles of pixels with a nonzero
  * weight, straight from the resident. `threads` 0 = one. */

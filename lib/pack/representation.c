@@ -1,4 +1,5 @@
 /* A loaded pack behind the representation interface. */
+#include "common/error.h"
 #include "pack/pack_internal.h"
 #include "source/representation.h"
 
@@ -18,10 +19,10 @@ static void describe(const void *impl, qem_source_info *info)
 static qem_status read(void *impl, uint64_t first, uint64_t count, qem_values values, void *out,
                        size_t out_size, int threads, qem_error *error)
 {
-    (void)threads;
-    return qem_pack_read_scans(impl, first, count,
-                               values == QEM_VALUES_RAW ? QEM_PACK_RAW : QEM_PACK_MASK_APPLIED,
-                               out, out_size, error);
+    qem_error_clear(error);
+    return pack_read_scans(impl, first, count,
+                           values == QEM_VALUES_RAW ? QEM_PACK_RAW : QEM_PACK_MASK_APPLIED, out,
+                           out_size, threads, error);
 }
 
 /* One shard's scans at a time. */

@@ -1,0 +1,69 @@
+"""The HDF5 layout 4D-STEM users get today, for qem-bench to compare with:
+bitshuffle/LZ4 (Debian's python3-h5py and python3-hdf5plugin), one scan
+row per chunk. Prints one JSON object of timings.
+
+  h5_bitshuffle.py write SRC.npy DEST.h5          write, memory bounded (a row)
+  h5_bitshuffle.py decode SRC.h5 RUNS             full decode, chunk by chunk
+  h5_bitshuffle.py virtual SRC.h5 MASK.npy RUNS   decode + masked sum per scan
+"""
+import json
+import sys
+import time
+
+import h5py
+import hdf5plugin
+import numpy as np
+
+
+def write(src, dest):
+    data = np.load(src, mmap_mode="r")
+    t0 = time.perf_counter()
+    with h5py.File(dest, "w") as f:
+        ds = f.create_dataset("data", shape=data.shape, dtype=data.dtype,
+                              chunks=(1,) + data.shape[1:],
+                              **hdf5plugin.Bitshuffle(cname="lz4"))
+        for r in range(data.shape[0]):
+            ds[r] = data[r]
+    return {"seconds": time.perf_counter() - t0}
+
+
+def decode(path, runs):
+    best = float("inf")
+    with h5py.File(path, "r") as f:
+        ds = f["data"]
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            for r in range(ds.shape[0]):
+                ds[r]
+            best = min(best, time.perf_counter() - t0)
+        counts = int(np.prod(ds.shape))
+    return {"seconds": best, "counts": counts}
+
+
+def virtual(path, mask_path, runs):
+    idx = np.nonzero(np.load(mask_path).astype(bool).ravel())[0]
+    best, total = float("inf"), 0
+    with h5py.File(path, "r") as f:
+        ds = f["data"]
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            image = np.empty(ds.shape[:2], dtype=np.uint64)
+            for r in range(ds.shape[0]):
+                row = ds[r].reshape(ds.shape[1], -1)
+                image[r] = row[:, idx].sum(axis=1, dtype=np.uint64)
+            best = min(best, time.perf_counter() - t0)
+            total = int(image.sum())
+    return {"seconds": best, "total": total}
+
+
+if __name__ == "__main__":
+    command = sys.argv[1]
+    if command == "write":
+        result = write(sys.argv[2], sys.argv[3])
+    elif command == "decode":
+        result = decode(sys.argv[2], int(sys.argv[3]))
+    elif command == "virtual":
+        result = virtual(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    else:
+        sys.exit(__doc__)
+    print(json.dumps(result))
