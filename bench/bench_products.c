@@ -79,6 +79,74 @@ static int time_products(const config *c, const char *path, const mask_case *m, 
     return 0;
 }
 
+/* Mean pattern and centre of mass from one file, best of the runs. */
+static int time_mean_com(const config *c, const char *path, int threads, double *mean_s,
+                         double *com_s)
+{
+    qem_error e = {0};
+    qem_source *src = NULL;
+    qem_source_options so;
+    qem_source_options_init(&so);
+    so.threads = threads;
+    qem_products_options po;
+    qem_products_options_init(&po);
+    po.threads = threads;
+    qem_products *p = NULL;
+    if (qem_source_open(path, &so, &src, &e) != QEM_OK ||
+        qem_products_open(src, &po, &p, &e) != QEM_OK) {
+        qem_source_close(src);
+        return die("open", &e);
+    }
+    double tm[MAX_RUNS], tc[MAX_RUNS], med;
+    int ok = 1;
+    for (int r = 0; ok && r < c->runs; r++) {
+        qem_image im;
+        double t0 = now();
+        ok = qem_products_mean(p, &im, &e) == QEM_OK;
+        tm[r] = now() - t0;
+        qem_image_free(&im);
+        t0 = now();
+        ok = ok && qem_products_com(p, NULL, 0, &im, &e) == QEM_OK;
+        tc[r] = now() - t0;
+        qem_image_free(&im);
+    }
+    qem_products_close(p);
+    qem_source_close(src);
+    if (!ok)
+        return die("mean/com", &e);
+    summarise(tm, c->runs, mean_s, &med);
+    summarise(tc, c->runs, com_s, &med);
+    return 0;
+}
+
+/* HDF5 bitshuffle/LZ4 (one scan row per chunk): decode and sum, h5py. */
+static int time_h5_virtual(const config *c, const char *npy, const char *h5, const char *mask,
+                           double *best, uint64_t *check)
+{
+    char cmd[2000], out[512];
+    if (access(h5, F_OK) != 0) {
+        snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/h5_bitshuffle.py write '%s' '%s'",
+                 QEM_BENCH_DIR, npy, h5);
+        if (system(cmd) != 0)
+            return 1;
+    }
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/h5_bitshuffle.py virtual '%s' '%s' %d",
+             QEM_BENCH_DIR, h5, mask, c->runs);
+    FILE *f = popen(cmd, "r");
+    if (!f)
+        return 1;
+    size_t got = fread(out, 1, sizeof out - 1, f);
+    out[got] = '\0';
+    if (pclose(f) != 0)
+        return 1;
+    const char *t = strstr(out, "\"seconds\":"), *total = strstr(out, "\"total\":");
+    if (!t || !total)
+        return 1;
+    *best = atof(t + 10);
+    *check = strtoull(total + 8, NULL, 10);
+    return 0;
+}
+
 /* numpy on the same cube: load it, then time the masked sum alone. */
 static int time_numpy(const char *npy, const char *bf_mask, const char *adf_mask, int runs,
                       double best[2], uint64_t check[2])
@@ -129,7 +197,8 @@ int bench_products(const config *c, const char *dir, char *out, size_t size)
     static const synth_params set = {{128, 128, 128, 128}, QEM_DTYPE_UINT16, 0.3, 20261129, 0.0};
     const uint64_t R = set.shape[2], C = set.shape[3], P = R * C;
     const uint64_t scans = set.shape[0] * set.shape[1];
-    char npy[600], qemf[600], pack[600], bfm[600], adfm[600];
+    char npy[600], qemf[600], pack[600], bfm[600], adfm[600], h5[600];
+    snprintf(h5, sizeof h5, "%s/virtual_bslz4.h5", dir);
     snprintf(npy, sizeof npy, "%s/virtual.npy", dir);
     snprintf(qemf, sizeof qemf, "%s/virtual.qem", dir);
     snprintf(pack, sizeof pack, "%s/virtual.h5", dir);
@@ -198,6 +267,21 @@ int bench_products(const config *c, const char *dir, char *out, size_t size)
     free(cube);
     free(img);
     const int have_numpy = time_numpy(npy, bfm, adfm, c->runs, t_np, sum_np) == 0;
+    /* The HDF5 file users have today: decode every chunk and sum. */
+    double t_h5[2] = {NAN, NAN};
+    uint64_t sum_h5[2] = {0, 0};
+    const int have_h5 = time_h5_virtual(c, npy, h5, bfm, &t_h5[0], &sum_h5[0]) == 0 &&
+                        time_h5_virtual(c, npy, h5, adfm, &t_h5[1], &sum_h5[1]) == 0;
+    for (int k = 0; have_h5 && k < 2; k++)
+        mismatch += sum_h5[k] != sum_dense[k];
+    /* Mean pattern and centre of mass, from each file, 1 and 2 threads. */
+    double t_mean[2][2], t_com[2][2];
+    const char *files[2] = {qemf, pack};
+    for (int f = 0; f < 2; f++)
+        for (int th = 0; th < 2; th++)
+            if (time_mean_com(c, files[f], c->threads[th], &t_mean[f][th], &t_com[f][th]))
+                return -1;
+    unlink(h5);
     for (int k = 0; have_numpy && k < 2; k++)
         mismatch += sum_np[k] != sum_dense[k];
     unlink(npy);
@@ -230,6 +314,10 @@ int bench_products(const config *c, const char *dir, char *out, size_t size)
         t_qem[1][0] * 1e3, t_qem[1][1] * 1e3, t_pack[0][0] * 1e3, t_pack[0][1] * 1e3,
         t_pack[1][0] * 1e3, t_pack[1][1] * 1e3, t_dense[0][0] * 1e3, t_dense[0][1] * 1e3,
         t_dense[1][0] * 1e3, t_dense[1][1] * 1e3);
+    if (have_h5)
+        len += snprintf(out + len, size - (size_t)len,
+                        "| HDF5 bitshuffle/LZ4, row chunks (h5py decode + numpy sum) | %.1f | | %.1f | |\n",
+                        t_h5[0] * 1e3, t_h5[1] * 1e3);
     if (have_numpy)
         len += snprintf(out + len, size - (size_t)len, "| numpy on the dense cube | %.1f | | %.1f | |\n",
                         t_np[0] * 1e3, t_np[1] * 1e3);
@@ -238,6 +326,16 @@ int bench_products(const config *c, const char *dir, char *out, size_t size)
                     "| pack / dense (2 threads) | %.2fx | | %.2fx | |\n\n",
                     t_qem[0][1] / t_dense[0][1], t_qem[1][1] / t_dense[1][1],
                     t_pack[0][1] / t_dense[0][1], t_pack[1][1] / t_dense[1][1]);
+    len += snprintf(out + len, size - (size_t)len,
+                    "Mean diffraction pattern and centre of mass (whole scan, best of %d):\n\n"
+                    "| source | mean 1 thread, ms | mean 2 threads, ms | CoM 1 thread, ms | CoM 2 "
+                    "threads, ms |\n"
+                    "|---|---|---|---|---|\n"
+                    "| .qem | %.1f | %.1f | %.1f | %.1f |\n"
+                    "| pack resident | %.1f | %.1f | %.1f | %.1f |\n\n",
+                    c->runs, t_mean[0][0] * 1e3, t_mean[0][1] * 1e3, t_com[0][0] * 1e3,
+                    t_com[0][1] * 1e3, t_mean[1][0] * 1e3, t_mean[1][1] * 1e3, t_com[1][0] * 1e3,
+                    t_com[1][1] * 1e3);
     for (int k = 0; k < 2; k++)
         free(masks[k].mask), free(idx[k]);
     if (mismatch)

@@ -187,20 +187,22 @@ static int format_set(char *out, size_t size, const char *title, const set_resul
 }
 
 static const char *const help =
-    "usage: qem-bench [--runs N] [--only integer|pack|produce|virtual|float]\n"
+    "usage: qem-bench [--runs N] [--only integer|medium|pack|produce|virtual|float]\n"
     "                 [--workdir DIR]\n"
     "                 [--markdown FILE]\n"
     "\n"
     "Generates synthetic 4D-STEM sets (fixed seeds) and measures, on 1 and 2\n"
     "threads, min and median of N runs (default 3): compression ratio, save\n"
     "throughput (MB/s of source) and full-decode throughput of .qem.\n"
-    "  integer: 128x128 scans x 128x128 uint16, dose 0.3 (G counts/s)\n"
+    "  integer: set A, 128x128 scans x 128x128 uint16, dose 0.3 (G counts/s),\n"
+    "           beside packs, HDF5 bitshuffle/LZ4 (row chunks) and zstd -3\n"
+    "  medium:  set B, 256x256 scans x 128x128 uint16, dose 4 (2 GiB raw), the same\n"
     "  pack:    the integer set as a uint16/LZ4 pack: load phases vs SHA-256\n"
     "  produce: the integer set produced as a pack in both profiles, beside\n"
     "           h5repack to HDF5 bitshuffle/LZ4 (needs h5repack, h5diff)\n"
-    "  virtual: BF and ADF virtual images from .qem, the pack resident, the\n"
-    "           dense cube in RAM (C loop) and numpy\n"
-    "  float:   64x64 scans x 128x128 float32, dose 20, read noise 1 (GB/s)\n"
+    "  float:   set C, 64x64 scans x 128x128 float32, dose 20, read noise 1 (GB/s)\n"
+    "  virtual: BF/ADF virtual images (and mean, CoM) from .qem, the pack, HDF5\n"
+    "           bitshuffle/LZ4, the dense cube in RAM (C loop) and numpy\n"
     "--markdown replaces the results section of FILE.\n";
 
 int main(int argc, char **argv)
@@ -238,6 +240,8 @@ int main(int argc, char **argv)
 
     static const synth_params integer_set = {{128, 128, 128, 128}, QEM_DTYPE_UINT16, 0.3,
                                              20261129, 0.0};
+    static const synth_params medium_set = {{256, 256, 128, 128}, QEM_DTYPE_UINT16, 4.0,
+                                            20261131, 0.0};
     static const synth_params float_set = {{64, 64, 128, 128}, QEM_DTYPE_FLOAT32, 20.0,
                                            20261130, 1.0};
     char section[32768];
@@ -258,7 +262,13 @@ int main(int argc, char **argv)
         if (run_set(&c, dir, &integer_set, &r))
             return 1;
         n += format_set(section + n, sizeof section - (size_t)n,
-                        "Integer codec (runtime-column-rans-spatial-v2), low dose", &r);
+                        "Set A: integer codec (runtime-column-rans-spatial-v2), low dose", &r);
+    }
+    if (!c.only || !strcmp(c.only, "medium")) {
+        if (run_set(&c, dir, &medium_set, &r))
+            return 1;
+        n += format_set(section + n, sizeof section - (size_t)n,
+                        "Set B: integer codec, medium dose", &r);
     }
     if (!c.only || !strcmp(c.only, "pack")) {
         int m = bench_pack_load(&c, dir, section + n, sizeof section - (size_t)n);
@@ -282,7 +292,7 @@ int main(int argc, char **argv)
         if (run_set(&c, dir, &float_set, &r))
             return 1;
         n += format_set(section + n, sizeof section - (size_t)n,
-                        "Float codec (float32-bit-lanes-rans-v1), read noise", &r);
+                        "Set C: float codec (float32-bit-lanes-rans-v1), read noise", &r);
     }
     rmdir(dir);
     fputs(section, stdout);
