@@ -35,11 +35,10 @@ static void dense_virtual(const uint16_t *cube, uint64_t scans, uint64_t P, cons
     }
 }
 
-static int time_products(const config *c, const char *path, const mask_case *m, int threads,
-                         uint64_t *check, double *best)
+/* A products session on `threads` over the file at `path`, or NULL. */
+static qem_products *open_products(const char *path, int threads, qem_source **src)
 {
     qem_error e = {0};
-    qem_source *src = NULL;
     qem_source_options so;
     qem_source_options_init(&so);
     so.threads = threads;
@@ -47,11 +46,25 @@ static int time_products(const config *c, const char *path, const mask_case *m, 
     qem_products_options_init(&po);
     po.threads = threads;
     qem_products *p = NULL;
-    if (qem_source_open(path, &so, &src, &e) != QEM_OK ||
-        qem_products_open(src, &po, &p, &e) != QEM_OK) {
-        qem_source_close(src);
-        return die("open", &e);
+    *src = NULL;
+    if (qem_source_open(path, &so, src, &e) != QEM_OK ||
+        qem_products_open(*src, &po, &p, &e) != QEM_OK) {
+        qem_source_close(*src);
+        *src = NULL;
+        die("open", &e);
+        return NULL;
     }
+    return p;
+}
+
+static int time_products(const config *c, const char *path, const mask_case *m, int threads,
+                         uint64_t *check, double *best)
+{
+    qem_error e = {0};
+    qem_source *src = NULL;
+    qem_products *p = open_products(path, threads, &src);
+    if (!p)
+        return 1;
     double t[MAX_RUNS];
     int ok = 1;
     for (int r = 0; ok && r < c->runs + 1; r++) {
@@ -85,18 +98,9 @@ static int time_mean_com(const config *c, const char *path, int threads, double 
 {
     qem_error e = {0};
     qem_source *src = NULL;
-    qem_source_options so;
-    qem_source_options_init(&so);
-    so.threads = threads;
-    qem_products_options po;
-    qem_products_options_init(&po);
-    po.threads = threads;
-    qem_products *p = NULL;
-    if (qem_source_open(path, &so, &src, &e) != QEM_OK ||
-        qem_products_open(src, &po, &p, &e) != QEM_OK) {
-        qem_source_close(src);
-        return die("open", &e);
-    }
+    qem_products *p = open_products(path, threads, &src);
+    if (!p)
+        return 1;
     double tm[MAX_RUNS], tc[MAX_RUNS], med;
     int ok = 1;
     for (int r = 0; ok && r < c->runs; r++) {

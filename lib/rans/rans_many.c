@@ -72,6 +72,21 @@ static inline uint32_t load_u32le(const uint8_t *p)
 
 #ifdef QEM_HAVE_X86_SIMD
 
+/* Each lane's initial state, next byte, end and table row; lanes past
+ * `lanes` repeat the first stream (their results are ignored). */
+static void lanes_setup(const uint8_t *base, const qem_stream_job *const *job, unsigned lanes,
+                        unsigned width, int32_t *x, int32_t *pos, int32_t *end, int32_t *model)
+{
+    for (unsigned k = 0; k < width; k++) {
+        const qem_stream_job *j = job[k < lanes ? k : 0];
+        const int32_t off = (int32_t)(j->span - base);
+        x[k] = (int32_t)load_u32le(j->span);
+        pos[k] = off + 4;
+        end[k] = off + (int32_t)j->size;
+        model[k] = (int32_t)(j->model * QEM_RANS_SCALE);
+    }
+}
+
 #define LANES_AVX2 8
 
 /* Up to 8 rANS streams whose first 4 bytes and initial states are valid.
@@ -83,14 +98,7 @@ decode_lanes_avx2(const qem_rans_tables *t, const uint8_t *base, const qem_strea
                   unsigned lanes, uint32_t n, uint32_t max_value, uint32_t *stage)
 {
     int32_t x0[LANES_AVX2], pos0[LANES_AVX2], end0[LANES_AVX2], model0[LANES_AVX2];
-    for (unsigned k = 0; k < LANES_AVX2; k++) {
-        const qem_stream_job *j = job[k < lanes ? k : 0];
-        const int32_t off = (int32_t)(j->span - base);
-        x0[k] = (int32_t)load_u32le(j->span);
-        pos0[k] = off + 4;
-        end0[k] = off + (int32_t)j->size;
-        model0[k] = (int32_t)(j->model * QEM_RANS_SCALE);
-    }
+    lanes_setup(base, job, lanes, LANES_AVX2, x0, pos0, end0, model0);
     __m256i x = _mm256_loadu_si256((const __m256i *)x0);
     __m256i pos = _mm256_loadu_si256((const __m256i *)pos0);
     const __m256i end = _mm256_loadu_si256((const __m256i *)end0);
@@ -152,14 +160,7 @@ decode_lanes_avx512(const qem_rans_tables *t, const uint8_t *base,
                     uint32_t max_value, uint32_t *stage)
 {
     int32_t x0[LANES_AVX512], pos0[LANES_AVX512], end0[LANES_AVX512], model0[LANES_AVX512];
-    for (unsigned k = 0; k < LANES_AVX512; k++) {
-        const qem_stream_job *j = job[k < lanes ? k : 0];
-        const int32_t off = (int32_t)(j->span - base);
-        x0[k] = (int32_t)load_u32le(j->span);
-        pos0[k] = off + 4;
-        end0[k] = off + (int32_t)j->size;
-        model0[k] = (int32_t)(j->model * QEM_RANS_SCALE);
-    }
+    lanes_setup(base, job, lanes, LANES_AVX512, x0, pos0, end0, model0);
     __m512i x = _mm512_loadu_si512(x0);
     __m512i pos = _mm512_loadu_si512(pos0);
     const __m512i end = _mm512_loadu_si512(end0);
