@@ -298,6 +298,55 @@ qem_status pack_weighted_sums(const qem_pack *p, uint64_t first, uint64_t count,
     return nomem ? qem_fail(error, QEM_E_NO_MEMORY, "out of memory reducing a pack") : QEM_OK;
 }
 
+qem_status pack_pixel_sums(const qem_pack *p, uint64_t first, uint64_t count, uint64_t *sums,
+                           uint32_t *max, int threads, qem_error *error)
+{
+    if (!p->loaded)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "load the pack before reducing it");
+    if (first > p->scans || count > p->scans - first || !sums)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "pack_pixel_sums: bad range or argument");
+    const uint64_t end = first + count;
+    const uint64_t step = p->profile == QEM_PACK_UINT16_LZ4 ? PACK_V1_TILE : PACK_V3_TILE;
+    if (threads <= 0)
+        threads = omp_get_max_threads();
+    /* One pixel's tiles at a time, straight from the resident. */
+#pragma omp parallel for schedule(dynamic, 64) num_threads(threads)
+    for (uint64_t px = 0; px < p->pixels; px++) {
+        if (p->is_excluded[px]) {
+            sums[px] = 0;
+            if (max)
+                max[px] = 0;
+            continue;
+        }
+        uint32_t tile[PACK_V1_TILE];
+        uint64_t acc = 0;
+        uint32_t top = max ? max[px] : 0;
+        for (uint64_t s = first / p->sps; s < p->shard_count && s * p->sps < end; s++) {
+            const uint64_t s0 = s * p->sps;
+            const uint64_t a = first > s0 ? first - s0 : 0;
+            const uint64_t b = end - s0 < p->sps ? end - s0 : p->sps;
+            for (uint64_t at = a / step * step; at < b; at += step) {
+                uint64_t word;
+                unsigned width, index;
+                locate(p, &p->shards[s], at, px, &word, &width, &index);
+                if (!width)
+                    continue;
+                const unsigned n = (unsigned)(p->sps - at < step ? p->sps - at : step);
+                pack_unpack_tile(p->shards[s].words, word, width, n, tile);
+                const uint64_t lo = at < a ? a - at : 0, hi = at + n > b ? b - at : n;
+                for (uint64_t i = lo; i < hi; i++) {
+                    acc += tile[i];
+                    top = tile[i] > top ? tile[i] : top;
+                }
+            }
+        }
+        sums[px] += acc;
+        if (max)
+            max[px] = top;
+    }
+    return QEM_OK;
+}
+
 qem_status pack_detector_sums(const qem_pack *p, const uint8_t *mask, uint64_t *image)
 {
     int32_t *w = malloc((size_t)p->pixels * sizeof *w);

@@ -97,6 +97,12 @@ uint32_t pack_sample(const qem_pack *pack, const pack_shard *shard, uint64_t sca
  * value per scan. */
 qem_status pack_detector_sums(const qem_pack *pack, const uint8_t *mask, uint64_t *image);
 
+/* Adds each admitted pixel's working-value sum over scans [first, first +
+ * count) into sums[p] and raises max[p] (optional); excluded pixels end
+ * at 0. Only the resident tiles are read. */
+qem_status pack_pixel_sums(const qem_pack *pack, uint64_t first, uint64_t count, uint64_t *sums,
+                           uint32_t *max, int threads, qem_error *error);
+
 /* qem_pack_read_scans on `threads` threads (0: OpenMP's default). */
 qem_status pack_read_scans(qem_pack *pack, uint64_t first, uint64_t count, qem_pack_values values,
                            void *out, size_t out_size, int threads, qem_error *error);

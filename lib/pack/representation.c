@@ -58,6 +58,12 @@ static qem_status weighted_sums(void *impl, uint64_t first, uint64_t count,
     return pack_weighted_sums(impl, first, count, weights, planes, out, threads, error);
 }
 
+static qem_status pixel_sums(void *impl, uint64_t first, uint64_t count, uint64_t *sums,
+                             uint32_t *max, int threads, qem_error *error)
+{
+    return pack_pixel_sums(impl, first, count, sums, max, threads, error);
+}
+
 static void code_affine(const void *impl, uint64_t scan, double *scale, double *offset)
 {
     (void)impl;
@@ -111,6 +117,7 @@ const qem_representation_ops qem_pack_representation = {
     .data = data_of,
     .valid = valid_of,
     .weighted_sums = weighted_sums,
+    .pixel_sums = pixel_sums,
     .code_affine = code_affine,
     .dark = no_dark,
     .detector_calibration = detector_calibration_of,

@@ -4,6 +4,7 @@
  * representation for the least it needs; the reference path decodes
  * windows and sums densely, and tests hold the two equal. */
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,7 +16,7 @@
 #define WINDOW_BYTES (32u << 20)
 /* Fast-path pieces: scans per call, so that progress and cancellation
  * reach the caller and partial results merge by addition. */
-#define PIECE_SCANS 4096u
+#define PIECE_SCANS 16384u
 
 void qem_products_options_init(qem_products_options *o)
 {
@@ -72,6 +73,8 @@ qem_status qem_products_open(qem_source *source, const qem_products_options *opt
     p->ops = source->ops;
     p->impl = source->impl;
     p->threads = p->options.threads > 0 ? p->options.threads : source->threads;
+    if (p->threads <= 0)
+        p->threads = omp_get_max_threads();
     p->ops->describe(p->impl, &p->info);
     p->scan_rows = p->info.shape[0];
     p->scan_cols = p->info.shape[1];
@@ -299,6 +302,8 @@ qem_status qem_products_pixel_sums(qem_products *p, uint64_t first, uint64_t cou
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "scans [%llu, +%llu) outside the %llu",
                         (unsigned long long)first, (unsigned long long)count,
                         (unsigned long long)p->scans);
+    if (p->options.path == QEM_PATH_FAST && p->ops->pixel_sums)
+        return p->ops->pixel_sums(p->impl, first, count, sums, NULL, p->threads, error);
     pixel_sums s = {p, sums};
     QEM_TRY(prod_for_windows(p, first, count, pixel_sums_window, &s, error));
     for (uint64_t px = 0; px < p->pixels; px++)

@@ -128,13 +128,27 @@ static qem_status int_pixels_window(void *user, uint64_t first, uint64_t count, 
     (void)error;
     int_pixels *s = user;
     const qem_products *p = s->p;
-    for (uint64_t i = 0; i < count; i++)
-        for (uint64_t px = 0; px < p->pixels; px++) {
-            const uint32_t v = prod_int_at(p, rows, i * p->pixels + px);
-            s->sum[px] += v;
-            if (s->max && v > s->max[px])
-                s->max[px] = v;
+    const uint64_t P = p->pixels;
+    /* Threads take slices of pixels; each owns its sums. */
+#pragma omp parallel for schedule(static) num_threads(p->threads > 0 ? p->threads : 1)
+    for (uint64_t p0 = 0; p0 < P; p0 += 256) {
+        const uint64_t p1 = p0 + 256 < P ? p0 + 256 : P;
+        const int narrow = p->data == QEM_DATA_COUNTS && p->info.working_dtype == QEM_DTYPE_UINT8;
+        for (uint64_t i = 0; i < count; i++) {
+            if (!s->max && !narrow) { /* the common case, vectorised */
+                const uint16_t *r = (const uint16_t *)rows + i * P;
+                for (uint64_t px = p0; px < p1; px++)
+                    s->sum[px] += r[px];
+                continue;
+            }
+            for (uint64_t px = p0; px < p1; px++) {
+                const uint32_t v = prod_int_at(p, rows, i * P + px);
+                s->sum[px] += v;
+                if (s->max && v > s->max[px])
+                    s->max[px] = v;
+            }
         }
+    }
     return QEM_OK;
 }
 
@@ -155,8 +169,18 @@ static qem_status reduce_rect(qem_products *p, uint64_t r0, uint64_t r1, uint64_
                         reduce == QEM_REDUCE_MAX ? calloc((size_t)P, sizeof(uint32_t)) : NULL};
         if (!s.sum || (reduce == QEM_REDUCE_MAX && !s.max))
             st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
-        for (uint64_t r = r0; st == QEM_OK && r < r1; r++)
-            st = prod_for_windows(p, r * p->scan_cols + c0, c1 - c0, int_pixels_window, &s, error);
+        const int fast = p->options.path == QEM_PATH_FAST && p->ops->pixel_sums;
+        /* Full-width rectangles are one contiguous range of scans. */
+        const int whole_rows = c0 == 0 && c1 == p->scan_cols;
+        for (uint64_t r = r0; st == QEM_OK && r < r1; r += whole_rows ? r1 - r0 : 1) {
+            const uint64_t at = r * p->scan_cols + c0;
+            const uint64_t span = whole_rows ? (r1 - r0) * p->scan_cols : c1 - c0;
+            st = fast ? p->ops->pixel_sums(p->impl, at, span, s.sum, s.max, p->threads, error)
+                      : prod_for_windows(p, at, span, int_pixels_window, &s, error);
+            if (st == QEM_OK && fast && p->options.progress &&
+                p->options.progress(p->options.progress_user, r + 1 - r0, r1 - r0))
+                st = qem_fail(error, QEM_E_CANCELLED, "cancelled");
+        }
         for (uint64_t px = 0; st == QEM_OK && px < P; px++) {
             const uint64_t v = !p->valid[px]             ? 0
                                : reduce == QEM_REDUCE_MAX ? s.max[px]

@@ -227,6 +227,12 @@ qem_status qem_weighted_sums(qem_file *file, uint64_t first, uint64_t count,
                              const int32_t *const *weights, unsigned planes, int use_tiles,
                              int64_t *out, int threads, qem_error *error);
 
+/* Adds each valid pixel's sum over scans [first, first + count) into
+ * sums[p] and raises max[p] (optional) to its largest value, from the
+ * decoded columns (counts or codes); invalid pixels end at 0. */
+qem_status qem_pixel_sums(qem_file *file, uint64_t first, uint64_t count, uint64_t *sums,
+                          uint32_t *max, int threads, qem_error *error);
+
 /* --- writing --------------------------------------------------------------- */
 
 /* The writer's source window, for callers that fill it in place (saving

@@ -89,6 +89,12 @@ static qem_status weighted_sums(void *impl, uint64_t first, uint64_t count,
     return qem_weighted_sums(impl, first, count, weights, planes, use_tiles, out, threads, error);
 }
 
+static qem_status pixel_sums(void *impl, uint64_t first, uint64_t count, uint64_t *sums,
+                             uint32_t *max, int threads, qem_error *error)
+{
+    return qem_pixel_sums(impl, first, count, sums, max, threads, error);
+}
+
 static void code_affine(const void *impl, uint64_t scan, double *scale, double *offset)
 {
     const qem_file *f = impl;
@@ -169,6 +175,7 @@ const qem_representation_ops qem_file_representation = {
     .data = data_of,
     .valid = valid_of,
     .weighted_sums = weighted_sums,
+    .pixel_sums = pixel_sums,
     .code_affine = code_affine,
     .dark = dark_of,
     .detector_calibration = detector_calibration_of,

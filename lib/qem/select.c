@@ -256,30 +256,141 @@ qem_status qem_weighted_sums(qem_file *f, uint64_t first, uint64_t count,
     int need_spatial = 0;
     for (unsigned k = 0; k < planes; k++)
         need_spatial |= sp.tile_count[k] != 0;
-    threads = threads > 0 ? threads : f->threads;
+    threads = qem_resolve_threads(threads > 0 ? threads : f->threads);
+    const uint64_t end = first + count, c0 = qem_chunk_index_of(f, first);
+    uint64_t c_end = c0;
+    while (c_end < f->chunk_count && f->chunks[c_end].first < end)
+        c_end++;
+    if (!sp.decode_count && !need_spatial) {
+        plan_free(&sp);
+        return QEM_OK; /* nothing selected: all sums are zero */
+    }
+    /* Whole chunks per thread when there are enough of them (each writes
+     * its own scans of `out`); otherwise threads share each block. */
+    const int per_chunk = threads > 1 && c_end - c0 >= (uint64_t)threads;
     qem_status st = QEM_OK;
-    const uint64_t end = first + count;
-    for (uint64_t ci = qem_chunk_index_of(f, first); st == QEM_OK && ci < f->chunk_count; ci++) {
+    uint64_t failed_chunk = UINT64_MAX;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(per_chunk ? threads : 1)
+    for (uint64_t ci = c0; ci < c_end; ci++) {
+        qem_status cst;
+#pragma omp atomic read
+        cst = st;
+        if (cst != QEM_OK && ci > failed_chunk)
+            continue;
         const qem_chunk *c = &f->chunks[ci];
-        if (c->first >= end)
-            break;
-        if (!sp.decode_count && !need_spatial)
-            break; /* nothing selected: all sums are zero */
+        qem_error e = {0};
         qem_chunk_view v;
-        st = qem_chunk_load(f, ci, need_spatial, &v, error);
-        if (st != QEM_OK)
-            break; /* the load released its view */
-        for (uint64_t b = 0; st == QEM_OK && b < c->blocks; b++) {
+        cst = qem_chunk_load(f, ci, need_spatial, &v, &e);
+        for (uint64_t b = 0; cst == QEM_OK && b < c->blocks; b++) {
             const uint64_t b0 = c->first + b * QEM_INTERVAL;
             const uint64_t b1 = b0 + qem_block_samples(c, b);
             if (b1 <= first || b0 >= end)
                 continue;
             const uint32_t lo = (uint32_t)((first > b0 ? first : b0) - b0);
             const uint32_t hi = (uint32_t)((end < b1 ? end : b1) - b0);
-            st = reduce_block(f, &v, b, lo, hi, &sp, out, count, b0 + lo - first, threads, error);
+            cst = reduce_block(f, &v, b, lo, hi, &sp, out, count, b0 + lo - first,
+                               per_chunk ? 1 : threads, &e);
         }
-        qem_chunk_view_free(&v);
+        if (v.buffer)
+            qem_chunk_view_free(&v);
+        if (cst != QEM_OK) {
+#pragma omp critical(qem_select_chunk_error)
+            if (ci < failed_chunk) {
+                failed_chunk = ci;
+                st = cst;
+                if (error)
+                    *error = e;
+            }
+        }
     }
     plan_free(&sp);
     return st;
 }
+
+qem_status qem_pixel_sums(qem_file *f, uint64_t first, uint64_t count, uint64_t *sums,
+                          uint32_t *max, int threads, qem_error *error)
+{
+    if (f->codec == QEM_CODEC_FLOAT32)
+        return qem_fail(error, QEM_E_WRONG_CODEC, "float32 data have no exact pixel sums");
+    if (first > f->scans || count > f->scans - first || !sums)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_pixel_sums: bad range or argument");
+    if (!count)
+        return QEM_OK;
+    threads = qem_resolve_threads(threads > 0 ? threads : f->threads);
+    const uint64_t P = f->pixels, end = first + count;
+    const uint64_t groups = (P + PIXEL_GROUP - 1) / PIXEL_GROUP;
+    qem_status st = QEM_OK;
+    for (uint64_t ci = qem_chunk_index_of(f, first); st == QEM_OK && ci < f->chunk_count; ci++) {
+        const qem_chunk *c = &f->chunks[ci];
+        if (c->first >= end)
+            break;
+        qem_chunk_view v;
+        st = qem_chunk_load(f, ci, 0, &v, error);
+        if (st != QEM_OK)
+            break;
+        for (uint64_t b = 0; st == QEM_OK && b < c->blocks; b++) {
+            const uint64_t b0 = c->first + b * QEM_INTERVAL;
+            const uint32_t n = qem_block_samples(c, b);
+            if (b0 + n <= first || b0 >= end)
+                continue;
+            const uint32_t lo = (uint32_t)((first > b0 ? first : b0) - b0);
+            const uint32_t hi = (uint32_t)((end < b0 + n ? end : b0 + n) - b0);
+            uint64_t bad_lane = UINT64_MAX;
+            qem_status bad = QEM_OK;
+            /* Each pixel's column is summed where it was decoded: no rows. */
+#pragma omp parallel num_threads(threads)
+            {
+                uint16_t *cols = malloc((size_t)PIXEL_GROUP * n * sizeof *cols);
+#pragma omp for schedule(dynamic, 4)
+                for (uint64_t g = 0; g < groups; g++) {
+                    const uint64_t p0 = g * PIXEL_GROUP;
+                    const uint64_t w = P - p0 < PIXEL_GROUP ? P - p0 : PIXEL_GROUP;
+                    uint64_t failed;
+                    qem_status gst = cols ? qem_chunk_decode_lanes(f, &v, b, p0, w, cols, &failed)
+                                          : QEM_E_NO_MEMORY;
+                    if (gst != QEM_OK) {
+#pragma omp critical(qem_pixel_sums_error)
+                        if (bad == QEM_OK || (gst != QEM_E_NO_MEMORY && failed < bad_lane)) {
+                            bad = gst;
+                            bad_lane = gst == QEM_E_NO_MEMORY ? UINT64_MAX : failed;
+                        }
+                        continue;
+                    }
+                    for (uint64_t j = 0; j < w; j++) {
+                        const uint16_t *col = cols + j * n;
+                        uint64_t acc = 0;
+                        uint32_t top = max ? max[p0 + j] : 0;
+                        for (uint32_t i = lo; i < hi; i++) {
+                            acc += col[i];
+                            top = col[i] > top ? col[i] : top;
+                        }
+                        sums[p0 + j] += acc;
+                        if (max)
+                            max[p0 + j] = top;
+                    }
+                }
+                free(cols);
+            }
+            if (bad == QEM_E_NO_MEMORY && bad_lane == UINT64_MAX)
+                st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory summing a block");
+            else if (bad != QEM_OK) {
+                uint16_t *one = malloc((size_t)n * sizeof *one);
+                st = one ? qem_chunk_decode_stream(f, &v, b, bad_lane, one, error)
+                         : qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+                free(one);
+                if (st == QEM_OK)
+                    st = bad;
+            }
+        }
+        qem_chunk_view_free(&v);
+    }
+    /* Invalid pixels never count. */
+    for (uint64_t px = 0; st == QEM_OK && px < P; px++)
+        if (!f->valid[px]) {
+            sums[px] = 0;
+            if (max)
+                max[px] = 0;
+        }
+    return st;
+}
+

@@ -41,6 +41,10 @@ typedef struct qem_representation_ops {
     qem_status (*weighted_sums)(void *impl, uint64_t first, uint64_t count,
                                 const int32_t *const *weights, unsigned planes, int use_tiles,
                                 int64_t *out, int threads, qem_error *error);
+    /* Optional, integer data: adds each valid pixel's sum over the scans
+     * into sums[p] (and raises max[p], if given) without building rows. */
+    qem_status (*pixel_sums)(void *impl, uint64_t first, uint64_t count, uint64_t *sums,
+                             uint32_t *max, int threads, qem_error *error);
     /* Codes: value = code * scale + offset for scan `scan`. */
     void (*code_affine)(const void *impl, uint64_t scan, double *scale, double *offset);
     /* The float mean-dark plane (pixels floats): 1 if the file has one. */
