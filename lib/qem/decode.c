@@ -265,6 +265,12 @@ static void emit_rows(const qem_file *f, const qem_chunk_view *v, qem_output kin
         qem_transpose_columns(tile, n, width, lo, hi, P, rows + p0 * (uint64_t)bytes, bytes);
         return;
     }
+    if (kind == QEM_OUTPUT_NATIVE && f->codec == QEM_CODEC_FLOAT32) {
+        /* Lanes 2p, 2p + 1 are pixel p's low and high words: transposed
+         * as u16 lanes, each row of lanes is the little-endian float32s. */
+        qem_transpose_columns(tile, n, 2 * width, lo, hi, 2 * P, rows + p0 * 4, 2);
+        return;
+    }
     if (kind == QEM_OUTPUT_CODES) {
         qem_transpose_columns(tile, n, width, lo, hi, P, rows + p0 * 2, 2);
         return;
