@@ -2,7 +2,9 @@
  * rules, decode its count streams and assemble scan rows: counts (integer),
  * float32 bits from two u16 lanes per pixel (float), or codes restored
  * with their region's scale and offset (scaled). */
+#include <omp.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <string.h>
 
 #include "common/bitpack.h"
@@ -109,6 +111,57 @@ static qem_status check_spatial_arrays(const qem_file *f, uint64_t index, const 
     return QEM_OK;
 }
 
+/* Large chunk buffers (a float chunk is tens of MiB) are filled once and
+ * freed: in 2 MiB pages where the kernel offers them on request, so that
+ * filling them is not thousands of page faults on one thread. */
+static uint8_t *chunk_buffer(size_t size)
+{
+    enum { HUGE = 2u << 20 };
+    if (size < 2 * (size_t)HUGE)
+        return malloc(size);
+    void *p = NULL;
+    const size_t rounded = (size + HUGE - 1) / HUGE * HUGE;
+    if (posix_memalign(&p, HUGE, rounded) != 0)
+        return NULL;
+#ifdef MADV_HUGEPAGE
+    madvise(p, rounded, MADV_HUGEPAGE);
+#endif
+    return p;
+}
+
+/* A large chunk is read in 4 MiB pieces by the file's threads: the copy
+ * out of the page cache is otherwise one thread's work. */
+static qem_status read_chunk(const qem_file *f, uint8_t *buf, uint64_t size, uint64_t offset,
+                             qem_error *error)
+{
+    enum { PIECE = 4u << 20 };
+    const int threads = qem_resolve_threads(f->threads);
+    if (size < 2 * (uint64_t)PIECE || threads < 2 || omp_in_parallel())
+        return qem_pread_full(f->fd, buf, (size_t)size, offset, QEM_E_FILE_LENGTH, error);
+    const uint64_t pieces = (size + PIECE - 1) / PIECE;
+    qem_status st = QEM_OK;
+    uint64_t failed = UINT64_MAX;
+    qem_error first = {0};
+#pragma omp parallel for schedule(static) num_threads(threads)
+    for (uint64_t k = 0; k < pieces; k++) {
+        const uint64_t at = k * PIECE, n = size - at < PIECE ? size - at : PIECE;
+        qem_error e = {0};
+        const qem_status pst =
+            qem_pread_full(f->fd, buf + at, (size_t)n, offset + at, QEM_E_FILE_LENGTH, &e);
+        if (pst != QEM_OK) {
+#pragma omp critical(qem_read_chunk)
+            if (k < failed) {
+                failed = k;
+                st = pst;
+                first = e;
+            }
+        }
+    }
+    if (st != QEM_OK && error)
+        *error = first;
+    return st;
+}
+
 qem_status qem_chunk_load(qem_file *f, uint64_t index, int with_spatial, qem_chunk_view *v,
                           qem_error *error)
 {
@@ -122,14 +175,13 @@ qem_status qem_chunk_load(qem_file *f, uint64_t index, int with_spatial, qem_chu
     QEM_TRY(qem_body_check_range(f, begin, end, 0, NULL, error));
     v->chunk = c;
     /* Zeroed padding: SIMD decoding reads a few bytes past a stream. */
-    v->buffer = malloc((size_t)(end - begin) + QEM_SPAN_PADDING);
+    v->buffer = chunk_buffer((size_t)(end - begin) + QEM_SPAN_PADDING);
     if (v->buffer)
         memset(v->buffer + (end - begin), 0, QEM_SPAN_PADDING);
     if (!v->buffer)
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory for a %llu-byte chunk",
                         (unsigned long long)(end - begin));
-    qem_status st = qem_pread_full(f->fd, v->buffer, (size_t)(end - begin), f->body_start + begin,
-                                   QEM_E_FILE_LENGTH, error);
+    qem_status st = read_chunk(f, v->buffer, end - begin, f->body_start + begin, error);
     if (st != QEM_OK) {
         qem_chunk_view_free(v);
         return st;

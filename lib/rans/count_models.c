@@ -72,10 +72,16 @@ qem_status qem_count_stream_decode(const qem_rans_tables *t, unsigned model, con
         if (size != 2 * (size_t)n)
             return QEM_E_MODEL;
         uint32_t or_all = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        memcpy(out, span, 2 * (size_t)n); /* the stored words are the values */
+        for (uint32_t i = 0; max_value < 65535 && i < n; i++)
+            or_all |= out[i];
+#else
         for (uint32_t i = 0; i < n; i++) {
             out[i] = load_u16le(span + 2 * i);
             or_all |= out[i];
         }
+#endif
         if (or_all > max_value) {
             for (uint32_t i = 0; i < n; i++)
                 if (out[i] > max_value)
