@@ -130,6 +130,14 @@ static qem_status parse_index(qem_pack *p, const uint8_t *ix, uint64_t n, qem_er
                                                  "positive");
     p->scans = p->shape[0] * p->shape[1];
     p->pixels = p->shape[2] * p->shape[3];
+    /* Every detector pixel owns at least one stored byte per shard (a
+     * width byte, or a 4-byte compact header): a file cannot describe more
+     * pixels than it has bytes. Checked before any per-pixel allocation. */
+    if (p->pixels > p->file_size)
+        return qem_fail(error, QEM_E_PACK_INDEX,
+                        "pack index declares %llu detector pixels, more than a %llu-byte file "
+                        "can hold",
+                        (unsigned long long)p->pixels, (unsigned long long)p->file_size);
     if (p->scans != p->shard_count * p->sps)
         return qem_fail(error, QEM_E_PACK_INDEX,
                         "pack index: %llu scan positions differ from %llu shards x %llu scans",

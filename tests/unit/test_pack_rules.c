@@ -168,6 +168,10 @@ IEDIT(i_excluded_range, put32(ix + 40, 20))
 IEDIT(i_excluded_twice, put32(ix + 44, 0))
 IEDIT(i_too_many_excluded, put32(ix + 36, 21))
 IEDIT(i_trailing, ix[*n] = 0; (*n)++)
+/* Fuzz regression (fuzz_pack_file, 2026-11-29): a small file declaring a
+ * 65535 x 65535 detector made qem_pack_open calloc 4 GiB per-pixel arrays
+ * before any range check. */
+IEDIT(i_huge_detector, put32(ix + 24, 65535); put32(ix + 28, 65535))
 IEDIT(i_truncated, (*n)--)
 IEDIT(i_decoded_odd, {
     uint8_t *r = record(ix, 36, 4, 0);
@@ -458,6 +462,8 @@ int main(void)
         {&v1, "excluded twice", i_excluded_twice, AT_OPEN, QEM_E_PACK_INDEX, "out of range or listed twice"},
         {&v1, "more excluded than pixels", i_too_many_excluded, AT_OPEN, QEM_E_PACK_INDEX, "excludes"},
         {&v1, "trailing index byte", i_trailing, AT_OPEN, QEM_E_PACK_INDEX, "trailing bytes"},
+        {&v1, "fuzz regression: detector larger than the file", i_huge_detector, AT_OPEN,
+         QEM_E_PACK_INDEX, "more than a"},
         {&v1, "truncated index", i_truncated, AT_OPEN, QEM_E_PACK_INDEX, "truncated"},
         {&v1, "decoded size not whole words", i_decoded_odd, AT_OPEN, QEM_E_PACK_INDEX, "multiple of 4"},
         {&v1, "descriptor count", i_descriptors, AT_OPEN, QEM_E_PACK_INDEX, "descriptors"},
