@@ -17,14 +17,20 @@
  * into an unnamed O_TMPFILE. This small driver writes to a descriptor the
  * caller owns: the pack has no name until it is linked into place, and a
  * killed producer leaves nothing behind. */
+/* After the first failed write (a full disk) the file is lost anyway:
+ * later writes are discarded and reported as done so that libhdf5 can
+ * still close the file and release it. Left open, libhdf5 closes it again
+ * at process exit and crashes there. The writer keeps the failure. */
 typedef struct fd_file {
     H5FD_t pub; /* must come first */
     int fd;
     haddr_t eoa, eof;
+    int *failed; /* the writer's: errno of the first failed write, or 0 */
 } fd_file;
 
 typedef struct fd_fapl {
     int fd;
+    int *failed;
 } fd_fapl;
 
 static H5FD_t *fd_open(const char *name, unsigned flags, hid_t fapl, haddr_t maxaddr)
@@ -47,6 +53,7 @@ static H5FD_t *fd_open(const char *name, unsigned flags, hid_t fapl, haddr_t max
         return NULL;
     }
     f->eof = (haddr_t)sb.st_size;
+    f->failed = info->failed;
     return &f->pub;
 }
 
@@ -116,13 +123,17 @@ static herr_t fd_write(H5FD_t *file, H5FD_mem_t type, hid_t dxpl, haddr_t addr, 
     (void)type;
     (void)dxpl;
     fd_file *f = (fd_file *)file;
+    if (*f->failed)
+        return 0; /* discarded: see fd_file */
     const unsigned char *p = buffer;
     while (size > 0) {
         ssize_t put = pwrite(f->fd, p, size, (off_t)addr);
         if (put < 0 && errno == EINTR)
             continue;
-        if (put <= 0)
+        if (put <= 0) {
+            *f->failed = put < 0 ? errno : ENOSPC;
             return -1;
+        }
         p += put;
         addr += (haddr_t)put;
         size -= (size_t)put;
@@ -137,9 +148,13 @@ static herr_t fd_truncate(H5FD_t *file, hid_t dxpl, hbool_t closing)
     (void)dxpl;
     (void)closing;
     fd_file *f = (fd_file *)file;
+    if (*f->failed)
+        return 0;
     if (f->eoa != f->eof) {
-        if (ftruncate(f->fd, (off_t)f->eoa) != 0)
+        if (ftruncate(f->fd, (off_t)f->eoa) != 0) {
+            *f->failed = errno;
             return -1;
+        }
         f->eof = f->eoa;
     }
     return 0;
@@ -171,11 +186,14 @@ struct pack_h5_writer {
     hid_t shards;      /* /quantem_gpu/shards */
     hid_t shard;       /* the current shard's group */
     uint64_t shard_no; /* its ordinal, or UINT64_MAX */
+    int failed;        /* errno of the first failed write, or 0 */
 };
 
 /* libhdf5 prints its error stack unless told not to; the try block saves
  * and restores the handler around each call sequence. */
-#define H5_FAIL(what) qem_fail(error, QEM_E_IO, "HDF5 could not %s", what)
+#define H5_FAIL(what)                                                                              \
+    (w && w->failed ? qem_fail(error, QEM_E_IO, "HDF5 could not %s: %s", what, strerror(w->failed)) \
+                    : qem_fail(error, QEM_E_IO, "HDF5 could not %s", what))
 
 static int set_string_attribute(hid_t object, const char *name, const char *value)
 {
@@ -207,7 +225,7 @@ qem_status pack_h5_create(int fd, const char *schema, const char *identity_hex,
         /* Registered per file and released on close: no lasting state. */
         w->driver = H5FDregister(&fd_class);
         hid_t fcpl = H5Pcreate(H5P_FILE_CREATE), fapl = H5Pcreate(H5P_FILE_ACCESS);
-        const fd_fapl info = {fd};
+        const fd_fapl info = {fd, &w->failed};
         if (w->driver >= 0 && fcpl >= 0 && fapl >= 0 &&
             H5Pset_userblock(fcpl, PACK_USER_BLOCK) >= 0 &&
             H5Pset_driver(fapl, w->driver, &info) >= 0)
@@ -239,8 +257,11 @@ qem_status pack_h5_create(int fd, const char *schema, const char *identity_hex,
     }
     H5E_END_TRY;
     if (!ok) {
+        const int failed = w->failed;
         pack_h5_close(w, NULL);
-        return H5_FAIL("create the pack file");
+        return failed ? qem_fail(error, QEM_E_IO, "HDF5 could not create the pack file: %s",
+                                 strerror(failed))
+                      : qem_fail(error, QEM_E_IO, "HDF5 could not create the pack file");
     }
     *out = w;
     return QEM_OK;
@@ -286,8 +307,9 @@ qem_status pack_h5_append(pack_h5_writer *w, uint64_t shard, const char *name, c
     }
     H5E_END_TRY;
     if (!ok || at == HADDR_UNDEF)
-        return qem_fail(error, QEM_E_IO, "HDF5 could not write dataset %03llu/%s",
-                        (unsigned long long)shard, name);
+        return qem_fail(error, QEM_E_IO, "HDF5 could not write dataset %03llu/%s%s%s",
+                        (unsigned long long)shard, name, w->failed ? ": " : "",
+                        w->failed ? strerror(w->failed) : "");
     *offset = (uint64_t)at;
     *bytes = count * item_bytes;
     return QEM_OK;
@@ -312,6 +334,11 @@ qem_status pack_h5_close(pack_h5_writer *w, qem_error *error)
             H5FDunregister(w->driver);
     }
     H5E_END_TRY;
+    /* A write that failed earlier fails the file, however the close went. */
+    const int failed = w->failed;
     free(w);
-    return ok ? QEM_OK : H5_FAIL("finish the pack file");
+    if (failed)
+        return qem_fail(error, QEM_E_IO, "HDF5 could not finish the pack file: %s",
+                        strerror(failed));
+    return ok ? QEM_OK : qem_fail(error, QEM_E_IO, "HDF5 could not finish the pack file");
 }

@@ -804,12 +804,14 @@ qem_status qem_pack_produce(qem_pack_inspection *in, const qem_pack_plan_options
         st = qem_publish_begin(&pack, dest, error);
     if (st == QEM_OK) {
         st = qem_publish_begin(&rec, rpath, error);
-        if (st == QEM_E_EXISTS)
+        if (st == QEM_E_EXISTS) {
+            qem_error_clear(error); /* qem_fail keeps a first message */
             qem_fail(error, QEM_E_EXISTS,
                      "'%s' already exists (if '%s' does not, an earlier production was stopped "
                      "between its final two links and left a receipt that no pack commits: "
                      "remove it and run again)",
                      rpath, dest);
+        }
     }
     if (st == QEM_OK) {
         pack_now(&t0);
