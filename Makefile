@@ -3,13 +3,17 @@
 #   make demo   build, then save / verify / describe a synthetic dataset
 #   make test   build and run every test, then again under ASan + UBSan
 #   make bench  the benchmark (writes doc/benchmarks.md)
+#   make fuzz   every libFuzzer target for FUZZ_SECONDS each (clang)
 
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 DEMO ?= demo
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 300
+FUZZ_SMOKE_SECONDS ?= 20
 
-.PHONY: all deps build demo test test-release test-asan bench clean
+.PHONY: all deps build demo test test-release test-asan test-fuzz fuzz fuzz-build bench clean
 
 all: build
 
@@ -35,7 +39,7 @@ demo: build
 	$(BUILD)/qem info $(DEMO)/synthetic.qem
 	@ls -l $(DEMO)/synthetic.npy $(DEMO)/synthetic.qem | awk '{print $$5, $$9}'
 
-test: deps test-release test-asan
+test: deps test-release test-asan test-fuzz
 
 test-release:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
@@ -48,8 +52,20 @@ test-asan:
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
 
+# libFuzzer targets, built with clang under ASan + UBSan (tests/fuzz).
+fuzz-build:
+	CC=clang cmake -S . -B $(FUZZ_BUILD) -DQEM_FUZZ=ON -DQEM_BUILD_TESTS=OFF \
+		-DQEM_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake --build $(FUZZ_BUILD) -j $(JOBS)
+
+test-fuzz: fuzz-build
+	./tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SMOKE_SECONDS)
+
+fuzz: deps fuzz-build
+	./tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
 bench: build
 	$(BUILD)/bench/qem-bench --markdown doc/benchmarks.md
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(DEMO)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(DEMO)

@@ -1,0 +1,33 @@
+/* A .npy file: header dictionary, dtype, shape, length; what opens is
+ * read, and read again as a detector mask of its own shape. */
+#include <stdlib.h>
+
+#include "fuzz_common.h"
+#include "qem.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    const char *path = fuzz_path("file.npy");
+    if (!fuzz_write(path, data, size))
+        return 0;
+    qem_error e;
+    qem_npy *n = NULL;
+    if (qem_npy_open(path, &n, &e) != QEM_OK)
+        return 0;
+    qem_npy_info info;
+    qem_npy_get_info(n, &info);
+    if (info.elements <= FUZZ_MAX_VALUES) {
+        void *out = malloc((size_t)info.elements * 4 + 1);
+        if (out)
+            qem_npy_read(n, 0, info.elements, out, &e);
+        free(out);
+        if (info.ndim == 2 && info.elements) {
+            uint8_t *mask = malloc((size_t)info.elements);
+            if (mask)
+                qem_npy_read_mask(path, info.shape[0], info.shape[1], mask, &e);
+            free(mask);
+        }
+    }
+    qem_npy_close(n);
+    return 0;
+}

@@ -1,0 +1,139 @@
+/* Writes the fuzz targets' seed corpora from the upstream fixtures:
+ *   seeds SHARED_DIR OUT_DIR
+ * OUT_DIR/<target>/ gets the fixtures in the layout each target reads. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "rans/rans.h"
+
+static uint8_t *slurp(const char *path, size_t *size)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = malloc((size_t)n + 1);
+    *size = b ? fread(b, 1, (size_t)n, f) : 0;
+    fclose(f);
+    return b;
+}
+
+static void put(const char *dir, const char *target, const char *name, const void *a, size_t na,
+                const void *b, size_t nb)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, target);
+    mkdir(path, 0755);
+    snprintf(path, sizeof path, "%s/%s/%s", dir, target, name);
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return;
+    fwrite(a, 1, na, f);
+    if (b)
+        fwrite(b, 1, nb, f);
+    fclose(f);
+}
+
+static void u32le(uint8_t out[4], uint32_t v)
+{
+    for (int k = 0; k < 4; k++)
+        out[k] = (uint8_t)(v >> (8 * k));
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3)
+        return 2;
+    const char *shared = argv[1], *out = argv[2];
+    mkdir(out, 0755);
+    static const char *const qem[] = {"u8_sparse_lowdose", "u16_dense_highdose",
+                                      "u16_nonsquare_masked", "f32_special_bits",
+                                      "scaled_u16_regions"};
+    char path[1024], name[256];
+    for (size_t i = 0; i < sizeof qem / sizeof qem[0]; i++) {
+        size_t n = 0;
+        snprintf(path, sizeof path, "%s/fixtures/qem/%s.qem", shared, qem[i]);
+        uint8_t *b = slurp(path, &n);
+        if (!b || n < 56)
+            continue;
+        snprintf(name, sizeof name, "%s.qem", qem[i]);
+        put(out, "qem_file", name, b, n, NULL, 0);
+        /* header length: u64 LE at offset 8 */
+        uint64_t h = 0;
+        for (int k = 7; k >= 0; k--)
+            h = (h << 8) | b[8 + k];
+        if (56 + h <= n) {
+            uint8_t *seed = malloc(4 + n - 56);
+            u32le(seed, (uint32_t)h);
+            memcpy(seed + 4, b + 56, n - 56);
+            put(out, "qem_decode", name, seed, 4 + n - 56, NULL, 0);
+            free(seed);
+        }
+        snprintf(path, sizeof path, "%s/fixtures/qem/%s.npy", shared, qem[i]);
+        free(b);
+        b = slurp(path, &n);
+        snprintf(name, sizeof name, "%s.npy", qem[i]);
+        if (b)
+            put(out, "npy", name, b, n, NULL, 0);
+        free(b);
+    }
+    static const char *const packs[] = {"v1_u16_4x32_16x16", "v1_u16_excluded_retained",
+                                        "v3_upstream_test_writer_legacy_nonportable",
+                                        "v3_upstream_test_writer_notes_v3"};
+    for (size_t i = 0; i < sizeof packs / sizeof packs[0]; i++) {
+        size_t n = 0;
+        snprintf(path, sizeof path, "%s/fixtures/pack/%s.h5", shared, packs[i]);
+        uint8_t *b = slurp(path, &n);
+        if (!b || n < 65536)
+            continue;
+        snprintf(name, sizeof name, "%s.h5", packs[i]);
+        put(out, "pack_file", name, b, n, NULL, 0);
+        /* prelude: magic, u32 manifest length, u32 CRC, u32 index offset,
+         * u32 index length (lib/pack/encode.c) */
+        uint32_t m = 0, il = 0;
+        uint64_t io = 0;
+        for (int k = 3; k >= 0; k--) {
+            m = (m << 8) | b[8 + k];
+            io = (io << 8) | b[16 + k];
+            il = (il << 8) | b[20 + k];
+        }
+        if (24 + (uint64_t)m <= 65536 && io + il <= 65536) {
+            uint8_t *seed = malloc(8 + m + il + (n - 65536));
+            u32le(seed, m);
+            memcpy(seed + 4, b + 24, m);
+            u32le(seed + 4 + m, il);
+            memcpy(seed + 8 + m, b + io, il);
+            memcpy(seed + 8 + m + il, b + 65536, n - 65536);
+            put(out, "pack_parts", name, seed, 8 + m + il + (n - 65536), NULL, 0);
+            free(seed);
+        }
+        free(b);
+    }
+    /* rANS: one encoded stream per model, with escapes. */
+    static qem_rans_tables t;
+    qem_rans_tables_init(&t);
+    uint16_t values[200];
+    uint8_t scratch[4 * 200 + 8];
+    for (unsigned model = 0; model < QEM_RANS_MODELS; model += 7) {
+        for (unsigned i = 0; i < 200; i++)
+            values[i] = (uint16_t)(i % 17 == 3 ? 40 + i * 97 : (i * 7 + model) % 5);
+        const uint8_t *code = NULL;
+        const size_t len = qem_rans_encode(&t, model, values, 200, scratch, sizeof scratch, &code);
+        uint8_t head[4] = {(uint8_t)model, 199, 0, 0}; /* n - 1 = 199 -> 200 samples */
+        snprintf(name, sizeof name, "model_%u", model);
+        put(out, "rans", name, head, 4, code, len);
+    }
+    /* Round trip: a few byte strings. */
+    for (int k = 0; k < 3; k++) {
+        uint8_t r[64];
+        for (int i = 0; i < 64; i++)
+            r[i] = (uint8_t)(i * 37 + k * 11);
+        snprintf(name, sizeof name, "arrays_%d", k);
+        put(out, "roundtrip", name, r, sizeof r, NULL, 0);
+    }
+    return 0;
+}
