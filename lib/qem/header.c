@@ -430,6 +430,15 @@ qem_status qem_header_load(qem_file *f, qem_error *error)
                                   json_object_get(f->header, "metadata"), f->shape,
                                   json_is_string(dtype) ? json_string_value(dtype) : "", error));
     QEM_TRY(check_body_table(f, error));
+    /* Every detector pixel has at least a 4-byte stream offset in each
+     * chunk, so the body bounds the pixel count: refused here, before any
+     * per-pixel allocation (a small file must not make qem allocate for
+     * the 2^48 pixels the axis limit allows). */
+    if (f->pixels > f->body_bytes / 4)
+        return qem_fail(error, QEM_E_LAYOUT,
+                        "QEM shape declares %llu detector pixels, more than a %llu-byte body "
+                        "can hold",
+                        (unsigned long long)f->pixels, (unsigned long long)f->body_bytes);
     switch (f->codec) {
     case QEM_CODEC_INTEGER: return check_int_layout(f, error);
     case QEM_CODEC_SCALED: return check_scaled_layout(f, error);
