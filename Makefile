@@ -10,10 +10,11 @@ BUILD ?= build
 ASAN_BUILD ?= build-asan
 DEMO ?= demo
 FUZZ_BUILD ?= build-fuzz
+TSAN_BUILD ?= build-tsan
 FUZZ_SECONDS ?= 300
 FUZZ_SMOKE_SECONDS ?= 20
 
-.PHONY: all deps build demo test test-release test-asan test-fuzz fuzz fuzz-build bench clean
+.PHONY: all deps build demo test test-release test-asan test-tsan test-valgrind test-fuzz fuzz fuzz-build bench clean
 
 all: build
 
@@ -39,18 +40,37 @@ demo: build
 	$(BUILD)/qem info $(DEMO)/synthetic.qem
 	@ls -l $(DEMO)/synthetic.npy $(DEMO)/synthetic.qem | awk '{print $$5, $$9}'
 
-test: deps test-release test-asan test-fuzz
+test: deps test-release test-valgrind test-asan test-tsan test-fuzz
 
 test-release:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
+# The golden tests under valgrind memcheck (release build): zero errors,
+# no definite leaks. (OpenMP's thread stacks show as "possibly lost".)
+VALGRIND_TESTS = golden_qem_fixtures golden_pack_fixtures golden_products_fixtures
+test-valgrind: test-release
+	@for t in $(VALGRIND_TESTS); do \
+		echo "valgrind memcheck: $$t"; \
+		valgrind -q --error-exitcode=99 --leak-check=full --show-possibly-lost=no \
+			--errors-for-leak-kinds=definite $(BUILD)/tests/$$t || exit 1; \
+	done
+
 test-asan:
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DQEM_SANITIZE=ON
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
+
+# Callers' threads sharing one handle, under ThreadSanitizer. The library
+# runs its own work on one thread here (OMP_NUM_THREADS=1): GCC's OpenMP
+# runtime is not instrumented, and the test is about the shared handle.
+test-tsan:
+	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DQEM_TSAN=ON
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target unit_concurrency unit_products
+	cd $(TSAN_BUILD) && OMP_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1 \
+		ctest --output-on-failure -R 'unit_concurrency|unit_products'
 
 # libFuzzer targets, built with clang under ASan + UBSan (tests/fuzz).
 fuzz-build:
@@ -68,4 +88,4 @@ bench: build
 	$(BUILD)/bench/qem-bench --markdown doc/benchmarks.md
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(DEMO)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD) $(DEMO)

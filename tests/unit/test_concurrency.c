@@ -1,0 +1,126 @@
+/* One products handle serving 8 threads at once (each computing virtual
+ * images, mean patterns, centres of mass and patterns) gives exactly what
+ * one thread gives, for a .qem file and a pack. Built also under
+ * ThreadSanitizer (make test-tsan). Library threads are set to 1 so that
+ * only the callers' threads share the handle. */
+#include <pthread.h>
+
+#include "test_util.h"
+
+#define THREADS 8
+#define ROUNDS 6
+
+typedef struct job {
+    qem_products *p;
+    const uint8_t *masks[2];
+    qem_image want[5];
+    int wrong, failed;
+} job;
+
+static int same(const qem_image *a, const qem_image *b)
+{
+    uint64_t n = a->shape[0] * a->shape[1] * (a->ndim == 3 ? a->shape[2] : 1);
+    return a->dtype == b->dtype && a->ndim == b->ndim &&
+           !memcmp(a->shape, b->shape, sizeof a->shape) &&
+           !memcmp(a->data, b->data, (size_t)(n * qem_dtype_size(a->dtype)));
+}
+
+/* The five products, in a fixed order. */
+static int compute(qem_products *p, const uint8_t *const masks[2], qem_image out[5])
+{
+    qem_error e;
+    return qem_products_virtual(p, masks[0], &out[0], &e) == QEM_OK &&
+           qem_products_virtual(p, masks[1], &out[1], &e) == QEM_OK &&
+           qem_products_mean(p, &out[2], &e) == QEM_OK &&
+           qem_products_com(p, NULL, 1, &out[3], &e) == QEM_OK &&
+           qem_products_frame(p, 5, &out[4], &e) == QEM_OK;
+}
+
+static void *worker(void *arg)
+{
+    job *j = arg;
+    for (int r = 0; r < ROUNDS; r++) {
+        qem_image got[5] = {{0}};
+        if (!compute(j->p, j->masks, got))
+            __atomic_add_fetch(&j->failed, 1, __ATOMIC_RELAXED);
+        for (int k = 0; k < 5; k++) {
+            if (got[k].data && !same(&got[k], &j->want[k]))
+                __atomic_add_fetch(&j->wrong, 1, __ATOMIC_RELAXED);
+            qem_image_free(&got[k]);
+        }
+    }
+    return NULL;
+}
+
+static void check_file(const char *path)
+{
+    qem_error e = {0};
+    qem_source_options so;
+    qem_source_options_init(&so);
+    so.threads = 1;
+    qem_source *src = NULL;
+    CHECK_OK(qem_source_open(path, &so, &src, &e), &e);
+    qem_products_options po;
+    qem_products_options_init(&po);
+    po.threads = 1;
+    qem_products *p = NULL;
+    if (src)
+        CHECK_OK(qem_products_open(src, &po, &p, &e), &e);
+    if (!p) {
+        qem_source_close(src);
+        return;
+    }
+    qem_source_info info;
+    qem_source_get_info(src, &info);
+    uint8_t *disk = calloc((size_t)info.pixels, 1), *ring = calloc((size_t)info.pixels, 1);
+    qem_detector_geometry g;
+    qem_detector_geometry_init(&g);
+    g.center_row = (double)info.shape[2] / 2;
+    g.center_column = (double)info.shape[3] / 2;
+    g.radius = 9;
+    CHECK_OK(qem_products_detector_mask(p, &g, 0, disk, &e), &e);
+    g.detector = QEM_DETECTOR_ADF;
+    CHECK_OK(qem_products_detector_mask(p, &g, 0, ring, &e), &e);
+    job j = {p, {disk, ring}, {{0}}, 0, 0};
+    CHECK(compute(p, j.masks, j.want));
+    pthread_t t[THREADS];
+    for (int k = 0; k < THREADS; k++)
+        CHECK(pthread_create(&t[k], NULL, worker, &j) == 0);
+    for (int k = 0; k < THREADS; k++)
+        pthread_join(t[k], NULL);
+    CHECK_EQ_U64(j.failed, 0);
+    CHECK_EQ_U64(j.wrong, 0);
+    fprintf(stderr, "%s: %d threads x %d rounds x 5 products, all identical to one thread\n",
+            path, THREADS, ROUNDS);
+    for (int k = 0; k < 5; k++)
+        qem_image_free(&j.want[k]);
+    free(disk);
+    free(ring);
+    qem_products_close(p);
+    qem_source_close(src);
+}
+
+int main(void)
+{
+    const uint64_t shape[4] = {8, 16, 40, 36};
+    const uint64_t n = shape[0] * shape[1] * shape[2] * shape[3];
+    uint16_t *data = malloc((size_t)n * 2);
+    uint64_t seed = 42;
+    for (uint64_t k = 0; k < n; k++)
+        data[k] = (uint16_t)(test_rand(&seed) % 9);
+    CHECK(write_npy4(test_path("src.npy"), QEM_DTYPE_UINT16, shape, data));
+    free(data);
+    qem_error e = {0};
+    qem_save_options so;
+    qem_save_options_init(&so);
+    so.chunk_scans = 40; /* several chunks */
+    CHECK_OK(qem_save_file(test_path("src.npy"), test_path("src.qem"), &so, &e), &e);
+    qem_pack_inspection *in = NULL;
+    CHECK_OK(qem_pack_inspect(test_path("src.npy"), NULL, &in, &e), &e);
+    if (in)
+        CHECK_OK(qem_pack_produce(in, NULL, test_path("src.h5"), NULL, &e), &e);
+    qem_pack_inspection_free(in);
+    check_file(test_path("src.qem"));
+    check_file(test_path("src.h5"));
+    return test_finish("unit_concurrency");
+}
