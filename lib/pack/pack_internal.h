@@ -12,6 +12,7 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "common/large_alloc.h"
 #include "qem.h"
 
 #define PACK_MAGIC "QGPUH5\0\x01"
@@ -118,7 +119,7 @@ qem_status pack_weighted_sums(const qem_pack *pack, uint64_t first, uint64_t cou
  * words in pairs, branch-free. */
 static inline uint32_t *pack_words_alloc(uint64_t bytes)
 {
-    uint32_t *w = (uint32_t *)malloc((size_t)bytes + 8);
+    uint32_t *w = (uint32_t *)qem_large_alloc((size_t)bytes + 8);
     if (w)
         memset((uint8_t *)w + bytes, 0, 8);
     return w;

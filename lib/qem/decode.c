@@ -4,12 +4,12 @@
  * with their region's scale and offset (scaled). */
 #include <omp.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <string.h>
 
 #include "common/bitpack.h"
 #include "common/error.h"
 #include "common/fileio.h"
+#include "common/large_alloc.h"
 #include "common/sha256.h"
 #include "common/transpose.h"
 #include "qem/qem_internal.h"
@@ -111,24 +111,6 @@ static qem_status check_spatial_arrays(const qem_file *f, uint64_t index, const 
     return QEM_OK;
 }
 
-/* Large chunk buffers (a float chunk is tens of MiB) are filled once and
- * freed: in 2 MiB pages where the kernel offers them on request, so that
- * filling them is not thousands of page faults on one thread. */
-static uint8_t *chunk_buffer(size_t size)
-{
-    enum { HUGE = 2u << 20 };
-    if (size < 2 * (size_t)HUGE)
-        return malloc(size);
-    void *p = NULL;
-    const size_t rounded = (size + HUGE - 1) / HUGE * HUGE;
-    if (posix_memalign(&p, HUGE, rounded) != 0)
-        return NULL;
-#ifdef MADV_HUGEPAGE
-    madvise(p, rounded, MADV_HUGEPAGE);
-#endif
-    return p;
-}
-
 /* A large chunk is read in 4 MiB pieces by the file's threads: the copy
  * out of the page cache is otherwise one thread's work. */
 static qem_status read_chunk(const qem_file *f, uint8_t *buf, uint64_t size, uint64_t offset,
@@ -175,7 +157,7 @@ qem_status qem_chunk_load(qem_file *f, uint64_t index, int with_spatial, qem_chu
     QEM_TRY(qem_body_check_range(f, begin, end, 0, NULL, error));
     v->chunk = c;
     /* Zeroed padding: SIMD decoding reads a few bytes past a stream. */
-    v->buffer = chunk_buffer((size_t)(end - begin) + QEM_SPAN_PADDING);
+    v->buffer = qem_large_alloc((size_t)(end - begin) + QEM_SPAN_PADDING);
     if (v->buffer)
         memset(v->buffer + (end - begin), 0, QEM_SPAN_PADDING);
     if (!v->buffer)
