@@ -423,7 +423,7 @@ typedef struct qem_pack_timings {
     double resident_ready;       /* open through a loaded, published source */
     double first_diffraction;    /* first selected pattern after loading */
     double first_detector;       /* first virtual detector image after loading */
-    uint64_t peak_transient_bytes; /* largest staging held at once (one shard) */
+    uint64_t peak_transient_bytes; /* staging held at once (one shard per loading thread) */
     uint64_t decoded_digests_checked;
 } qem_pack_timings;
 
@@ -434,7 +434,9 @@ typedef struct qem_pack_load_options {
      * uint8/bitpacked index does not hash its compact headers, so
      * qualifying such a file needs this identity. */
     const char *expect_sha256;
-    qem_progress_fn progress; /* per shard; cancel = nothing is loaded */
+    /* Per shard, called one at a time (from a loading thread); cancel =
+     * nothing is loaded. */
+    qem_progress_fn progress;
     void *progress_user;
     /* Also check digests that only repeat what the decoded digests prove
      * (the uint16 profile's payload_compressed_sha256); qem verify does. */
@@ -448,10 +450,12 @@ QEM_API void qem_pack_load_options_init(qem_pack_load_options *options);
  * disjoint, raw access mode and detector calibration. Nothing is decoded. */
 QEM_API qem_status qem_pack_open(const char *path, qem_pack **out, qem_error *error);
 
-/* The bounded resident lifecycle: one shard at a time, read, check
- * descriptors or compact headers, decode, authenticate, keep only the
- * compact payload. The source becomes loaded only after every shard
- * passed; on failure or cancellation nothing is kept. */
+/* The bounded resident lifecycle: one shard at a time per thread (whole
+ * shards per thread when there are enough, else one shard's blocks across
+ * the threads), read, check descriptors or compact headers, decode,
+ * authenticate, keep only the compact payload. The source becomes loaded
+ * only after every shard passed; on failure or cancellation nothing is
+ * kept, and the error names the first failing shard. */
 QEM_API qem_status qem_pack_load(qem_pack *pack, const qem_pack_load_options *options,
                                  qem_error *error);
 QEM_API void qem_pack_close(qem_pack *pack);

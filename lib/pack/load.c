@@ -1,9 +1,12 @@
-/* The bounded resident lifecycle: one shard at a time, read its stored
- * ranges, check widths/descriptors (uint16/LZ4) or compact headers
+/* The bounded resident lifecycle: one shard at a time per thread, read
+ * its stored ranges, check widths/descriptors (uint16/LZ4) or compact headers
  * (uint8/bitpacked), decode the 128-byte LZ4 blocks, authenticate the
  * payload, keep only the compact payload and its descriptors. The source is
  * published only after every shard passed; nothing partial is ever kept. */
 #include <lz4.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -70,6 +73,34 @@ typedef struct prepare_step {
     qem_error error;
 } prepare_step;
 
+static void decode_blocks(const uint8_t *payload, const uint64_t *chunk_at, const pack_shard *r,
+                         uint32_t *words, uint64_t first, uint64_t end, atomic_llong *bad)
+{
+    for (uint64_t c = first; c < end; c++) {
+        const uint64_t start = c * PACK_CHUNK_BYTES;
+        const int expect = (int)(r->decoded_bytes - start < PACK_CHUNK_BYTES
+                                     ? r->decoded_bytes - start
+                                     : PACK_CHUNK_BYTES);
+        const int got = LZ4_decompress_safe((const char *)payload + chunk_at[c],
+                                            (char *)words + start,
+                                            (int)(chunk_at[c + 1] - chunk_at[c]), expect);
+        if (got != expect) {
+            long long seen = atomic_load(bad);
+            while ((seen < 0 || (long long)c < seen) &&
+                   !atomic_compare_exchange_weak(bad, &seen, (long long)c)) {
+            }
+        }
+    }
+}
+
+static void hash_segment(qem_sha256 *ctx, const pack_shard *r, const uint32_t *words, uint64_t seg)
+{
+    const uint64_t start = seg * SEGMENT_CHUNKS * PACK_CHUNK_BYTES;
+    const uint64_t end = (seg + 1) * SEGMENT_CHUNKS * PACK_CHUNK_BYTES;
+    qem_sha256_update(ctx, (const uint8_t *)words + start,
+                      (size_t)((end < r->decoded_bytes ? end : r->decoded_bytes) - start));
+}
+
 static qem_status decode_and_hash(load_state *L, const uint8_t *payload, const uint64_t *chunk_at,
                                   const pack_shard *r, uint32_t *words, int64_t *bad_chunk,
                                   uint8_t digest[32], prepare_step *prep, qem_error *error)
@@ -85,64 +116,61 @@ static qem_status decode_and_hash(load_state *L, const uint8_t *payload, const u
     }
     atomic_ullong next = 0;
     atomic_llong bad = -1;
-    double hashing = 0;
+    double hashing = 0, decoding = 0;
     const int threads = L->threads;
-    if (threads == 1) /* before the clock: it times itself */
-        prep->status = prep->run(L, prep->shard, prep->ctx, &prep->error);
     struct timespec t0;
-    pack_now(&t0);
+    if (threads == 1) {
+        /* Each segment is hashed right after it is decoded, while its
+         * bytes are still in cache. */
+        prep->status = prep->run(L, prep->shard, prep->ctx, &prep->error);
+        for (uint64_t seg = 0; seg < segments; seg++) {
+            pack_now(&t0);
+            const uint64_t end = (seg + 1) * SEGMENT_CHUNKS;
+            decode_blocks(payload, chunk_at, r, words, seg * SEGMENT_CHUNKS,
+                          end < chunks ? end : chunks, &bad);
+            decoding += pack_elapsed_ms(&t0);
+            pack_now(&t0);
+            hash_segment(ctx, r, words, seg);
+            hashing += pack_elapsed_ms(&t0);
+        }
+        L->t.payload_integrity += hashing;
+        L->t.decode += decoding;
+    } else {
+        pack_now(&t0);
 #pragma omp parallel num_threads(threads)
-    {
-        int me = 0;
+        {
+            int me = 0;
 #ifdef _OPENMP
-        me = omp_get_thread_num();
+            me = omp_get_thread_num();
 #endif
-        const int hasher = threads > 1 && me == 0;
-        if (!hasher) {
-            for (;;) {
-                const uint64_t seg = atomic_fetch_add(&next, 1);
-                if (seg >= segments)
-                    break;
-                for (uint64_t c = seg * SEGMENT_CHUNKS; c < chunks && c < (seg + 1) * SEGMENT_CHUNKS; c++) {
-                    const uint64_t start = c * PACK_CHUNK_BYTES;
-                    const int expect = (int)(r->decoded_bytes - start < PACK_CHUNK_BYTES
-                                                 ? r->decoded_bytes - start
-                                                 : PACK_CHUNK_BYTES);
-                    const int got = LZ4_decompress_safe(
-                        (const char *)payload + chunk_at[c], (char *)words + start,
-                        (int)(chunk_at[c + 1] - chunk_at[c]), expect);
-                    if (got != expect) {
-                        long long seen = atomic_load(&bad);
-                        while ((seen < 0 || (long long)c < seen) &&
-                               !atomic_compare_exchange_weak(&bad, &seen, (long long)c)) {
-                        }
-                    }
+            if (me != 0) {
+                for (;;) {
+                    const uint64_t seg = atomic_fetch_add(&next, 1);
+                    if (seg >= segments)
+                        break;
+                    const uint64_t end = (seg + 1) * SEGMENT_CHUNKS;
+                    decode_blocks(payload, chunk_at, r, words, seg * SEGMENT_CHUNKS,
+                                  end < chunks ? end : chunks, &bad);
+                    atomic_store(&ready[seg], 1);
                 }
-                atomic_store(&ready[seg], 1);
+            } else {
+                /* The hasher: work that needs no decoded bytes, then the
+                 * segments in order as they become ready. */
+                prep->status = prep->run(L, prep->shard, prep->ctx, &prep->error);
+                struct timespec h0;
+                pack_now(&h0);
+                for (uint64_t seg = 0; seg < segments; seg++) {
+                    while (!atomic_load(&ready[seg]))
+                        sched_yield();
+                    hash_segment(ctx, r, words, seg);
+                }
+                hashing = pack_elapsed_ms(&h0);
             }
         }
-        if (hasher)
-            prep->status = prep->run(L, prep->shard, prep->ctx, &prep->error);
-        if (hasher || threads == 1) {
-            /* In order; a single thread hashes after decoding everything. */
-            struct timespec h0;
-            pack_now(&h0);
-            for (uint64_t seg = 0; seg < segments; seg++) {
-                while (!atomic_load(&ready[seg]))
-                    sched_yield();
-                const uint64_t start = seg * SEGMENT_CHUNKS * PACK_CHUNK_BYTES;
-                const uint64_t end = (seg + 1) * SEGMENT_CHUNKS * PACK_CHUNK_BYTES;
-                qem_sha256_update(ctx, (const uint8_t *)words + start,
-                                  (size_t)((end < r->decoded_bytes ? end : r->decoded_bytes) - start));
-            }
-            hashing = pack_elapsed_ms(&h0);
-        }
+        /* The phases overlap: decode is the wall time of both together. */
+        L->t.payload_integrity += hashing;
+        L->t.decode += pack_elapsed_ms(&t0);
     }
-    /* With one thread the phases follow each other; with more they overlap
-     * and decode is the wall time of both together. */
-    const double both = pack_elapsed_ms(&t0);
-    L->t.payload_integrity += hashing;
-    L->t.decode += threads > 1 ? both : both - hashing;
     *bad_chunk = atomic_load(&bad);
     qem_status st = qem_sha256_final(ctx, digest) == 0
                         ? QEM_OK
@@ -160,6 +188,64 @@ typedef struct v1_descriptor_job {
     pack_shard *out;
 } v1_descriptor_job;
 
+/* One pixel's descriptors: tile t gets (first word << 5) | width, its
+ * words following the previous tile's 4 * width. Returns the word after
+ * the pixel; *wmax gets its widest tile. SSE2 takes 16 tiles at a time
+ * (prefix sums in u16 lanes: 16 tiles hold at most 16 * 4 * 255 words);
+ * the scalar loop is the reference and takes the rest. The caller keeps
+ * word below 2^27 between pixels, so the u32 lanes do not wrap. */
+static uint64_t pixel_descriptors(const uint8_t *w, uint32_t *d, uint64_t tiles, uint64_t word,
+                                  unsigned *wmax)
+{
+    uint64_t t = 0;
+    unsigned widest = 0;
+#ifdef __SSE2__
+    const __m128i zero = _mm_setzero_si128();
+    __m128i vmax = zero;
+    for (; t + 16 <= tiles; t += 16) {
+        const __m128i b = _mm_loadu_si128((const __m128i *)(w + t));
+        vmax = _mm_max_epu8(vmax, b);
+        __m128i lo = _mm_slli_epi16(_mm_unpacklo_epi8(b, zero), 2);
+        __m128i hi = _mm_slli_epi16(_mm_unpackhi_epi8(b, zero), 2);
+        /* Inclusive prefix sums of 4 * width within each half. */
+        lo = _mm_add_epi16(lo, _mm_slli_si128(lo, 2));
+        lo = _mm_add_epi16(lo, _mm_slli_si128(lo, 4));
+        lo = _mm_add_epi16(lo, _mm_slli_si128(lo, 8));
+        hi = _mm_add_epi16(hi, _mm_slli_si128(hi, 2));
+        hi = _mm_add_epi16(hi, _mm_slli_si128(hi, 4));
+        hi = _mm_add_epi16(hi, _mm_slli_si128(hi, 8));
+        const __m128i lo_total = _mm_shufflehi_epi16(lo, 0xFF);
+        hi = _mm_add_epi16(hi, _mm_unpackhi_epi64(lo_total, lo_total));
+        /* Exclusive: each lane takes its left neighbour's inclusive sum. */
+        const __m128i ex_lo = _mm_slli_si128(lo, 2);
+        const __m128i ex_hi = _mm_or_si128(_mm_slli_si128(hi, 2), _mm_srli_si128(lo, 14));
+        const __m128i base = _mm_set1_epi32((int)word);
+        const __m128i wl = _mm_unpacklo_epi8(b, zero), wh = _mm_unpackhi_epi8(b, zero);
+        const __m128i parts[4][2] = {{_mm_unpacklo_epi16(ex_lo, zero), _mm_unpacklo_epi16(wl, zero)},
+                                     {_mm_unpackhi_epi16(ex_lo, zero), _mm_unpackhi_epi16(wl, zero)},
+                                     {_mm_unpacklo_epi16(ex_hi, zero), _mm_unpacklo_epi16(wh, zero)},
+                                     {_mm_unpackhi_epi16(ex_hi, zero), _mm_unpackhi_epi16(wh, zero)}};
+        for (int k = 0; k < 4; k++) {
+            const __m128i at = _mm_add_epi32(base, parts[k][0]);
+            _mm_storeu_si128((__m128i *)(d + t + 4 * k),
+                             _mm_or_si128(_mm_slli_epi32(at, 5), parts[k][1]));
+        }
+        word += (uint64_t)_mm_extract_epi16(hi, 7);
+    }
+    uint8_t lanes[16];
+    _mm_storeu_si128((__m128i *)lanes, vmax);
+    for (int k = 0; k < 16; k++)
+        widest = lanes[k] > widest ? lanes[k] : widest;
+#endif
+    for (; t < tiles; t++) {
+        d[t] = (uint32_t)(word << 5) | w[t];
+        word += 4u * w[t];
+        widest = w[t] > widest ? w[t] : widest;
+    }
+    *wmax = widest;
+    return word;
+}
+
 static qem_status v1_descriptors(load_state *L, uint64_t s, void *ctx, qem_error *error)
 {
     const v1_descriptor_job *job = ctx;
@@ -169,14 +255,9 @@ static qem_status v1_descriptors(load_state *L, uint64_t s, void *ctx, qem_error
     pack_now(&t0);
     uint64_t word = 0;
     for (uint64_t pixel = 0; pixel < p->pixels; pixel++) {
-        const uint8_t *w = job->widths + pixel * p->tiles;
-        uint32_t *d = job->out->descriptors + pixel * p->tiles;
         unsigned wmax = 0;
-        for (uint64_t t = 0; t < p->tiles; t++) {
-            d[t] = (uint32_t)(word << 5) | w[t];
-            word += 4u * w[t];
-            wmax = w[t] > wmax ? w[t] : wmax;
-        }
+        word = pixel_descriptors(job->widths + pixel * p->tiles,
+                                 job->out->descriptors + pixel * p->tiles, p->tiles, word, &wmax);
         /* Rules per pixel, on its widest tile. */
         if (wmax > 16)
             return qem_fail(error, QEM_E_PACK_DESCRIPTOR,
@@ -218,11 +299,11 @@ static qem_status load_v1_shard(load_state *L, uint64_t s, qem_error *error)
     pack_shard *out = &L->staged[s];
     struct timespec t0;
     qem_status st = QEM_OK;
-    uint8_t *payload = malloc((size_t)r->payload_bytes);
+    uint8_t *payload = qem_large_alloc((size_t)r->payload_bytes);
     uint8_t *lengths = malloc((size_t)r->lengths_bytes);
     uint8_t *widths = malloc((size_t)r->widths_bytes);
     uint64_t *chunk_at = malloc((size_t)(r->chunk_count + 1) * sizeof *chunk_at);
-    out->descriptors = malloc((size_t)r->descriptor_count * sizeof *out->descriptors);
+    out->descriptors = qem_large_alloc((size_t)r->descriptor_count * sizeof *out->descriptors);
     out->words = pack_words_alloc(r->decoded_bytes);
     const uint64_t transient = r->payload_bytes + r->lengths_bytes + r->widths_bytes +
                                (r->chunk_count + 1) * 8 + r->decoded_bytes +
@@ -432,6 +513,115 @@ static void free_staged(pack_shard *staged, uint64_t n)
     free(staged);
 }
 
+static qem_status load_shard(load_state *L, uint64_t s, qem_error *error)
+{
+    return L->p->profile == QEM_PACK_UINT16_LZ4 ? load_v1_shard(L, s, error)
+                                                : load_v3_shard(L, s, error);
+}
+
+/* Whole shards per thread when there are enough of them: each shard's
+ * digest is its own SHA-256 stream, so hashing runs in parallel too and
+ * every segment is hashed while its decoded bytes are still in cache.
+ * Otherwise one shard at a time, its blocks decoded by all but one thread
+ * while that one hashes. Shards are claimed in order and the lowest failing
+ * shard is reported, so the error does not depend on the thread count. */
+static qem_status load_shards(load_state *L, const qem_pack_load_options *o, qem_error *error)
+{
+    const uint64_t shards = L->p->shard_count;
+    const int threads = L->threads;
+    const int whole_shards =
+        threads > 1 && shards >= (uint64_t)threads &&
+        (shards % (uint64_t)threads == 0 || shards >= 4 * (uint64_t)threads);
+    if (!whole_shards) {
+        for (uint64_t s = 0; s < shards; s++) {
+            QEM_TRY(load_shard(L, s, error));
+            if (o->progress && o->progress(o->progress_user, s + 1, shards))
+                return qem_fail(error, QEM_E_CANCELLED, "loading cancelled; nothing was kept");
+        }
+        return QEM_OK;
+    }
+    load_state *worker = calloc((size_t)threads, sizeof *worker);
+    qem_error *worker_error = calloc((size_t)threads, sizeof *worker_error);
+    uint64_t *failed_at = malloc((size_t)threads * sizeof *failed_at);
+    int ok = worker && worker_error && failed_at;
+    for (int w = 0; ok && w < threads; w++) {
+        worker[w] = *L;
+        worker[w].threads = 1;
+        worker[w].max_width = calloc((size_t)L->p->pixels, 1);
+        failed_at[w] = UINT64_MAX;
+        ok = worker[w].max_width != NULL;
+    }
+    if (!ok) {
+        for (int w = 0; worker && w < threads; w++)
+            free(worker[w].max_width);
+        free(worker);
+        free(worker_error);
+        free(failed_at);
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    }
+    atomic_ullong next = 0;
+    atomic_int stop = 0;
+    uint64_t done = 0;
+    int cancelled = 0;
+#pragma omp parallel num_threads(threads)
+    {
+        int me = 0;
+#ifdef _OPENMP
+        me = omp_get_thread_num();
+#endif
+        load_state *W = &worker[me];
+        while (!atomic_load(&stop)) {
+            const uint64_t s = atomic_fetch_add(&next, 1);
+            if (s >= shards)
+                break;
+            if (load_shard(W, s, &worker_error[me]) != QEM_OK) {
+                failed_at[me] = s;
+                atomic_store(&stop, 1);
+                break;
+            }
+            /* One call at a time, counting completed shards. */
+#pragma omp critical(qem_pack_load_progress)
+            {
+                done++;
+                if (!cancelled && o->progress && o->progress(o->progress_user, done, shards)) {
+                    cancelled = 1;
+                    atomic_store(&stop, 1);
+                }
+            }
+        }
+    }
+    qem_status st = QEM_OK;
+    uint64_t lowest = UINT64_MAX;
+    for (int w = 0; w < threads; w++) {
+        if (failed_at[w] < lowest) {
+            lowest = failed_at[w];
+            st = worker_error[w].status;
+            if (error)
+                *error = worker_error[w];
+        }
+        for (uint64_t px = 0; px < L->p->pixels; px++)
+            if (worker[w].max_width[px] > L->max_width[px])
+                L->max_width[px] = worker[w].max_width[px];
+        free(worker[w].max_width);
+        const qem_pack_timings *t = &worker[w].t;
+        /* Phases are summed over threads (CPU time); staging over the
+         * shards in hand at once. */
+        L->t.source_read += t->source_read;
+        L->t.header_validation += t->header_validation;
+        L->t.payload_integrity += t->payload_integrity;
+        L->t.descriptor_preparation += t->descriptor_preparation;
+        L->t.decode += t->decode;
+        L->t.peak_transient_bytes += t->peak_transient_bytes;
+        L->t.decoded_digests_checked += t->decoded_digests_checked;
+    }
+    free(worker);
+    free(worker_error);
+    free(failed_at);
+    if (st == QEM_OK && cancelled)
+        st = qem_fail(error, QEM_E_CANCELLED, "loading cancelled; nothing was kept");
+    return st;
+}
+
 qem_status qem_pack_load(qem_pack *p, const qem_pack_load_options *options, qem_error *error)
 {
     qem_error_clear(error);
@@ -463,12 +653,8 @@ qem_status qem_pack_load(qem_pack *p, const qem_pack_load_options *options, qem_
     L.max_width = calloc((size_t)p->pixels, 1);
     if (st == QEM_OK && (!L.staged || !L.max_width))
         st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
-    for (uint64_t s = 0; st == QEM_OK && s < p->shard_count; s++) {
-        st = p->profile == QEM_PACK_UINT16_LZ4 ? load_v1_shard(&L, s, error)
-                                               : load_v3_shard(&L, s, error);
-        if (st == QEM_OK && o.progress && o.progress(o.progress_user, s + 1, p->shard_count))
-            st = qem_fail(error, QEM_E_CANCELLED, "loading cancelled; nothing was kept");
-    }
+    if (st == QEM_OK)
+        st = load_shards(&L, &o, error);
     /* The file must be the one that was opened, unchanged. */
     struct stat sb;
     if (st == QEM_OK &&

@@ -1,8 +1,9 @@
 /* Packs built from the byte rules load and read back exactly, raw and
  * mask-applied: both profiles, a partial final 128-scan tile, several
  * shards, excluded pixels retained in the payload, exclusion constants,
- * legacy uint8 files with wide excluded columns, all-zero shards. Loading
- * holds one shard in flight at a time. */
+ * legacy uint8 files with wide excluded columns, all-zero shards, on 1-3
+ * threads. Loading holds one shard in flight per thread, and the first
+ * damaged shard is the one named whatever the thread count. */
 #include "pack_build.h"
 
 static uint64_t seed = 8;
@@ -41,43 +42,23 @@ static uint16_t *make_data(const variant *v, const uint8_t *excluded)
     return d;
 }
 
-static void check_variant(const variant *v)
+/* Loads the pack on `threads` threads (whole shards per thread where
+ * there are enough, else one shard at a time) and checks every value. */
+static void check_loaded(const variant *v, const char *name, const uint16_t *data,
+                         const uint8_t *excluded, int threads, uint64_t one_shard_max,
+                         uint64_t all_shards)
 {
     const pack_spec *s = &v->spec;
     const uint64_t P = s->shape[2] * s->shape[3], scans = s->shape[0] * s->shape[1];
-    uint8_t *excluded = calloc((size_t)P, 1);
-    for (uint64_t i = 0; i < s->excluded_count; i++)
-        excluded[s->excluded[i]] = 1;
-    uint16_t *data = make_data(v, excluded);
-    pack_spec spec = *s;
-    spec.data = data;
-    char name[96];
-    snprintf(name, sizeof name, "%s.h5", v->name);
-    pack_built built = {0};
-    CHECK(pack_build(test_path(name), &spec, &built));
-    /* What one shard in flight costs: its stored ranges, chunk table,
-     * decoded payload and descriptors (uint16) or payload and headers. */
-    uint64_t one_shard_max = 0, all_shards = 0;
-    for (uint64_t k = 0; k < built.shard_count; k++) {
-        const pack_shard_record *r = &built.records[k];
-        uint64_t b = s->profile == QEM_PACK_UINT16_LZ4
-                         ? r->payload_bytes + r->lengths_bytes + r->widths_bytes +
-                               8ull * (r->chunk_count + 1) + r->decoded_bytes +
-                               4ull * r->descriptor_count
-                         : r->payload_bytes + r->widths_bytes;
-        one_shard_max = b > one_shard_max ? b : one_shard_max;
-        all_shards += b;
-    }
-    pack_built_free(&built);
     qem_error e = {0};
     qem_pack *p = NULL;
     CHECK_OK(qem_pack_open(test_path(name), &p, &e), &e);
-    if (!p) {
-        free(data);
-        free(excluded);
+    if (!p)
         return;
-    }
-    CHECK_OK(qem_pack_load(p, NULL, &e), &e);
+    qem_pack_load_options o;
+    qem_pack_load_options_init(&o);
+    o.threads = threads;
+    CHECK_OK(qem_pack_load(p, &o, &e), &e);
     qem_pack_info info;
     qem_pack_get_info(p, &info);
     CHECK_EQ_U64(info.raw_access, v->raw_access);
@@ -114,18 +95,101 @@ static void check_variant(const variant *v)
         }
         CHECK_EQ_U64(bad, 0);
     }
-    /* Staging never held more than one shard. */
+    /* Staging never held more than one shard per loading thread. */
     qem_pack_timings t;
     qem_pack_get_timings(p, &t);
-    CHECK_EQ_U64(t.peak_transient_bytes, one_shard_max);
-    if (info.shard_count > 1)
+    if (threads == 1)
+        CHECK_EQ_U64(t.peak_transient_bytes, one_shard_max);
+    else
+        CHECK(t.peak_transient_bytes <= (uint64_t)threads * one_shard_max);
+    if (info.shard_count > (uint64_t)threads)
         CHECK(t.peak_transient_bytes < all_shards);
     CHECK_EQ_U64(t.decoded_digests_checked, info.shard_count);
     free(working);
     free(raw);
     qem_pack_close(p);
+}
+
+static void check_variant(const variant *v)
+{
+    const pack_spec *s = &v->spec;
+    const uint64_t P = s->shape[2] * s->shape[3];
+    uint8_t *excluded = calloc((size_t)P, 1);
+    for (uint64_t i = 0; i < s->excluded_count; i++)
+        excluded[s->excluded[i]] = 1;
+    uint16_t *data = make_data(v, excluded);
+    pack_spec spec = *s;
+    spec.data = data;
+    char name[96];
+    snprintf(name, sizeof name, "%s.h5", v->name);
+    pack_built built = {0};
+    CHECK(pack_build(test_path(name), &spec, &built));
+    /* What one shard in flight costs: its stored ranges, chunk table,
+     * decoded payload and descriptors (uint16) or payload and headers. */
+    uint64_t one_shard_max = 0, all_shards = 0;
+    for (uint64_t k = 0; k < built.shard_count; k++) {
+        const pack_shard_record *r = &built.records[k];
+        uint64_t b = s->profile == QEM_PACK_UINT16_LZ4
+                         ? r->payload_bytes + r->lengths_bytes + r->widths_bytes +
+                               8ull * (r->chunk_count + 1) + r->decoded_bytes +
+                               4ull * r->descriptor_count
+                         : r->payload_bytes + r->widths_bytes;
+        one_shard_max = b > one_shard_max ? b : one_shard_max;
+        all_shards += b;
+    }
+    pack_built_free(&built);
+    for (int threads = 1; threads <= 3; threads++)
+        check_loaded(v, name, data, excluded, threads, one_shard_max, all_shards);
     free(data);
     free(excluded);
+}
+
+/* Two damaged shards: every thread count names the earlier one, with the
+ * same status, and nothing is kept. */
+static void check_first_failure(qem_pack_profile profile, const char *name)
+{
+    enum { SHARDS = 4, SPS = 128, P = 20 };
+    uint16_t *data = malloc(SHARDS * SPS * P * 2);
+    for (int k = 0; k < SHARDS * SPS * P; k++)
+        data[k] = (uint16_t)(test_rand(&seed) % 200);
+    pack_spec spec = {profile, {4, SHARDS * SPS / 4, 4, 5}, SPS, data, NULL, 0, 0,
+                      profile == QEM_PACK_UINT16_LZ4 ? QEM_DTYPE_UINT16 : QEM_DTYPE_UINT8, 1, 0};
+    pack_built built = {0};
+    CHECK(pack_build(test_path(name), &spec, &built));
+    CHECK_EQ_U64(built.shard_count, SHARDS);
+    FILE *f = fopen(test_path(name), "r+b");
+    CHECK(f != NULL);
+    for (int s = 1; f && s < SHARDS; s += 2) {
+        const pack_shard_record *r = &built.records[s];
+        const long at = (long)(r->payload_offset + r->payload_bytes / 2);
+        fseek(f, at, SEEK_SET);
+        const int c = fgetc(f);
+        fseek(f, at, SEEK_SET);
+        fputc(c ^ 0x5A, f);
+    }
+    if (f)
+        fclose(f);
+    pack_built_free(&built);
+    qem_status first = QEM_OK;
+    for (int threads = 1; threads <= 3; threads++) {
+        qem_error e = {0};
+        qem_pack *p = NULL;
+        CHECK_OK(qem_pack_open(test_path(name), &p, &e), &e);
+        if (!p)
+            break;
+        qem_pack_load_options o;
+        qem_pack_load_options_init(&o);
+        o.threads = threads;
+        const qem_status st = qem_pack_load(p, &o, &e);
+        CHECK(st == QEM_E_PACK_DIGEST || st == QEM_E_PACK_LZ4);
+        if (threads == 1)
+            first = st;
+        CHECK_EQ_U64(st, first);
+        CHECK(strstr(e.message, "pack shard 1 ") != NULL);
+        CHECK(qem_pack_read_scans(p, 0, 1, QEM_PACK_MASK_APPLIED, data, P * 2, &e) != QEM_OK);
+        qem_pack_close(p);
+    }
+    free(data);
 }
 
 int main(void)
@@ -155,6 +219,8 @@ int main(void)
     };
     for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++)
         check_variant(&variants[i]);
+    check_first_failure(QEM_PACK_UINT16_LZ4, "u16_two_bad_shards.h5");
+    check_first_failure(QEM_PACK_UINT8_BITPACKED, "u8_two_bad_shards.h5");
 
     /* Values the uint8 profile cannot hold are refused, naming them. */
     uint16_t bad[2 * 32 * 4] = {0};
