@@ -19,9 +19,32 @@
  * in L2 while it is transposed into scan rows. */
 #define PIXEL_GROUP 64
 
+/* A chunk buffer of at least `size` bytes: the file's spare when it is
+ * large enough, else a new one. */
+static uint8_t *chunk_buffer_take(qem_file *f, size_t size, size_t *capacity)
+{
+    uint8_t *spare = atomic_exchange(&f->spare_buffer, NULL);
+    if (spare) {
+        size_t have;
+        memcpy(&have, spare, sizeof have);
+        if (have >= size) {
+            *capacity = have;
+            return spare;
+        }
+        free(spare);
+    }
+    *capacity = size;
+    return qem_large_alloc(size);
+}
+
 void qem_chunk_view_free(qem_chunk_view *view)
 {
-    free(view->buffer);
+    if (view->buffer && view->file && view->buffer_capacity >= sizeof(size_t)) {
+        memcpy(view->buffer, &view->buffer_capacity, sizeof view->buffer_capacity);
+        free(atomic_exchange(&view->file->spare_buffer, view->buffer));
+    } else {
+        free(view->buffer);
+    }
     free(view->offsets_copy);
     memset(view, 0, sizeof *view);
 }
@@ -156,8 +179,9 @@ qem_status qem_chunk_load(qem_file *f, uint64_t index, int with_spatial, qem_chu
     const uint64_t end = c->arrays[last].offset + c->arrays[last].count * item[last];
     QEM_TRY(qem_body_check_range(f, begin, end, 0, NULL, error));
     v->chunk = c;
+    v->file = f;
     /* Zeroed padding: SIMD decoding reads a few bytes past a stream. */
-    v->buffer = qem_large_alloc((size_t)(end - begin) + QEM_SPAN_PADDING);
+    v->buffer = chunk_buffer_take(f, (size_t)(end - begin) + QEM_SPAN_PADDING, &v->buffer_capacity);
     if (v->buffer)
         memset(v->buffer + (end - begin), 0, QEM_SPAN_PADDING);
     if (!v->buffer)

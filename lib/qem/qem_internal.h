@@ -117,6 +117,10 @@ struct qem_file {
     qem_rans_tables *tables;
     qem_rans_path rans_path; /* resolved once at open */
     int threads;
+    /* The last chunk buffer given back, kept for the next chunk: a float
+     * chunk is tens of MiB, which fresh pages would make the kernel zero
+     * again for every chunk. Its capacity sits in its first 8 bytes. */
+    _Atomic(uint8_t *) spare_buffer;
 };
 
 /* Validates the parsed header against the file (codec, shape, lengths,
@@ -134,7 +138,9 @@ qem_status qem_body_check_range(qem_file *file, uint64_t begin, uint64_t end, in
 /* One chunk's arrays in memory, checked for internal consistency. */
 typedef struct qem_chunk_view {
     const qem_chunk *chunk;
+    qem_file *file;
     uint8_t *buffer;
+    size_t buffer_capacity;
     uint32_t *offsets_copy; /* the float codec's offsets need not be aligned */
     const uint8_t *payload;
     const uint32_t *offsets; /* blocks * lanes + 1 */

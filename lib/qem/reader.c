@@ -46,6 +46,7 @@ void qem_close(qem_file *f)
     free(f->valid);
     free(f->block_sha);
     free(f->block_checked);
+    free(atomic_load(&f->spare_buffer));
     free(f->chunks);
     free(f->regions);
     free(f->dark);
