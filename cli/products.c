@@ -300,7 +300,11 @@ static uint8_t *build_mask(product_run *r, const options *o, const char *help, j
      * estimate from the mean pattern. */
     qem_detector_calibration cal;
     const char *origin = "given";
-    if (!o->have_center || !o->have_radius || (o->unit && !strcmp(o->unit, "mrad"))) {
+    /* An annulus (or ADF) given by both bounds needs no radius. */
+    const int bounds_given = o->have_inner && o->have_outer &&
+                             (g.detector == QEM_DETECTOR_ANNULUS || g.detector == QEM_DETECTOR_ADF);
+    if (!o->have_center || !(o->have_radius || bounds_given) ||
+        (o->unit && !strcmp(o->unit, "mrad"))) {
         if (qem_products_file_calibration(r->products, &cal)) {
             origin = "file detector calibration";
         } else if (qem_products_estimate_calibration(r->products, &cal, &e) == QEM_OK) {
@@ -318,7 +322,12 @@ static uint8_t *build_mask(product_run *r, const options *o, const char *help, j
     double semi = o->semiangle;
     if (g.unit_mrad && !(semi > 0))
         qem_products_semiangle(r->products, &semi);
-    g.radius = o->have_radius ? o->radius : g.unit_mrad ? semi : cal.bright_field_radius;
+    /* With both bounds and the centre given, no radius is needed or known. */
+    const int radius_unused = bounds_given && o->have_center && !o->have_radius && !g.unit_mrad;
+    g.radius = o->have_radius ? o->radius
+               : g.unit_mrad  ? semi
+               : radius_unused ? 0
+                               : cal.bright_field_radius;
     g.inner = o->have_inner ? o->inner : 0;
     g.outer = o->have_outer ? o->outer : 0;
     const double radius_px = o->have_center && o->have_radius && !g.unit_mrad
@@ -334,11 +343,15 @@ static uint8_t *build_mask(product_run *r, const options *o, const char *help, j
         selected += mask[k];
     json_object_set_new(summary, "detector", json_string(o->detector));
     json_object_set_new(summary, "center", json_pack("[f,f]", g.center_row, g.center_column));
-    json_object_set_new(summary, "radius", json_real(g.radius));
+    json_object_set_new(summary, "radius", radius_unused ? json_null() : json_real(g.radius));
     json_object_set_new(summary, "unit", json_string(g.unit_mrad ? "mrad" : "px"));
     json_object_set_new(summary, "center_radius_from", json_string(origin));
     json_object_set_new(summary, "mask_pixels", json_integer((json_int_t)selected));
-    if (!o->json && !o->quiet)
+    if (!o->json && !o->quiet && radius_unused)
+        fprintf(stderr, "%s detector: centre (%.3f, %.3f), [%g, %g] px given; %llu pixels\n",
+                o->detector, g.center_row, g.center_column, g.inner, g.outer,
+                (unsigned long long)selected);
+    else if (!o->json && !o->quiet)
         fprintf(stderr, "%s detector: centre (%.3f, %.3f), radius %.3f %s from the %s; %llu pixels\n",
                 o->detector, g.center_row, g.center_column, g.radius, g.unit_mrad ? "mrad" : "px",
                 origin, (unsigned long long)selected);

@@ -177,6 +177,9 @@ expect 0 "virtual adf png" -- "$QEM" virtual "$T/pr.qem" --detector adf --center
 expect 0 "virtual annulus tif json" -- "$QEM" virtual "$T/pr.h5" --detector annulus --center 24,24 --radius 6 --inner 3 --outer 9 -o "$T/ann.tif" --json
 contains "$T/out" '"center_radius_from": "given"'
 contains "$T/out" '"format": "tiff"'
+expect 0 "annulus by its bounds needs no radius" -- "$QEM" virtual "$T/pr.qem" --detector annulus --center 24,24 --inner 3 --outer 9 -o "$T/ann2.npy" --json
+contains "$T/out" '"center_radius_from": "given"'
+contains "$T/out" '"radius": null'
 expect 0 "mask fixture 48" -- "$NPY" mask48 "$T/m48.npy"
 expect 0 "virtual mask" -- "$QEM" virtual "$T/pr.qem" --mask "$T/m48.npy" -o "$T/vm.npy"
 expect 1 "virtual mask of the wrong shape" -- "$QEM" virtual "$T/pr.qem" --mask "$T/mask.npy" -o "$T/vw.npy"
