@@ -21,18 +21,9 @@ void qem_bitpack_u32(const uint32_t *values, size_t count, unsigned width, uint3
 
 void qem_bitunpack_u32(const uint32_t *words, size_t count, unsigned width, uint32_t *values)
 {
-    if (width == 0) {
+    if (width > 32) { /* no such field: values are 32-bit */
         memset(values, 0, count * sizeof *values);
         return;
     }
-    uint64_t mask = width == 32 ? 0xffffffffull : ((1ull << width) - 1);
-    uint64_t bit = 0;
-    size_t nwords = (size_t)qem_bitpack_words(count, width);
-    for (size_t i = 0; i < count; i++, bit += width) {
-        size_t w = (size_t)(bit >> 5);
-        unsigned shift = (unsigned)(bit & 31);
-        uint64_t lo = words[w];
-        uint64_t hi = (w + 1 < nwords) ? words[w + 1] : 0;
-        values[i] = (uint32_t)(((lo | (hi << 32)) >> shift) & mask);
-    }
+    qem_bitunpack_inline(words, count, width, values, 32);
 }

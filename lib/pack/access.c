@@ -6,58 +6,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/bitpack.h"
 #include "common/error.h"
 #include "common/transpose.h"
 #include "pack/pack_internal.h"
 
-/* 32 values of a constant width W occupy exactly W words; with W known
- * the compiler turns every shift and mask into constants. */
-static inline __attribute__((always_inline)) void unpack32(const uint32_t *w, uint32_t *values,
-                                                           const unsigned W)
-{
-    const uint32_t mask = W == 32 ? 0xffffffffu : (1u << W) - 1u;
-#pragma GCC unroll 32
-    for (unsigned k = 0; k < 32; k++) {
-        const unsigned bit = k * W, i = bit >> 5, shift = bit & 31;
-        uint32_t v = w[i] >> shift;
-        if (shift + W > 32)
-            v |= w[i + 1] << (32 - shift);
-        values[k] = v & mask;
-    }
-}
-
-#define UNPACK_CASE(W)                                                                             \
-    case W:                                                                                        \
-        for (unsigned g = 0; g < count / 32; g++)                                                  \
-            unpack32(w + g * W, values + g * 32, W);                                               \
-        break;
-
 void pack_unpack_tile(const uint32_t *words, uint64_t word, unsigned width, unsigned count,
                       uint32_t *values)
 {
-    if (width == 0) {
-        memset(values, 0, count * sizeof *values);
-        return;
-    }
-    const uint32_t *w = words + word;
-    if (count % 32 == 0 && width <= 16) {
-        switch (width) {
-            UNPACK_CASE(1) UNPACK_CASE(2) UNPACK_CASE(3) UNPACK_CASE(4) UNPACK_CASE(5)
-            UNPACK_CASE(6) UNPACK_CASE(7) UNPACK_CASE(8) UNPACK_CASE(9) UNPACK_CASE(10)
-            UNPACK_CASE(11) UNPACK_CASE(12) UNPACK_CASE(13) UNPACK_CASE(14) UNPACK_CASE(15)
-            UNPACK_CASE(16)
-        }
-        return;
-    }
-    /* Partial final tiles and wider fields: the general loop. */
-    const uint32_t mask = width == 32 ? 0xffffffffu : (1u << width) - 1u;
-    for (unsigned k = 0, bit = 0; k < count; k++, bit += width) {
-        const unsigned i = bit >> 5, shift = bit & 31;
-        uint32_t v = w[i] >> shift;
-        if (shift + width > 32)
-            v |= w[i + 1] << (32 - shift);
-        values[k] = v & mask;
-    }
+    /* Pack widths are at most 16 (checked at load). */
+    qem_bitunpack_inline(words + word, count, width, values, 16);
 }
 
 /* Start word and width of the tile holding local scan `scan` of `pixel`. */

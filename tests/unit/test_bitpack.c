@@ -2,6 +2,8 @@
 #include "common/bitpack.h"
 #include "test_util.h"
 
+#include <stdlib.h>
+
 int main(void)
 {
     uint64_t seed = 7;
@@ -16,6 +18,30 @@ int main(void)
             qem_bitunpack_u32(words, count, width, back);
             CHECK(memcmp(values, back, count * sizeof *values) == 0);
             CHECK_EQ_U64(qem_bitpack_words(count, width), (count * width + 31) / 32);
+        }
+    }
+    /* Whole groups of 32 (the constant-width code) and their remainders,
+     * from words allocated exactly (ASan sees any read past them), by the
+     * library call and by the inline form limited to 16 bits as packs use
+     * it (wider fields take the general loop there). */
+    static const size_t counts[] = {32, 33, 64, 95, 128, 512};
+    for (unsigned width = 0; width <= 32; width++) {
+        for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+            const size_t count = counts[c];
+            for (size_t i = 0; i < count; i++) {
+                uint64_t r = test_rand(&seed);
+                values[i] = width == 32 ? (uint32_t)r : (uint32_t)(r & ((1ull << width) - 1));
+            }
+            const size_t nwords = (size_t)qem_bitpack_words(count, width);
+            uint32_t *exact = malloc((nwords ? nwords : 1) * sizeof *exact);
+            qem_bitpack_u32(values, count, width, exact);
+            memset(back, 0xAB, sizeof back);
+            qem_bitunpack_u32(exact, count, width, back);
+            CHECK(memcmp(values, back, count * sizeof *values) == 0);
+            memset(back, 0xAB, sizeof back);
+            qem_bitunpack_inline(exact, count, width, back, 16);
+            CHECK(memcmp(values, back, count * sizeof *values) == 0);
+            free(exact);
         }
     }
     /* Known layout: values 1, 2, 3 of 3 bits pack as 0b011_010_001. */
