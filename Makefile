@@ -1,8 +1,9 @@
 # Entry points. Each target installs what it needs (scripts/install-deps is
 # idempotent), configures with CMake and builds; ctest runs the tests.
 #   make demo   build, then save / verify / describe a synthetic dataset
-#   make test   build and run every test, then again under ASan + UBSan
+#   make test   every test: release, golden under valgrind, ASan + UBSan, TSan, fuzz smoke
 #   make bench  the benchmark (writes doc/benchmarks.md)
+#   make profile  instruction counts of the main paths (callgrind)
 #   make fuzz   every libFuzzer target for FUZZ_SECONDS each (clang)
 
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
@@ -14,7 +15,7 @@ TSAN_BUILD ?= build-tsan
 FUZZ_SECONDS ?= 300
 FUZZ_SMOKE_SECONDS ?= 20
 
-.PHONY: all deps build demo test test-release test-asan test-tsan test-valgrind test-fuzz fuzz fuzz-build bench clean
+.PHONY: all deps build demo test test-release test-asan test-tsan test-valgrind test-fuzz fuzz fuzz-build bench profile clean
 
 all: build
 
@@ -86,6 +87,9 @@ fuzz: deps fuzz-build
 
 bench: build
 	$(BUILD)/bench/qem-bench --markdown doc/benchmarks.md
+
+profile: build
+	bench/callgrind.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD) $(DEMO)

@@ -252,11 +252,14 @@ int main(int argc, char **argv)
     time_t t = time(NULL);
     char date[32];
     strftime(date, sizeof date, "%Y-%m-%d", gmtime(&t));
+    const double copy1 = memcpy_gbs(c.threads[0]), copy2 = memcpy_gbs(c.threads[1]);
     int n = snprintf(section, sizeof section,
                      "Machine: %s, %ld cores online, %s %s; compiler %s; %s.\n"
+                     "Memory copy (memcpy of 256 MiB): %.1f GB/s on %d thread, %.1f GB/s on %d "
+                     "(%.2fx): the most a memory-bound path can gain from the second thread.\n"
                      "Runs: %d per cell; times are min / median.\n\n",
                      cpu, sysconf(_SC_NPROCESSORS_ONLN), u.sysname, u.release, __VERSION__, date,
-                     c.runs);
+                     copy1, c.threads[0], copy2, c.threads[1], copy2 / copy1, c.runs);
     set_result r;
     if (!c.only || !strcmp(c.only, "integer")) {
         if (run_set(&c, dir, &integer_set, &r))

@@ -8,6 +8,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include <omp.h>
+
 double now(void)
 {
     struct timespec ts;
@@ -92,4 +94,32 @@ int write_markdown(const char *path, const char *section)
     fclose(o);
     free(old);
     return 0;
+}
+
+double memcpy_gbs(int threads)
+{
+    const size_t n = (size_t)256 << 20;
+    char *a = malloc(n), *b = malloc(n);
+    if (!a || !b) {
+        free(a);
+        free(b);
+        return 0;
+    }
+    memset(a, 1, n);
+    memset(b, 2, n);
+    double best = 1e9;
+    for (int r = 0; r < 5; r++) {
+        const double t0 = now();
+#pragma omp parallel num_threads(threads)
+        {
+            const size_t part = n / (size_t)omp_get_num_threads();
+            const size_t at = part * (size_t)omp_get_thread_num();
+            memcpy(b + at, a + at, part);
+        }
+        const double t = now() - t0;
+        best = t < best ? t : best;
+    }
+    free(a);
+    free(b);
+    return (double)n / best / 1e9;
 }

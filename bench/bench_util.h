@@ -26,6 +26,9 @@ uint64_t file_size(const char *path);
 /* Prints the failure and returns 1. */
 int die(const char *what, const qem_error *e);
 void cpu_model(char *out, size_t size);
+/* Best memcpy bandwidth (GB/s copied) of a 256 MiB buffer split over
+ * `threads`: the ceiling that memory-bound paths scale against. */
+double memcpy_gbs(int threads);
 /* Replaces the text between the markers in `path` (appends if absent). */
 int write_markdown(const char *path, const char *section);
 
