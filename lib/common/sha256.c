@@ -35,6 +35,11 @@ int qem_sha256_update(qem_sha256 *ctx, const void *data, size_t size)
     return EVP_DigestUpdate(ctx->md, data, size) == 1 ? 0 : -1;
 }
 
+int qem_sha256_reset(qem_sha256 *ctx)
+{
+    return EVP_DigestInit_ex(ctx->md, EVP_sha256(), NULL) == 1 ? 0 : -1;
+}
+
 int qem_sha256_final(qem_sha256 *ctx, uint8_t digest[QEM_SHA256_BYTES])
 {
     unsigned len = 0;

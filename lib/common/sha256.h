@@ -14,6 +14,8 @@ typedef struct qem_sha256 qem_sha256;
 qem_sha256 *qem_sha256_new(void);
 void qem_sha256_free(qem_sha256 *ctx);
 int qem_sha256_update(qem_sha256 *ctx, const void *data, size_t size);
+/* Starts over (after a failed read left a partial message); 0 on success. */
+int qem_sha256_reset(qem_sha256 *ctx);
 /* Writes the digest and resets the context for reuse. */
 int qem_sha256_final(qem_sha256 *ctx, uint8_t digest[QEM_SHA256_BYTES]);
 

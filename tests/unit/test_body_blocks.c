@@ -1,6 +1,7 @@
 /* The body checksum table has one SHA-256 per 64 MiB block: a body larger
  * than one block gets several digests, each block is checked, and damage
- * in a later block is reported as that block. */
+ * in a later block is reported as that block; with several damaged
+ * blocks, the first, on any number of threads. */
 #include "common/sha256.h"
 #include "qem_build.h"
 
@@ -85,6 +86,19 @@ int main(void)
                          QEM_E_BODY_CHECKSUM, &e);
             free(one);
             qem_close(f);
+        }
+        /* Both blocks damaged: the blocks are hashed on the file's
+         * threads, and every thread count names block 0. */
+        parts.body[777] ^= 0x01;
+        const char *both = test_path("both_blocks.qem");
+        CHECK(qem_parts_write(both, parts.header, parts.body, parts.body_size, 0));
+        for (int threads = 1; threads <= 3; threads++) {
+            qem_open_options_init(&oo);
+            oo.threads = threads;
+            f = NULL;
+            CHECK_STATUS(qem_open(both, &oo, &f, &e), QEM_E_BODY_CHECKSUM, &e);
+            CHECK(strstr(e.message, "block 0;") != NULL);
+            CHECK(f == NULL);
         }
         qem_parts_free(&parts);
     }
