@@ -143,13 +143,20 @@ static qem_status read_chunk(const qem_file *f, uint8_t *buf, uint64_t size, uin
     const int threads = qem_resolve_threads(f->threads);
     if (size < 2 * (uint64_t)PIECE || threads < 2 || omp_in_parallel())
         return qem_pread_full(f->fd, buf, (size_t)size, offset, QEM_E_FILE_LENGTH, error);
-    const uint64_t pieces = (size + PIECE - 1) / PIECE;
+    /* Equal pieces, a whole number per thread, so no thread waits for
+     * another's extra piece. */
+    const uint64_t rounds = (size + (uint64_t)PIECE * threads - 1) / ((uint64_t)PIECE * threads);
+    const uint64_t pieces = rounds * (uint64_t)threads;
+    const uint64_t piece = ((size + pieces - 1) / pieces + 4095) / 4096 * 4096;
     qem_status st = QEM_OK;
     uint64_t failed = UINT64_MAX;
     qem_error first = {0};
 #pragma omp parallel for schedule(static) num_threads(threads)
     for (uint64_t k = 0; k < pieces; k++) {
-        const uint64_t at = k * PIECE, n = size - at < PIECE ? size - at : PIECE;
+        const uint64_t at = k * piece;
+        if (at >= size)
+            continue;
+        const uint64_t n = size - at < piece ? size - at : piece;
         qem_error e = {0};
         const qem_status pst =
             qem_pread_full(f->fd, buf + at, (size_t)n, offset + at, QEM_E_FILE_LENGTH, &e);
