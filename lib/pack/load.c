@@ -29,6 +29,10 @@ void qem_pack_load_options_init(qem_pack_load_options *o)
     o->struct_size = sizeof *o;
 }
 
+/* Staging buffers kept from shard to shard (payload, lengths, widths):
+ * fresh ones would be page-faulted and zeroed again for every shard. */
+enum { SCRATCH_PAYLOAD, SCRATCH_LENGTHS, SCRATCH_WIDTHS, SCRATCH_KINDS };
+
 typedef struct load_state {
     qem_pack *p;
     int threads;
@@ -36,7 +40,28 @@ typedef struct load_state {
     pack_shard *staged; /* resident buffers, adopted only at the end */
     uint8_t *max_width;
     qem_pack_timings t;
+    uint8_t *scratch[SCRATCH_KINDS];
+    size_t scratch_size[SCRATCH_KINDS];
 } load_state;
+
+static uint8_t *scratch(load_state *L, int kind, uint64_t size)
+{
+    if (L->scratch_size[kind] < size) {
+        free(L->scratch[kind]);
+        L->scratch[kind] = qem_large_alloc((size_t)size);
+        L->scratch_size[kind] = L->scratch[kind] ? (size_t)size : 0;
+    }
+    return L->scratch[kind];
+}
+
+static void scratch_free(load_state *L)
+{
+    for (int k = 0; k < SCRATCH_KINDS; k++) {
+        free(L->scratch[k]);
+        L->scratch[k] = NULL;
+        L->scratch_size[k] = 0;
+    }
+}
 
 static qem_status digest_check(const void *data, uint64_t size, const uint8_t want[32],
                                qem_status status, const char *what, uint64_t shard,
@@ -57,10 +82,11 @@ static qem_status read_range(const qem_pack *p, void *buf, uint64_t offset, uint
     return qem_pread_full(p->fd, buf, (size_t)bytes, offset, QEM_E_PACK_RANGE, error);
 }
 
-/* LZ4 blocks decoded in segments while the decoded bytes are hashed in
- * order behind them: with two or more threads, one hashes and the others
- * decode, so the shard costs about as much as its mandatory SHA-256. */
-#define SEGMENT_CHUNKS 256u
+/* LZ4 blocks are decoded in segments of PACK_SEGMENT_CHUNKS (32 KiB
+ * decoded), each hashed right behind its decoding: on one thread while
+ * still in cache, or, one shard at a time on several threads, by one
+ * thread while the others decode the next segments. */
+#define SEGMENT_CHUNKS PACK_SEGMENT_CHUNKS
 
 /* Work that needs none of the decoded bytes (the uint16 descriptors) runs
  * on the hashing thread before it starts, while decoding gets ahead. Its
@@ -73,17 +99,21 @@ typedef struct prepare_step {
     qem_error error;
 } prepare_step;
 
-static void decode_blocks(const uint8_t *payload, const uint64_t *chunk_at, const pack_shard *r,
-                         uint32_t *words, uint64_t first, uint64_t end, atomic_llong *bad)
+/* Blocks [first, end) of a shard; `at` is block first's offset in the
+ * payload, each stored length byte being the block's size - 1. */
+static void decode_blocks(const uint8_t *payload, const uint8_t *lengths, uint64_t at,
+                          const pack_shard *r, uint32_t *words, uint64_t first, uint64_t end,
+                          atomic_llong *bad)
 {
     for (uint64_t c = first; c < end; c++) {
         const uint64_t start = c * PACK_CHUNK_BYTES;
         const int expect = (int)(r->decoded_bytes - start < PACK_CHUNK_BYTES
                                      ? r->decoded_bytes - start
                                      : PACK_CHUNK_BYTES);
-        const int got = LZ4_decompress_safe((const char *)payload + chunk_at[c],
-                                            (char *)words + start,
-                                            (int)(chunk_at[c + 1] - chunk_at[c]), expect);
+        const int size = lengths[c] + 1;
+        const int got = LZ4_decompress_safe((const char *)payload + at, (char *)words + start,
+                                            size, expect);
+        at += (uint64_t)size;
         if (got != expect) {
             long long seen = atomic_load(bad);
             while ((seen < 0 || (long long)c < seen) &&
@@ -101,8 +131,8 @@ static void hash_segment(qem_sha256 *ctx, const pack_shard *r, const uint32_t *w
                       (size_t)((end < r->decoded_bytes ? end : r->decoded_bytes) - start));
 }
 
-static qem_status decode_and_hash(load_state *L, const uint8_t *payload, const uint64_t *chunk_at,
-                                  const pack_shard *r, uint32_t *words, int64_t *bad_chunk,
+static qem_status decode_and_hash(load_state *L, const uint8_t *payload, const uint8_t *lengths,
+                                  const uint64_t *segment_at, const pack_shard *r, uint32_t *words, int64_t *bad_chunk,
                                   uint8_t digest[32], prepare_step *prep, qem_error *error)
 {
     const uint64_t chunks = r->chunk_count;
@@ -126,7 +156,7 @@ static qem_status decode_and_hash(load_state *L, const uint8_t *payload, const u
         for (uint64_t seg = 0; seg < segments; seg++) {
             pack_now(&t0);
             const uint64_t end = (seg + 1) * SEGMENT_CHUNKS;
-            decode_blocks(payload, chunk_at, r, words, seg * SEGMENT_CHUNKS,
+            decode_blocks(payload, lengths, segment_at[seg], r, words, seg * SEGMENT_CHUNKS,
                           end < chunks ? end : chunks, &bad);
             decoding += pack_elapsed_ms(&t0);
             pack_now(&t0);
@@ -149,7 +179,7 @@ static qem_status decode_and_hash(load_state *L, const uint8_t *payload, const u
                     if (seg >= segments)
                         break;
                     const uint64_t end = (seg + 1) * SEGMENT_CHUNKS;
-                    decode_blocks(payload, chunk_at, r, words, seg * SEGMENT_CHUNKS,
+                    decode_blocks(payload, lengths, segment_at[seg], r, words, seg * SEGMENT_CHUNKS,
                                   end < chunks ? end : chunks, &bad);
                     atomic_store(&ready[seg], 1);
                 }
@@ -299,18 +329,19 @@ static qem_status load_v1_shard(load_state *L, uint64_t s, qem_error *error)
     pack_shard *out = &L->staged[s];
     struct timespec t0;
     qem_status st = QEM_OK;
-    uint8_t *payload = qem_large_alloc((size_t)r->payload_bytes);
-    uint8_t *lengths = malloc((size_t)r->lengths_bytes);
-    uint8_t *widths = malloc((size_t)r->widths_bytes);
-    uint64_t *chunk_at = malloc((size_t)(r->chunk_count + 1) * sizeof *chunk_at);
+    uint8_t *payload = scratch(L, SCRATCH_PAYLOAD, r->payload_bytes);
+    uint8_t *lengths = scratch(L, SCRATCH_LENGTHS, r->lengths_bytes);
+    uint8_t *widths = scratch(L, SCRATCH_WIDTHS, r->widths_bytes);
+    const uint64_t segments = (r->chunk_count + SEGMENT_CHUNKS - 1) / SEGMENT_CHUNKS;
+    uint64_t *segment_at = malloc((size_t)(segments + 1) * sizeof *segment_at);
     out->descriptors = qem_large_alloc((size_t)r->descriptor_count * sizeof *out->descriptors);
     out->words = pack_words_alloc(r->decoded_bytes);
     const uint64_t transient = r->payload_bytes + r->lengths_bytes + r->widths_bytes +
-                               (r->chunk_count + 1) * 8 + r->decoded_bytes +
+                               (segments + 1) * 8 + r->decoded_bytes +
                                4ull * r->descriptor_count;
     if (transient > L->t.peak_transient_bytes)
         L->t.peak_transient_bytes = transient;
-    if (!payload || !lengths || !widths || !chunk_at || !out->descriptors || !out->words) {
+    if (!payload || !lengths || !widths || !segment_at || !out->descriptors || !out->words) {
         st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory loading pack shard %llu",
                       (unsigned long long)s);
         goto done;
@@ -336,11 +367,15 @@ static qem_status load_v1_shard(load_state *L, uint64_t s, qem_error *error)
         goto done;
 
     /* Each stored length byte is compressed size - 1; together they cover
-     * the payload exactly. */
-    chunk_at[0] = 0;
-    for (uint64_t c = 0; c < r->chunk_count; c++)
-        chunk_at[c + 1] = chunk_at[c] + lengths[c] + 1u;
-    const int lengths_cover = chunk_at[r->chunk_count] == r->payload_bytes;
+     * the payload exactly. Decoding needs only where each segment starts. */
+    uint64_t covered = 0;
+    for (uint64_t c = 0; c < r->chunk_count; c++) {
+        if (c % SEGMENT_CHUNKS == 0)
+            segment_at[c / SEGMENT_CHUNKS] = covered;
+        covered += lengths[c] + 1u;
+    }
+    segment_at[segments] = covered;
+    const int lengths_cover = covered == r->payload_bytes;
     v1_descriptor_job job = {widths, out};
     prepare_step prep = {v1_descriptors, &job, s, QEM_OK, {0}};
     if (!lengths_cover) {
@@ -351,13 +386,14 @@ static qem_status load_v1_shard(load_state *L, uint64_t s, qem_error *error)
         st = qem_fail(error, QEM_E_PACK_LZ4,
                       "pack shard %llu chunk lengths cover %llu bytes, not the %llu-byte "
                       "compressed payload",
-                      (unsigned long long)s, (unsigned long long)chunk_at[r->chunk_count],
+                      (unsigned long long)s, (unsigned long long)covered,
                       (unsigned long long)r->payload_bytes);
         goto done;
     }
     int64_t bad_chunk = -1;
     uint8_t digest[32];
-    st = decode_and_hash(L, payload, chunk_at, r, out->words, &bad_chunk, digest, &prep, error);
+    st = decode_and_hash(L, payload, lengths, segment_at, r, out->words, &bad_chunk, digest, &prep,
+                         error);
     if (st != QEM_OK)
         goto done;
     if (prep.status != QEM_OK) {
@@ -382,10 +418,7 @@ static qem_status load_v1_shard(load_state *L, uint64_t s, qem_error *error)
     }
     L->t.decoded_digests_checked++;
 done:
-    free(payload);
-    free(lengths);
-    free(widths);
-    free(chunk_at);
+    free(segment_at);
     return st;
 }
 
@@ -546,6 +579,8 @@ static qem_status load_shards(load_state *L, const qem_pack_load_options *o, qem
     int ok = worker && worker_error && failed_at;
     for (int w = 0; ok && w < threads; w++) {
         worker[w] = *L;
+        memset(worker[w].scratch, 0, sizeof worker[w].scratch);
+        memset(worker[w].scratch_size, 0, sizeof worker[w].scratch_size);
         worker[w].threads = 1;
         worker[w].max_width = calloc((size_t)L->p->pixels, 1);
         failed_at[w] = UINT64_MAX;
@@ -603,6 +638,7 @@ static qem_status load_shards(load_state *L, const qem_pack_load_options *o, qem
             if (worker[w].max_width[px] > L->max_width[px])
                 L->max_width[px] = worker[w].max_width[px];
         free(worker[w].max_width);
+        scratch_free(&worker[w]);
         const qem_pack_timings *t = &worker[w].t;
         /* Phases are summed over threads (CPU time); staging over the
          * shards in hand at once. */
@@ -632,7 +668,10 @@ qem_status qem_pack_load(qem_pack *p, const qem_pack_load_options *options, qem_
     QEM_TRY(qem_options_overlay(&o, sizeof o, options, "qem_pack_load_options", error));
     if (p->loaded)
         return QEM_OK;
-    load_state L = {p, 0, o.check_stored_digests, NULL, NULL, p->timings};
+    load_state L = {0};
+    L.p = p;
+    L.stored_digests = o.check_stored_digests;
+    L.t = p->timings;
 #ifdef _OPENMP
     L.threads = o.threads > 0 ? o.threads : omp_get_max_threads();
 #else
@@ -655,6 +694,7 @@ qem_status qem_pack_load(qem_pack *p, const qem_pack_load_options *options, qem_
         st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     if (st == QEM_OK)
         st = load_shards(&L, &o, error);
+    scratch_free(&L);
     /* The file must be the one that was opened, unchanged. */
     struct stat sb;
     if (st == QEM_OK &&

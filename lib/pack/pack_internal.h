@@ -23,6 +23,8 @@
 #define PACK_V1_TILE 128u
 #define PACK_V3_TILE 32u
 #define PACK_CHUNK_BYTES 128u
+/* Loading decodes and hashes LZ4 blocks in segments of this many blocks. */
+#define PACK_SEGMENT_CHUNKS 256u
 #define PACK_MAX_WORDS (1ull << 27) /* descriptor offsets are 27 bits */
 
 #define PACK_SCHEMA_V1 "quantem.gpu.packed-detector-h5/v1"

@@ -4,6 +4,7 @@
  * legacy uint8 files with wide excluded columns, all-zero shards, on 1-3
  * threads. Loading holds one shard in flight per thread, and the first
  * damaged shard is the one named whatever the thread count. */
+#include "pack/pack_internal.h"
 #include "pack_build.h"
 
 static uint64_t seed = 8;
@@ -131,7 +132,9 @@ static void check_variant(const variant *v)
         const pack_shard_record *r = &built.records[k];
         uint64_t b = s->profile == QEM_PACK_UINT16_LZ4
                          ? r->payload_bytes + r->lengths_bytes + r->widths_bytes +
-                               8ull * (r->chunk_count + 1) + r->decoded_bytes +
+                               8ull * ((r->chunk_count + PACK_SEGMENT_CHUNKS - 1) /
+                                           PACK_SEGMENT_CHUNKS + 1) +
+                               r->decoded_bytes +
                                4ull * r->descriptor_count
                          : r->payload_bytes + r->widths_bytes;
         one_shard_max = b > one_shard_max ? b : one_shard_max;
