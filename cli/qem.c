@@ -88,7 +88,8 @@ static const char *const info_help =
     "  --timings            packs: load (every shard authenticated), read the\n"
     "                       first pattern and a first detector image, and print\n"
     "                       each phase. The page cache is not dropped, so these\n"
-    "                       are warm-cache timings.\n"
+    "                       are warm-cache timings. Where threads load whole\n"
+    "                       shards, the phases are summed over the threads.\n"
     "  --expect-sha256 HEX  packs: the whole-file SHA-256 the file must have\n";
 
 static const char *const verify_help =
@@ -394,7 +395,8 @@ static void print_pack_summary(const json_t *s)
     }
     const json_t *t = json_object_get(s, "timings_ms");
     if (json_is_object(t)) {
-        printf("timings (warm page cache; not a cold run):\n");
+        printf("timings (warm page cache; not a cold run; phases summed over loading "
+               "threads):\n");
         print_ms("metadata", json_object_get(t, "metadata"));
         print_ms("whole-file integrity", json_object_get(t, "whole_file_integrity"));
         print_ms("source read", json_object_get(t, "source_read"));

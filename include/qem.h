@@ -410,7 +410,8 @@ typedef struct qem_detector_calibration {
     char method[128];
 } qem_detector_calibration;
 
-/* Phases of opening and loading, in milliseconds (negative: not run). */
+/* Phases of opening and loading, in milliseconds (negative: not run).
+ * Where threads load whole shards, each phase is summed over them. */
 typedef struct qem_pack_timings {
     double metadata;             /* prelude, manifest, index, every range */
     double whole_file_integrity; /* SHA-256 of the file, when an identity is expected */
