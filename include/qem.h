@@ -390,7 +390,8 @@ typedef struct qem_pack_info {
     uint64_t excluded_count;
     qem_raw_access raw_access;
     uint64_t file_bytes;
-    uint64_t resident_bytes; /* payload + descriptors/headers once loaded */
+    uint64_t resident_bytes; /* payload + tile widths and pixel starts (uint16) or
+                              * compact headers (uint8) once loaded */
     int loaded;
     int has_detector_calibration;
     char source_identity_sha256[65];

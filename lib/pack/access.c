@@ -23,9 +23,10 @@ static void locate(const qem_pack *p, const pack_shard *sh, uint64_t scan, uint6
                    uint64_t *word, unsigned *width, unsigned *index)
 {
     if (p->profile == QEM_PACK_UINT16_LZ4) {
-        const uint32_t d = sh->descriptors[pixel * p->tiles + scan / PACK_V1_TILE];
-        *word = d >> 5;
-        *width = d & 31u;
+        const uint64_t t = scan / PACK_V1_TILE;
+        const uint8_t *w = sh->tile_widths + pixel * p->tiles;
+        *word = sh->pixel_words[pixel] + 4 * pack_width_sum(w, t);
+        *width = w[t];
         *index = (unsigned)(scan % PACK_V1_TILE);
         return;
     }
@@ -37,6 +38,20 @@ static void locate(const qem_pack *p, const pack_shard *sh, uint64_t scan, uint6
     *word = at;
     *width = pack_v3_width(p, sh->headers, pixel, t);
     *index = (unsigned)(scan % PACK_V3_TILE);
+}
+
+/* From one tile of `pixel` (start `*word`, width `*width`) to the next,
+ * `tile`, without summing widths again: loops over a pixel's tiles walk. */
+static inline void next_tile(const qem_pack *p, const pack_shard *sh, uint64_t pixel,
+                             uint64_t tile, uint64_t *word, unsigned *width)
+{
+    if (p->profile == QEM_PACK_UINT16_LZ4) {
+        *word += 4u * *width; /* 128 samples a tile */
+        *width = sh->tile_widths[pixel * p->tiles + tile];
+    } else {
+        *word += *width; /* 32 samples a tile */
+        *width = pack_v3_width(p, sh->headers, pixel, tile);
+    }
 }
 
 uint32_t pack_sample(const qem_pack *p, const pack_shard *sh, uint64_t scan, uint64_t pixel)
@@ -220,10 +235,13 @@ qem_status pack_weighted_sums(const qem_pack *p, uint64_t first, uint64_t count,
                 if (!local)
                     continue;
                 const uint64_t px = active[j];
+                uint64_t word;
+                unsigned width, index;
                 for (uint64_t at = a / step * step; at < b; at += step) {
-                    uint64_t word;
-                    unsigned width, index;
-                    locate(p, sh, at, px, &word, &width, &index);
+                    if (at == a / step * step)
+                        locate(p, sh, at, px, &word, &width, &index);
+                    else
+                        next_tile(p, sh, px, at / step, &word, &width);
                     if (!width)
                         continue;
                     const unsigned n = (unsigned)(p->sps - at < step ? p->sps - at : step);
@@ -283,10 +301,13 @@ qem_status pack_pixel_sums(const qem_pack *p, uint64_t first, uint64_t count, ui
             const uint64_t s0 = s * p->sps;
             const uint64_t a = first > s0 ? first - s0 : 0;
             const uint64_t b = end - s0 < p->sps ? end - s0 : p->sps;
+            uint64_t word;
+            unsigned width, index;
             for (uint64_t at = a / step * step; at < b; at += step) {
-                uint64_t word;
-                unsigned width, index;
-                locate(p, &p->shards[s], at, px, &word, &width, &index);
+                if (at == a / step * step)
+                    locate(p, &p->shards[s], at, px, &word, &width, &index);
+                else
+                    next_tile(p, &p->shards[s], px, at / step, &word, &width);
                 if (!width)
                     continue;
                 const unsigned n = (unsigned)(p->sps - at < step ? p->sps - at : step);

@@ -1,7 +1,7 @@
 /* The bounded resident lifecycle: one shard at a time per thread, read
- * its stored ranges, check widths/descriptors (uint16/LZ4) or compact headers
+ * its stored ranges, check widths (uint16/LZ4) or compact headers
  * (uint8/bitpacked), decode the 128-byte LZ4 blocks, authenticate the
- * payload, keep only the compact payload and its descriptors. The source is
+ * payload, keep only the compact payload and its tile widths. The source is
  * published only after every shard passed; nothing partial is ever kept. */
 #include <lz4.h>
 #ifdef __SSE2__
@@ -29,9 +29,9 @@ void qem_pack_load_options_init(qem_pack_load_options *o)
     o->struct_size = sizeof *o;
 }
 
-/* Staging buffers kept from shard to shard (payload, lengths, widths):
+/* Staging buffers kept from shard to shard (payload, lengths):
  * fresh ones would be page-faulted and zeroed again for every shard. */
-enum { SCRATCH_PAYLOAD, SCRATCH_LENGTHS, SCRATCH_WIDTHS, SCRATCH_KINDS };
+enum { SCRATCH_PAYLOAD, SCRATCH_LENGTHS, SCRATCH_KINDS };
 
 typedef struct load_state {
     qem_pack *p;
@@ -88,7 +88,7 @@ static qem_status read_range(const qem_pack *p, void *buf, uint64_t offset, uint
  * thread while the others decode the next segments. */
 #define SEGMENT_CHUNKS PACK_SEGMENT_CHUNKS
 
-/* Work that needs none of the decoded bytes (the uint16 descriptors) runs
+/* Work that needs none of the decoded bytes (the uint16 layout) runs
  * on the hashing thread before it starts, while decoding gets ahead. Its
  * status goes to prepare_status/prepare_error for the caller to rank. */
 typedef struct prepare_step {
@@ -210,84 +210,47 @@ static qem_status decode_and_hash(load_state *L, const uint8_t *payload, const u
     return st;
 }
 
-/* uint16/LZ4 descriptors from the widths, with the width rules, then the
+/* uint16/LZ4 layout from the widths, with the width rules, then the
  * widths digest (always: the decoded digest does not cover how the bits
- * are read). Tile offsets are implicit, 4 words per unit of width. */
-typedef struct v1_descriptor_job {
+ * are read). Tile offsets are implicit, 4 words per unit of width: the
+ * resident keeps the widths as stored and where each pixel starts, and
+ * finds a tile by summing the widths before it. */
+typedef struct v1_layout_job {
     const uint8_t *widths;
     pack_shard *out;
-} v1_descriptor_job;
+} v1_layout_job;
 
-/* One pixel's descriptors: tile t gets (first word << 5) | width, its
- * words following the previous tile's 4 * width. Returns the word after
- * the pixel; *wmax gets its widest tile. SSE2 takes 16 tiles at a time
- * (prefix sums in u16 lanes: 16 tiles hold at most 16 * 4 * 255 words);
- * the scalar loop is the reference and takes the rest. The caller keeps
- * word below 2^27 between pixels, so the u32 lanes do not wrap. */
-static uint64_t pixel_descriptors(const uint8_t *w, uint32_t *d, uint64_t tiles, uint64_t word,
-                                  unsigned *wmax)
+static uint8_t widest_tile(const uint8_t *w, uint64_t n)
 {
-    uint64_t t = 0;
-    unsigned widest = 0;
+    uint64_t k = 0;
+    uint8_t widest = 0;
 #ifdef __SSE2__
-    const __m128i zero = _mm_setzero_si128();
-    __m128i vmax = zero;
-    for (; t + 16 <= tiles; t += 16) {
-        const __m128i b = _mm_loadu_si128((const __m128i *)(w + t));
-        vmax = _mm_max_epu8(vmax, b);
-        __m128i lo = _mm_slli_epi16(_mm_unpacklo_epi8(b, zero), 2);
-        __m128i hi = _mm_slli_epi16(_mm_unpackhi_epi8(b, zero), 2);
-        /* Inclusive prefix sums of 4 * width within each half. */
-        lo = _mm_add_epi16(lo, _mm_slli_si128(lo, 2));
-        lo = _mm_add_epi16(lo, _mm_slli_si128(lo, 4));
-        lo = _mm_add_epi16(lo, _mm_slli_si128(lo, 8));
-        hi = _mm_add_epi16(hi, _mm_slli_si128(hi, 2));
-        hi = _mm_add_epi16(hi, _mm_slli_si128(hi, 4));
-        hi = _mm_add_epi16(hi, _mm_slli_si128(hi, 8));
-        const __m128i lo_total = _mm_shufflehi_epi16(lo, 0xFF);
-        hi = _mm_add_epi16(hi, _mm_unpackhi_epi64(lo_total, lo_total));
-        /* Exclusive: each lane takes its left neighbour's inclusive sum. */
-        const __m128i ex_lo = _mm_slli_si128(lo, 2);
-        const __m128i ex_hi = _mm_or_si128(_mm_slli_si128(hi, 2), _mm_srli_si128(lo, 14));
-        const __m128i base = _mm_set1_epi32((int)word);
-        const __m128i wl = _mm_unpacklo_epi8(b, zero), wh = _mm_unpackhi_epi8(b, zero);
-        const __m128i parts[4][2] = {{_mm_unpacklo_epi16(ex_lo, zero), _mm_unpacklo_epi16(wl, zero)},
-                                     {_mm_unpackhi_epi16(ex_lo, zero), _mm_unpackhi_epi16(wl, zero)},
-                                     {_mm_unpacklo_epi16(ex_hi, zero), _mm_unpacklo_epi16(wh, zero)},
-                                     {_mm_unpackhi_epi16(ex_hi, zero), _mm_unpackhi_epi16(wh, zero)}};
-        for (int k = 0; k < 4; k++) {
-            const __m128i at = _mm_add_epi32(base, parts[k][0]);
-            _mm_storeu_si128((__m128i *)(d + t + 4 * k),
-                             _mm_or_si128(_mm_slli_epi32(at, 5), parts[k][1]));
-        }
-        word += (uint64_t)_mm_extract_epi16(hi, 7);
-    }
+    __m128i vmax = _mm_setzero_si128();
+    for (; k + 16 <= n; k += 16)
+        vmax = _mm_max_epu8(vmax, _mm_loadu_si128((const __m128i *)(w + k)));
     uint8_t lanes[16];
     _mm_storeu_si128((__m128i *)lanes, vmax);
-    for (int k = 0; k < 16; k++)
-        widest = lanes[k] > widest ? lanes[k] : widest;
+    for (int i = 0; i < 16; i++)
+        widest = lanes[i] > widest ? lanes[i] : widest;
 #endif
-    for (; t < tiles; t++) {
-        d[t] = (uint32_t)(word << 5) | w[t];
-        word += 4u * w[t];
-        widest = w[t] > widest ? w[t] : widest;
-    }
-    *wmax = widest;
-    return word;
+    for (; k < n; k++)
+        widest = w[k] > widest ? w[k] : widest;
+    return widest;
 }
 
-static qem_status v1_descriptors(load_state *L, uint64_t s, void *ctx, qem_error *error)
+static qem_status v1_layout(load_state *L, uint64_t s, void *ctx, qem_error *error)
 {
-    const v1_descriptor_job *job = ctx;
+    const v1_layout_job *job = ctx;
     qem_pack *p = L->p;
     const pack_shard *r = &p->shards[s];
     struct timespec t0;
     pack_now(&t0);
     uint64_t word = 0;
     for (uint64_t pixel = 0; pixel < p->pixels; pixel++) {
-        unsigned wmax = 0;
-        word = pixel_descriptors(job->widths + pixel * p->tiles,
-                                 job->out->descriptors + pixel * p->tiles, p->tiles, word, &wmax);
+        const uint8_t *w = job->widths + pixel * p->tiles;
+        const unsigned wmax = widest_tile(w, p->tiles);
+        job->out->pixel_words[pixel] = (uint32_t)word;
+        word += 4 * pack_width_sum(w, p->tiles);
         /* Rules per pixel, on its widest tile. */
         if (wmax > 16)
             return qem_fail(error, QEM_E_PACK_DESCRIPTOR,
@@ -321,7 +284,7 @@ static qem_status v1_descriptors(load_state *L, uint64_t s, void *ctx, qem_error
     return st;
 }
 
-/* uint16/LZ4: widths -> descriptors, then the LZ4 blocks, then the digest. */
+/* uint16/LZ4: widths -> layout, then the LZ4 blocks, then the digest. */
 static qem_status load_v1_shard(load_state *L, uint64_t s, qem_error *error)
 {
     qem_pack *p = L->p;
@@ -331,17 +294,17 @@ static qem_status load_v1_shard(load_state *L, uint64_t s, qem_error *error)
     qem_status st = QEM_OK;
     uint8_t *payload = scratch(L, SCRATCH_PAYLOAD, r->payload_bytes);
     uint8_t *lengths = scratch(L, SCRATCH_LENGTHS, r->lengths_bytes);
-    uint8_t *widths = scratch(L, SCRATCH_WIDTHS, r->widths_bytes);
     const uint64_t segments = (r->chunk_count + SEGMENT_CHUNKS - 1) / SEGMENT_CHUNKS;
     uint64_t *segment_at = malloc((size_t)(segments + 1) * sizeof *segment_at);
-    out->descriptors = qem_large_alloc((size_t)r->descriptor_count * sizeof *out->descriptors);
+    /* The widths are read straight into the resident. */
+    uint8_t *widths = out->tile_widths = malloc((size_t)r->widths_bytes);
+    out->pixel_words = malloc((size_t)p->pixels * sizeof *out->pixel_words);
     out->words = pack_words_alloc(r->decoded_bytes);
     const uint64_t transient = r->payload_bytes + r->lengths_bytes + r->widths_bytes +
-                               (segments + 1) * 8 + r->decoded_bytes +
-                               4ull * r->descriptor_count;
+                               (segments + 1) * 8 + r->decoded_bytes + 4ull * p->pixels;
     if (transient > L->t.peak_transient_bytes)
         L->t.peak_transient_bytes = transient;
-    if (!payload || !lengths || !widths || !segment_at || !out->descriptors || !out->words) {
+    if (!payload || !lengths || !widths || !segment_at || !out->pixel_words || !out->words) {
         st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory loading pack shard %llu",
                       (unsigned long long)s);
         goto done;
@@ -376,11 +339,11 @@ static qem_status load_v1_shard(load_state *L, uint64_t s, qem_error *error)
     }
     segment_at[segments] = covered;
     const int lengths_cover = covered == r->payload_bytes;
-    v1_descriptor_job job = {widths, out};
-    prepare_step prep = {v1_descriptors, &job, s, QEM_OK, {0}};
+    v1_layout_job job = {widths, out};
+    prepare_step prep = {v1_layout, &job, s, QEM_OK, {0}};
     if (!lengths_cover) {
         /* A bad width is named before bad lengths. */
-        st = v1_descriptors(L, s, &job, error);
+        st = v1_layout(L, s, &job, error);
         if (st != QEM_OK)
             goto done;
         st = qem_fail(error, QEM_E_PACK_LZ4,
@@ -540,7 +503,8 @@ static void free_staged(pack_shard *staged, uint64_t n)
 {
     for (uint64_t s = 0; staged && s < n; s++) {
         free(staged[s].words);
-        free(staged[s].descriptors);
+        free(staged[s].tile_widths);
+        free(staged[s].pixel_words);
         free(staged[s].headers);
     }
     free(staged);
@@ -710,7 +674,8 @@ qem_status qem_pack_load(qem_pack *p, const qem_pack_load_options *options, qem_
     /* Publish: every shard passed. */
     for (uint64_t s = 0; s < p->shard_count; s++) {
         p->shards[s].words = L.staged[s].words;
-        p->shards[s].descriptors = L.staged[s].descriptors;
+        p->shards[s].tile_widths = L.staged[s].tile_widths;
+        p->shards[s].pixel_words = L.staged[s].pixel_words;
         p->shards[s].headers = L.staged[s].headers;
     }
     free(L.staged);

@@ -47,7 +47,8 @@ void qem_pack_close(qem_pack *p)
         close(p->fd);
     for (uint64_t s = 0; p->shards && s < p->shard_count; s++) {
         free(p->shards[s].words);
-        free(p->shards[s].descriptors);
+        free(p->shards[s].tile_widths);
+        free(p->shards[s].pixel_words);
         free(p->shards[s].headers);
     }
     free(p->shards);
@@ -743,9 +744,8 @@ void qem_pack_get_info(const qem_pack *p, qem_pack_info *info)
     info->raw_access = p->raw_access;
     info->file_bytes = p->file_size;
     for (uint64_t s = 0; s < p->shard_count; s++)
-        info->resident_bytes += p->shards[s].decoded_bytes +
-                                (p->profile == QEM_PACK_UINT16_LZ4 ? 4ull : 1ull) *
-                                    p->shards[s].widths_bytes;
+        info->resident_bytes += p->shards[s].decoded_bytes + p->shards[s].widths_bytes +
+                                (p->profile == QEM_PACK_UINT16_LZ4 ? 4ull * p->pixels : 0);
     info->loaded = p->loaded;
     info->has_detector_calibration = p->has_calibration;
     qem_sha256_hex(p->identity, info->source_identity_sha256);

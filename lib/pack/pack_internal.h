@@ -11,6 +11,9 @@
 #include <string.h>
 #include <sys/types.h>
 #include <time.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "common/large_alloc.h"
 #include "qem.h"
@@ -44,8 +47,9 @@ typedef struct pack_shard {
     int has_compressed_sha256, has_widths_sha256;
     uint8_t compressed_sha256[32], widths_sha256[32];
     /* Resident once loaded. */
-    uint32_t *words;   /* decoded (uint16) or stored (uint8) payload */
-    uint32_t *descriptors; /* uint16: (word offset << 5) | width per tile */
+    uint32_t *words;       /* decoded (uint16) or stored (uint8) payload */
+    uint8_t *tile_widths;  /* uint16: the stored width of each (pixel, tile) */
+    uint32_t *pixel_words; /* uint16: the word where each pixel's tiles start */
     uint32_t *headers;     /* uint8: compact headers as stored */
 } pack_shard;
 
@@ -116,6 +120,24 @@ qem_status pack_read_scans(qem_pack *pack, uint64_t first, uint64_t count, qem_p
 qem_status pack_weighted_sums(const qem_pack *pack, uint64_t first, uint64_t count,
                               const int32_t *const *weights, unsigned planes, int64_t *out,
                               int threads, qem_error *error);
+
+/* Sum of n tile widths (bytes), 16 at a time by SSE2 where the target has
+ * it; a tile's words start 4 * (sum of the widths before it) after its
+ * pixel's first word. */
+static inline uint64_t pack_width_sum(const uint8_t *w, uint64_t n)
+{
+    uint64_t sum = 0, k = 0;
+#ifdef __SSE2__
+    __m128i acc = _mm_setzero_si128();
+    for (; k + 16 <= n; k += 16)
+        acc = _mm_add_epi64(acc, _mm_sad_epu8(_mm_loadu_si128((const __m128i *)(w + k)),
+                                              _mm_setzero_si128()));
+    sum = (uint64_t)_mm_cvtsi128_si64(acc) + (uint64_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(acc, acc));
+#endif
+    for (; k < n; k++)
+        sum += w[k];
+    return sum;
+}
 
 /* Resident words with one zeroed word after them: tile unpacking reads
  * words in pairs, branch-free. */

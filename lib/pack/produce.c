@@ -278,7 +278,7 @@ static qem_status plan_make(const pack_source *s, const qem_pack_plan_options *o
         const uint64_t decoded = P * tiles * 256; /* 128 scans x 16 bits */
         const uint64_t chunks = (decoded + PACK_CHUNK_BYTES - 1) / PACK_CHUNK_BYTES;
         const uint64_t compressed = chunks * 144; /* LZ4_compressBound(128) */
-        shard_resident = decoded + 4 * P * tiles;
+        shard_resident = decoded + P * tiles + 4 * P; /* words, widths, pixel starts */
         shard_stored = compressed + chunks + P * tiles;
         transient = rows + P * tiles + decoded + compressed + chunks;
     } else {

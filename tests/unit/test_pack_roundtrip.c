@@ -111,6 +111,53 @@ static void check_loaded(const variant *v, const char *name, const uint16_t *dat
     qem_pack_close(p);
 }
 
+/* Per-pixel sums and weighted sums over a scan range that starts and ends
+ * inside tiles, from the resident (tile walks), against the data. */
+static void check_sums(const char *name, const uint16_t *data, const uint8_t *excluded,
+                       uint64_t P, uint64_t scans)
+{
+    qem_error e = {0};
+    qem_source *src = NULL;
+    qem_products *pr = NULL;
+    CHECK_OK(qem_source_open(test_path(name), NULL, &src, &e), &e);
+    if (src)
+        CHECK_OK(qem_products_open(src, NULL, &pr, &e), &e);
+    if (!pr) {
+        qem_source_close(src);
+        return;
+    }
+    const uint64_t first = scans > 40 ? 37 : 0, count = scans - first - (scans > 80 ? 3 : 0);
+    uint64_t *sums = calloc((size_t)P, sizeof *sums);
+    int32_t *weight = malloc((size_t)P * sizeof *weight);
+    int64_t *image = calloc((size_t)count, sizeof *image);
+    for (uint64_t px = 0; px < P; px++)
+        weight[px] = (int32_t)(px % 3) - 1; /* -1, 0, 1 */
+    const int32_t *planes[1] = {weight};
+    CHECK_OK(qem_products_pixel_sums(pr, first, count, sums, &e), &e);
+    CHECK_OK(qem_products_weighted_sums(pr, first, count, planes, 1, image, &e), &e);
+    int bad = 0;
+    for (uint64_t px = 0; px < P; px++) {
+        uint64_t want = 0;
+        for (uint64_t i = first; i < first + count; i++)
+            want += excluded[px] ? 0 : data[i * P + px];
+        bad += want != sums[px];
+    }
+    for (uint64_t i = 0; i < count; i++) {
+        int64_t want = 0;
+        for (uint64_t px = 0; px < P; px++)
+            want += excluded[px] ? 0 : (int64_t)weight[px] * data[(first + i) * P + px];
+        bad += want != image[i];
+    }
+    if (bad)
+        fprintf(stderr, "%s: %d sums differ\n", name, bad);
+    CHECK_EQ_U64(bad, 0);
+    free(sums);
+    free(weight);
+    free(image);
+    qem_products_close(pr);
+    qem_source_close(src);
+}
+
 static void check_variant(const variant *v)
 {
     const pack_spec *s = &v->spec;
@@ -125,8 +172,8 @@ static void check_variant(const variant *v)
     snprintf(name, sizeof name, "%s.h5", v->name);
     pack_built built = {0};
     CHECK(pack_build(test_path(name), &spec, &built));
-    /* What one shard in flight costs: its stored ranges, chunk table,
-     * decoded payload and descriptors (uint16) or payload and headers. */
+    /* What one shard in flight costs: its stored ranges, segment table,
+     * decoded payload and pixel starts (uint16) or payload and headers. */
     uint64_t one_shard_max = 0, all_shards = 0;
     for (uint64_t k = 0; k < built.shard_count; k++) {
         const pack_shard_record *r = &built.records[k];
@@ -134,8 +181,7 @@ static void check_variant(const variant *v)
                          ? r->payload_bytes + r->lengths_bytes + r->widths_bytes +
                                8ull * ((r->chunk_count + PACK_SEGMENT_CHUNKS - 1) /
                                            PACK_SEGMENT_CHUNKS + 1) +
-                               r->decoded_bytes +
-                               4ull * r->descriptor_count
+                               r->decoded_bytes + 4ull * P
                          : r->payload_bytes + r->widths_bytes;
         one_shard_max = b > one_shard_max ? b : one_shard_max;
         all_shards += b;
@@ -143,6 +189,7 @@ static void check_variant(const variant *v)
     pack_built_free(&built);
     for (int threads = 1; threads <= 3; threads++)
         check_loaded(v, name, data, excluded, threads, one_shard_max, all_shards);
+    check_sums(name, data, excluded, P, s->shape[0] * s->shape[1]);
     free(data);
     free(excluded);
 }
@@ -215,6 +262,10 @@ int main(void)
                                     QEM_DTYPE_UINT8, 0, 0}, 1, 4000, QEM_RAW_MASK_APPLIED_ONLY},
         {"u8_33_tiles", {QEM_PACK_UINT8_BITPACKED, {2, 1056, 2, 3}, 1056, NULL, NULL, 0, 0,
                          QEM_DTYPE_UINT8, 1, 0}, 1, 0, QEM_RAW_EXACT_NO_EXCLUSIONS},
+        /* 41 tiles a pixel (the last partial): tile starts summed 16
+         * widths at a time and walked tile to tile. */
+        {"u16_many_tiles", {QEM_PACK_UINT16_LZ4, {2, 5200, 2, 3}, 5200, NULL, NULL, 0, 0,
+                            QEM_DTYPE_UINT16, 0, 0}, 0, 0, QEM_RAW_EXACT_NO_EXCLUSIONS},
         {"zero_shard", {QEM_PACK_UINT16_LZ4, {2, 256, 3, 3}, 256, NULL, NULL, 0, 0,
                         QEM_DTYPE_UINT16, 0, 0}, 0, 0, QEM_RAW_EXACT_NO_EXCLUSIONS},
         {"zeros", {QEM_PACK_UINT8_BITPACKED, {1, 64, 2, 2}, 32, NULL, NULL, 0, 0,
