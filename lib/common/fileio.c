@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/error.h"
@@ -201,28 +203,35 @@ static void sync_dir(const char *dir)
     }
 }
 
-qem_status qem_publish_commit(qem_publish *publish, qem_error *error)
+/* The name the finished file is linked from: its temporary name, or the
+ * unnamed file through /proc (valid in a forked child too: the
+ * descriptor is inherited). */
+static void link_source(const qem_publish *publish, char *buf, size_t size)
 {
-    if (publish->fd < 0)
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "nothing to publish");
-    if (fsync(publish->fd) != 0)
-        return qem_fail(error, QEM_E_IO, "cannot flush '%s' to disk: %s", publish->dest,
-                        strerror(errno));
-    int rc;
-    if (publish->temp_path) {
-        rc = link(publish->temp_path, publish->dest);
-    } else {
-        char proc[64];
-        snprintf(proc, sizeof proc, "/proc/self/fd/%d", publish->fd);
-        rc = linkat(AT_FDCWD, proc, AT_FDCWD, publish->dest, AT_SYMLINK_FOLLOW);
-    }
-    if (rc != 0) {
-        int e = errno;
-        if (e == EEXIST)
-            return qem_fail(error, QEM_E_EXISTS,
-                            "'%s' appeared while writing; it was left untouched", publish->dest);
-        return qem_fail(error, QEM_E_IO, "cannot publish '%s': %s", publish->dest, strerror(e));
-    }
+    if (publish->temp_path)
+        snprintf(buf, size, "%s", publish->temp_path);
+    else
+        snprintf(buf, size, "/proc/self/fd/%d", publish->fd);
+}
+
+/* Only async-signal-safe calls: it also runs in a forked child. */
+static int link_file(const char *source, const char *dest)
+{
+    return linkat(AT_FDCWD, source, AT_FDCWD, dest, AT_SYMLINK_FOLLOW) == 0 ? 0 : errno;
+}
+
+static qem_status link_failure(const qem_publish *publish, int e, qem_error *error)
+{
+    if (e == EEXIST)
+        return qem_fail(error, QEM_E_EXISTS, "'%s' appeared while writing; it was left untouched",
+                        publish->dest);
+    return qem_fail(error, QEM_E_IO, "cannot publish '%s': %s", publish->dest, strerror(e));
+}
+
+/* After the link: the temporary name and descriptor go, the folder is
+ * flushed. */
+static void publish_finish(qem_publish *publish)
+{
     if (publish->temp_path) {
         unlink(publish->temp_path);
         free(publish->temp_path);
@@ -234,6 +243,104 @@ qem_status qem_publish_commit(qem_publish *publish, qem_error *error)
     free(publish->dest);
     free(publish->dir);
     publish->dest = publish->dir = NULL;
+}
+
+static qem_status publish_flush(const qem_publish *publish, qem_error *error)
+{
+    if (publish->fd < 0)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "nothing to publish");
+    if (fsync(publish->fd) != 0)
+        return qem_fail(error, QEM_E_IO, "cannot flush '%s' to disk: %s", publish->dest,
+                        strerror(errno));
+    return QEM_OK;
+}
+
+qem_status qem_publish_commit(qem_publish *publish, qem_error *error)
+{
+    QEM_TRY(publish_flush(publish, error));
+    char source[PATH_MAX + 64];
+    link_source(publish, source, sizeof source);
+    const int e = link_file(source, publish->dest);
+    if (e != 0)
+        return link_failure(publish, e, error);
+    publish_finish(publish);
+    return QEM_OK;
+}
+
+/* What the linking child reports: which link failed (0: none) and why. */
+typedef struct pair_outcome {
+    int failed_link;
+    int error_number;
+} pair_outcome;
+
+/* Both links, the second undoing the first when it fails. `pause_ms`
+ * widens the gap between them for the crash-safety test. */
+static pair_outcome link_pair(const char *first_source, const char *first_dest,
+                              const char *second_source, const char *second_dest, long pause_ms)
+{
+    pair_outcome out = {0, 0};
+    int e = link_file(first_source, first_dest);
+    if (e != 0)
+        return (pair_outcome){1, e};
+    if (pause_ms > 0) {
+        struct timespec pause = {pause_ms / 1000, (pause_ms % 1000) * 1000000L};
+        nanosleep(&pause, NULL);
+    }
+    e = link_file(second_source, second_dest);
+    if (e != 0) {
+        unlink(first_dest);
+        out = (pair_outcome){2, e};
+    }
+    return out;
+}
+
+qem_status qem_publish_commit_pair(qem_publish *first, qem_publish *second, qem_error *error)
+{
+    QEM_TRY(publish_flush(first, error));
+    QEM_TRY(publish_flush(second, error));
+    char first_source[PATH_MAX + 64], second_source[PATH_MAX + 64];
+    link_source(first, first_source, sizeof first_source);
+    link_source(second, second_source, sizeof second_source);
+    /* Fault injection for tests: hold the gap between the links open. */
+    const char *pause_env = getenv("QEM_FAULT_LINK_PAUSE_MS");
+    const long pause_ms = pause_env ? strtol(pause_env, NULL, 10) : 0;
+    /* A child makes the two links: a SIGKILL of this process between them
+     * cannot stop it, so either both names appear or neither. The parent
+     * learns the outcome through a pipe. */
+    pair_outcome out = {0, 0};
+    int pipe_fd[2];
+    pid_t child = -1;
+    if (pipe2(pipe_fd, O_CLOEXEC) == 0) {
+        child = fork();
+        if (child == 0) {
+            close(pipe_fd[0]);
+            const pair_outcome r =
+                link_pair(first_source, first->dest, second_source, second->dest, pause_ms);
+            const ssize_t n = write(pipe_fd[1], &r, sizeof r);
+            _exit(n == (ssize_t)sizeof r ? 0 : 1);
+        }
+        close(pipe_fd[1]);
+        if (child > 0) {
+            ssize_t n;
+            do
+                n = read(pipe_fd[0], &out, sizeof out);
+            while (n < 0 && errno == EINTR);
+            int status;
+            while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
+            }
+            if (n != (ssize_t)sizeof out)
+                out = (pair_outcome){2, EIO};
+        }
+        close(pipe_fd[0]);
+    }
+    if (child < 0) /* no child to be had: link here, as a single commit would */
+        out = link_pair(first_source, first->dest, second_source, second->dest, pause_ms);
+    if (out.failed_link == 1)
+        return link_failure(first, out.error_number, error);
+    if (out.failed_link == 2)
+        return link_failure(second, out.error_number, error);
+    publish_finish(first);
+    publish_finish(second);
     return QEM_OK;
 }
 

@@ -40,6 +40,11 @@ typedef struct qem_publish {
 
 qem_status qem_publish_begin(qem_publish *publish, const char *dest, qem_error *error);
 qem_status qem_publish_commit(qem_publish *publish, qem_error *error);
+/* Commits two files as one: `first` is linked, then `second`; if the
+ * second link fails the first is removed. A child process makes both
+ * links, so killing this process cannot leave one name without the
+ * other (a power loss between them still can). */
+qem_status qem_publish_commit_pair(qem_publish *first, qem_publish *second, qem_error *error);
 /* Discards an uncommitted file and frees; safe after commit and twice. */
 void qem_publish_abort(qem_publish *publish);
 

@@ -761,19 +761,9 @@ static qem_status finish(production *pr, const char *dest, qem_publish *pack, qe
     free(rtext);
     QEM_TRY(st);
 
-    /* Publication: the receipt first, the pack last (the commit marker).
-     * The pack is flushed first so only two links stand between them. */
-    if (fsync(pack->fd) != 0)
-        return qem_fail(error, QEM_E_IO, "cannot flush '%s' to disk: %s", dest, strerror(errno));
-    QEM_TRY(qem_publish_commit(rec, error));
-    st = qem_publish_commit(pack, error);
-    if (st != QEM_OK) {
-        char *rp = receipt_path(dest);
-        if (rp)
-            unlink(rp); /* a receipt never stands without its pack */
-        free(rp);
-    }
-    return st;
+    /* Publication: the receipt first, the pack last (the commit marker),
+     * as one commit: a receipt never stands without its pack. */
+    return qem_publish_commit_pair(rec, pack, error);
 }
 
 qem_status qem_pack_produce(qem_pack_inspection *in, const qem_pack_plan_options *plan_options,
@@ -807,9 +797,9 @@ qem_status qem_pack_produce(qem_pack_inspection *in, const qem_pack_plan_options
         if (st == QEM_E_EXISTS) {
             qem_error_clear(error); /* qem_fail keeps a first message */
             qem_fail(error, QEM_E_EXISTS,
-                     "'%s' already exists (if '%s' does not, an earlier production was stopped "
-                     "between its final two links and left a receipt that no pack commits: "
-                     "remove it and run again)",
+                     "'%s' already exists (if '%s' does not, an earlier production was cut "
+                     "off between its final two links, by a power loss, and left a receipt that "
+                     "no pack commits: remove it and run again)",
                      rpath, dest);
         }
     }
