@@ -25,7 +25,7 @@ static void locate(const qem_pack *p, const pack_shard *sh, uint64_t scan, uint6
     if (p->profile == QEM_PACK_UINT16_LZ4) {
         const uint64_t t = scan / PACK_V1_TILE;
         const uint8_t *w = sh->tile_widths + pixel * p->tiles;
-        *word = sh->pixel_words[pixel] + 4 * pack_width_sum(w, t);
+        *word = sh->pixel_words[pixel] + 4 * pack_width_sum(w, t, NULL);
         *width = w[t];
         *index = (unsigned)(scan % PACK_V1_TILE);
         return;

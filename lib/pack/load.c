@@ -220,24 +220,6 @@ typedef struct v1_layout_job {
     pack_shard *out;
 } v1_layout_job;
 
-static uint8_t widest_tile(const uint8_t *w, uint64_t n)
-{
-    uint64_t k = 0;
-    uint8_t widest = 0;
-#ifdef __SSE2__
-    __m128i vmax = _mm_setzero_si128();
-    for (; k + 16 <= n; k += 16)
-        vmax = _mm_max_epu8(vmax, _mm_loadu_si128((const __m128i *)(w + k)));
-    uint8_t lanes[16];
-    _mm_storeu_si128((__m128i *)lanes, vmax);
-    for (int i = 0; i < 16; i++)
-        widest = lanes[i] > widest ? lanes[i] : widest;
-#endif
-    for (; k < n; k++)
-        widest = w[k] > widest ? w[k] : widest;
-    return widest;
-}
-
 static qem_status v1_layout(load_state *L, uint64_t s, void *ctx, qem_error *error)
 {
     const v1_layout_job *job = ctx;
@@ -247,10 +229,10 @@ static qem_status v1_layout(load_state *L, uint64_t s, void *ctx, qem_error *err
     pack_now(&t0);
     uint64_t word = 0;
     for (uint64_t pixel = 0; pixel < p->pixels; pixel++) {
-        const uint8_t *w = job->widths + pixel * p->tiles;
-        const unsigned wmax = widest_tile(w, p->tiles);
+        uint8_t widest;
         job->out->pixel_words[pixel] = (uint32_t)word;
-        word += 4 * pack_width_sum(w, p->tiles);
+        word += 4 * pack_width_sum(job->widths + pixel * p->tiles, p->tiles, &widest);
+        const unsigned wmax = widest;
         /* Rules per pixel, on its widest tile. */
         if (wmax > 16)
             return qem_fail(error, QEM_E_PACK_DESCRIPTOR,

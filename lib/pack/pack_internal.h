@@ -123,19 +123,35 @@ qem_status pack_weighted_sums(const qem_pack *pack, uint64_t first, uint64_t cou
 
 /* Sum of n tile widths (bytes), 16 at a time by SSE2 where the target has
  * it; a tile's words start 4 * (sum of the widths before it) after its
- * pixel's first word. */
-static inline uint64_t pack_width_sum(const uint8_t *w, uint64_t n)
+ * pixel's first word. With `widest`, also the largest width (loading
+ * checks it in the same pass; lookups pass NULL and the compiler drops it). */
+static inline __attribute__((always_inline)) uint64_t pack_width_sum(const uint8_t *w, uint64_t n,
+                                                                     uint8_t *widest)
 {
     uint64_t sum = 0, k = 0;
+    uint8_t top = 0;
 #ifdef __SSE2__
-    __m128i acc = _mm_setzero_si128();
-    for (; k + 16 <= n; k += 16)
-        acc = _mm_add_epi64(acc, _mm_sad_epu8(_mm_loadu_si128((const __m128i *)(w + k)),
-                                              _mm_setzero_si128()));
+    __m128i acc = _mm_setzero_si128(), vmax = _mm_setzero_si128();
+    for (; k + 16 <= n; k += 16) {
+        const __m128i b = _mm_loadu_si128((const __m128i *)(w + k));
+        acc = _mm_add_epi64(acc, _mm_sad_epu8(b, _mm_setzero_si128()));
+        if (widest)
+            vmax = _mm_max_epu8(vmax, b);
+    }
     sum = (uint64_t)_mm_cvtsi128_si64(acc) + (uint64_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(acc, acc));
+    if (widest) {
+        uint8_t lanes[16];
+        _mm_storeu_si128((__m128i *)lanes, vmax);
+        for (int i = 0; i < 16; i++)
+            top = lanes[i] > top ? lanes[i] : top;
+    }
 #endif
-    for (; k < n; k++)
+    for (; k < n; k++) {
         sum += w[k];
+        top = w[k] > top ? w[k] : top;
+    }
+    if (widest)
+        *widest = top;
     return sum;
 }
 

@@ -242,6 +242,28 @@ static void check_first_failure(qem_pack_profile profile, const char *name)
     free(data);
 }
 
+/* Tile starts and the widest tile, 16 widths per SSE2 step and the rest
+ * one by one, against plain loops (the widest placed at every position). */
+static void check_width_sums(void)
+{
+    uint8_t w[48];
+    for (uint64_t n = 0; n <= sizeof w; n++) {
+        for (uint64_t hot = 0; hot < (n ? n : 1); hot++) {
+            uint64_t want = 0;
+            uint8_t want_max = 0;
+            for (uint64_t k = 0; k < n; k++) {
+                w[k] = (uint8_t)(k == hot ? 17 : test_rand(&seed) % 17);
+                want += w[k];
+                want_max = w[k] > want_max ? w[k] : want_max;
+            }
+            uint8_t widest = 99;
+            CHECK_EQ_U64(pack_width_sum(w, n, &widest), want);
+            CHECK_EQ_U64(widest, want_max);
+            CHECK_EQ_U64(pack_width_sum(w, n, NULL), want);
+        }
+    }
+}
+
 int main(void)
 {
     static const uint32_t four[] = {0, 7, 13, 19};
@@ -273,6 +295,7 @@ int main(void)
     };
     for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++)
         check_variant(&variants[i]);
+    check_width_sums();
     check_first_failure(QEM_PACK_UINT16_LZ4, "u16_two_bad_shards.h5");
     check_first_failure(QEM_PACK_UINT8_BITPACKED, "u8_two_bad_shards.h5");
 
