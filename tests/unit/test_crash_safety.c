@@ -19,6 +19,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <strings.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -80,8 +81,13 @@ static pid_t spawn(char *const argv[], const char *err_path, rlim_t fsize)
         perror("fork");
         exit(2);
     }
-    if (pid != 0)
+    if (pid != 0) {
+        setpgid(pid, pid);
         return pid;
+    }
+    /* Its own process group, so the linking child it may fork can be
+     * waited for after the kill (reap_group). */
+    setpgid(0, 0);
     if (err_path) {
         int fd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (fd < 0 || dup2(fd, 2) < 0)
@@ -98,6 +104,16 @@ static pid_t spawn(char *const argv[], const char *err_path, rlim_t fsize)
     setrlimit(RLIMIT_CORE, &no_core);
     execv(argv[0], argv);
     _exit(127);
+}
+
+/* After `pid` (a group leader from spawn) was reaped: waits for what is
+ * left of its group, the child that makes the final links among them.
+ * This process is a subreaper, so such orphans are its own children; a
+ * check made before they finish would race with their links. */
+static void reap_group(pid_t pid)
+{
+    while (waitpid(-pid, NULL, 0) > 0 || errno == EINTR)
+        ;
 }
 
 /* Waits for `pid` at most `limit_s` seconds; a child still running then is
@@ -488,6 +504,7 @@ static void kill_runs(run_kind kind, const char *name, double span_u16, double s
             sleep_s(unit_rand() * 1.1 * span);
             kill(pid, SIGKILL);
             waitpid(pid, &status, 0);
+            reap_group(pid);
             judge_fresh(kind, dir, dest, profile, status, run, t, err_path);
         } else if (run < KILLED_FRESH + KILLED_EXISTING) {
             /* A file is there first (for packs: the pack or, every other
@@ -499,6 +516,7 @@ static void kill_runs(run_kind kind, const char *name, double span_u16, double s
             sleep_s(unit_rand() * 1.1 * span);
             kill(pid, SIGKILL);
             waitpid(pid, &status, 0);
+            reap_group(pid);
             const int killed = WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
             size_t en = 0;
             char *text = read_text(err_path, &en);
@@ -586,6 +604,7 @@ static void kill_at_receipt(int runs)
             kill(pid, SIGKILL);
             waitpid(pid, &status, 0);
         }
+        reap_group(pid);
         tally t = {0};
         judge_fresh(KIND_PACK, dir, dest, QEM_PACK_UINT16_LZ4, status, run, &t, err_path);
         CHECK_EQ_U64(t.orphaned, 0);
@@ -674,6 +693,8 @@ static void disk_full(const char *saved)
 
 int main(void)
 {
+    /* Orphans of the killed CLI (its linking child) become ours. */
+    CHECK(prctl(PR_SET_CHILD_SUBREAPER, 1) == 0);
     source = malloc(SAMPLES * 2);
     readback = malloc(SAMPLES * 2);
     CHECK(source && readback);
