@@ -163,6 +163,9 @@ typedef struct qem_open_options {
     qem_body_check body_check;
     int threads; /* decode threads per call; 0 = OpenMP default */
     qem_decode_path decode_path;
+    /* Whole-file SHA-256 (64 hex digits) the file must have, or NULL:
+     * checked while opening (QEM_E_FILE_DIGEST on a mismatch). */
+    const char *expect_sha256;
 } qem_open_options;
 
 /* 1 if this CPU can run `path` (AUTO and SCALAR always). */
@@ -509,6 +512,10 @@ typedef struct qem_pack_source_options {
     size_t struct_size;
     const char *dataset;    /* HDF5 dataset path; NULL = the only candidate */
     uint64_t scan_shape[2]; /* for 3D frame stacks; {0, 0} = from the file */
+    /* Bytes of each member as it is hashed (done, total of that member);
+     * returning nonzero cancels the inspection. */
+    qem_progress_fn progress;
+    void *progress_user;
 } qem_pack_source_options;
 
 QEM_API void qem_pack_source_options_init(qem_pack_source_options *options);
@@ -559,6 +566,10 @@ typedef struct qem_pack_produce_options {
     size_t struct_size;
     qem_progress_fn progress; /* per shard */
     void *progress_user;
+    /* Bytes of each member as it is hashed again before the first shard
+     * (the re-authentication); returning nonzero cancels. */
+    qem_progress_fn hash_progress;
+    void *hash_progress_user;
 } qem_pack_produce_options;
 
 QEM_API void qem_pack_produce_options_init(qem_pack_produce_options *options);
@@ -596,7 +607,8 @@ typedef enum qem_file_kind {
     QEM_KIND_UNKNOWN = 0,
     QEM_KIND_QEM = 1,
     QEM_KIND_PACK = 2,
-    QEM_KIND_NPY = 3
+    QEM_KIND_NPY = 3,
+    QEM_KIND_HDF5 = 4 /* an HDF5 file that is not a pack */
 } qem_file_kind;
 
 QEM_API qem_status qem_identify(const char *path, qem_file_kind *kind, qem_error *error);
@@ -613,7 +625,7 @@ typedef struct qem_source_info {
 typedef struct qem_source_options {
     size_t struct_size;
     int threads;               /* 0 = OpenMP default */
-    const char *expect_sha256; /* packs: required whole-file identity, or NULL */
+    const char *expect_sha256; /* required whole-file identity (both formats), or NULL */
     qem_progress_fn progress;  /* packs: per loaded shard */
     void *progress_user;
 } qem_source_options;

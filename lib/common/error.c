@@ -1,5 +1,6 @@
 #include "common/error.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -73,4 +74,23 @@ qem_status qem_fail(qem_error *error, qem_status status, const char *format, ...
         va_end(args);
     }
     return status;
+}
+
+const char *qem_write_advice(int error_number)
+{
+    return error_number == ENOSPC || error_number == EDQUOT || error_number == EFBIG
+               ? "; the disk is full or a file-size limit was reached"
+               : "";
+}
+
+void qem_error_name_destination(qem_error *error, const char *dest)
+{
+    if (!error || error->status != QEM_E_IO || !dest)
+        return;
+    const char *m = error->message;
+    if (strncmp(m, "write failed: ", 14) != 0 && strncmp(m, "HDF5 could not write", 20) != 0)
+        return;
+    char reason[sizeof error->message];
+    snprintf(reason, sizeof reason, "%s", strncmp(m, "write failed: ", 14) == 0 ? m + 14 : m);
+    snprintf(error->message, sizeof error->message, "cannot write '%.160s': %.300s", dest, reason);
 }

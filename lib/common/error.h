@@ -10,6 +10,15 @@
 qem_status qem_fail(qem_error *error, qem_status status, const char *format, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* "; the disk is full or a file-size limit was reached" for ENOSPC,
+ * EDQUOT and EFBIG, else "". */
+const char *qem_write_advice(int error_number);
+
+/* Names the destination in a write failure recorded without it ("write
+ * failed: ...", or libhdf5's "HDF5 could not write ..."), so every
+ * disk-full error says which file could not be written. */
+void qem_error_name_destination(qem_error *error, const char *dest);
+
 /* Public entry points start with a clean error record. */
 void qem_error_clear(qem_error *error);
 

@@ -12,6 +12,90 @@
 
 #include "common/error.h"
 
+static const char *file_type_name(mode_t mode)
+{
+    return S_ISDIR(mode)    ? "a directory"
+           : S_ISFIFO(mode) ? "a FIFO (named pipe)"
+           : S_ISCHR(mode)  ? "a character device"
+           : S_ISBLK(mode)  ? "a block device"
+           : S_ISSOCK(mode) ? "a socket"
+                            : "not a plain file";
+}
+
+static qem_status not_regular(const char *path, mode_t mode, qem_error *error)
+{
+    return qem_fail(error, QEM_E_IO, "'%s' is not a regular file (it is %s)", path,
+                    file_type_name(mode));
+}
+
+qem_status qem_open_input(const char *path, int *fd_out, struct stat *sb, qem_error *error)
+{
+    *fd_out = -1;
+    struct stat before;
+    if (stat(path, &before) != 0)
+        return qem_fail(error, QEM_E_IO, "cannot open '%s': %s", path, strerror(errno));
+    if (!S_ISREG(before.st_mode))
+        return not_regular(path, before.st_mode, error);
+    /* O_NONBLOCK: should the name have become a FIFO since the stat, the
+     * open still returns at once and the fstat below refuses it. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0)
+        return qem_fail(error, QEM_E_IO, "cannot open '%s': %s", path, strerror(errno));
+    struct stat now;
+    if (fstat(fd, &now) != 0 || !S_ISREG(now.st_mode)) {
+        const mode_t mode = now.st_mode;
+        close(fd);
+        return not_regular(path, mode, error);
+    }
+    const int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+        const int e = errno;
+        close(fd);
+        return qem_fail(error, QEM_E_IO, "cannot open '%s': %s", path, strerror(e));
+    }
+    if (sb)
+        *sb = now;
+    *fd_out = fd;
+    return QEM_OK;
+}
+
+void qem_file_stamp_from_stat(const struct stat *sb, qem_file_stamp *stamp)
+{
+    memset(stamp, 0, sizeof *stamp);
+    stamp->dev = sb->st_dev;
+    stamp->ino = sb->st_ino;
+    stamp->size = (int64_t)sb->st_size;
+    stamp->mtime = sb->st_mtim;
+    stamp->ctime = sb->st_ctim;
+}
+
+static int same_time(struct timespec a, struct timespec b)
+{
+    return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
+}
+
+int qem_file_stamp_equal(const qem_file_stamp *a, const qem_file_stamp *b)
+{
+    return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+           same_time(a->mtime, b->mtime) && same_time(a->ctime, b->ctime);
+}
+
+qem_status qem_file_stamp_check(int fd, const qem_file_stamp *stamp, const char *path,
+                                const char *doing, qem_error *error)
+{
+    struct stat sb;
+    qem_file_stamp now;
+    if (fstat(fd, &sb) != 0)
+        return qem_fail(error, QEM_E_IO, "cannot stat '%s': %s", path, strerror(errno));
+    qem_file_stamp_from_stat(&sb, &now);
+    if (!qem_file_stamp_equal(stamp, &now))
+        return qem_fail(error, QEM_E_CHANGED,
+                        "'%s' changed while it was being %s (its size, times or inode moved); "
+                        "nothing was written: let whatever writes it finish, then run again",
+                        path, doing);
+    return QEM_OK;
+}
+
 qem_status qem_pread_full(int fd, void *buf, size_t size, uint64_t offset, qem_status short_status,
                           qem_error *error)
 {
@@ -43,9 +127,11 @@ static qem_status write_all(int fd, const void *buf, size_t size, int64_t offset
         size_t want = size > (1u << 30) ? (1u << 30) : size;
         ssize_t put = offset < 0 ? write(fd, p, want) : pwrite(fd, p, want, (off_t)offset);
         if (put < 0) {
-            if (errno == EINTR)
+            const int e = errno;
+            if (e == EINTR)
                 continue;
-            return qem_fail(error, QEM_E_IO, "write failed: %s", strerror(errno));
+            return qem_fail(error, QEM_E_IO, "write failed: %s%s", strerror(e),
+                            qem_write_advice(e));
         }
         p += put;
         size -= (size_t)put;

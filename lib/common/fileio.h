@@ -5,9 +5,37 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "qem.h"
+
+/* Opens `path` for reading without ever blocking: a FIFO or a device
+ * could hang open(2) or every read after it, so the path is stat'ed first
+ * and opened with O_NONBLOCK, and anything but a regular file is refused
+ * by name ("'f' is not a regular file (it is a FIFO)"). The descriptor
+ * returned blocks again; `sb` (may be NULL) receives its fstat. Errors are
+ * QEM_E_IO. */
+qem_status qem_open_input(const char *path, int *fd_out, struct stat *sb, qem_error *error);
+
+/* What identifies one state of a file: a change to its bytes moves its
+ * modification and change times (the change time cannot be set back), a
+ * replacement moves the inode. One definition for every "did the file
+ * change while we read it" check. */
+typedef struct qem_file_stamp {
+    dev_t dev;
+    ino_t ino;
+    int64_t size;
+    struct timespec mtime, ctime;
+} qem_file_stamp;
+
+void qem_file_stamp_from_stat(const struct stat *sb, qem_file_stamp *stamp);
+int qem_file_stamp_equal(const qem_file_stamp *a, const qem_file_stamp *b);
+/* fstat(fd) compared with `stamp`: QEM_OK, or QEM_E_CHANGED naming `path`
+ * and saying "while it was being `doing`". */
+qem_status qem_file_stamp_check(int fd, const qem_file_stamp *stamp, const char *path,
+                                const char *doing, qem_error *error);
 
 /* Reads exactly `size` bytes at `offset`; a short file is QEM_E_IO unless
  * `short_status` says which status a premature end means. */

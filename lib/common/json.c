@@ -5,6 +5,23 @@
 
 #include "common/error.h"
 
+const char *qem_json_error_reason(const json_error_t *e)
+{
+    switch (json_error_code(e)) {
+    case json_error_out_of_memory: return "out of memory";
+    case json_error_stack_overflow: return "nested too deeply";
+    case json_error_invalid_utf8: return "the text is not valid UTF-8";
+    case json_error_premature_end_of_input: return "the text ends inside the JSON value";
+    case json_error_end_of_input_expected: return "there is text after the JSON value";
+    case json_error_invalid_syntax: return "invalid JSON syntax";
+    case json_error_null_character: return "a NUL character (\\u0000), which qem refuses";
+    case json_error_null_byte_in_key: return "a NUL character (\\u0000) in a key";
+    case json_error_duplicate_key: return "a duplicate key (one appears twice in an object)";
+    case json_error_numeric_overflow: return "a number too large to represent";
+    default: return "not valid JSON";
+    }
+}
+
 qem_status qem_json_parse_object(const char *data, size_t size, qem_status status, json_t **out,
                                  qem_error *error)
 {
@@ -12,7 +29,7 @@ qem_status qem_json_parse_object(const char *data, size_t size, qem_status statu
     json_t *root = json_loadb(data, size, JSON_REJECT_DUPLICATES, &jerr);
     if (!root)
         return qem_fail(error, status, "invalid JSON at line %d column %d: %s", jerr.line,
-                        jerr.column, jerr.text);
+                        jerr.column, qem_json_error_reason(&jerr));
     if (!json_is_object(root)) {
         json_decref(root);
         return qem_fail(error, status, "JSON document is not an object");

@@ -13,6 +13,10 @@
 qem_status qem_json_parse_object(const char *data, size_t size, qem_status status, json_t **out,
                                  qem_error *error);
 
+/* What is wrong with a document jansson refused, in qem's words (jansson's
+ * own texts name its flags, such as JSON_ALLOW_NUL). */
+const char *qem_json_error_reason(const json_error_t *error);
+
 /* A non-negative JSON integer (never a boolean or a real) as uint64. */
 int qem_json_as_u64(const json_t *value, uint64_t *out);
 

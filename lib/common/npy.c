@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "common/fileio.h"
+#include "common/npy.h"
 #include "qem.h"
 
 #define NPY_MAGIC "\x93NUMPY"
@@ -166,7 +167,8 @@ static qem_status classify_descr(qem_npy_info *info, const char *path, qem_error
         info->dtype = QEM_DTYPE_UINT16;
     } else if (!strcmp(d, "<f4")) {
         info->dtype = QEM_DTYPE_FLOAT32;
-    } else if (d[0] == '>') {
+    } else if (!strcmp(d, ">u2") || !strcmp(d, ">f4")) {
+        /* A type qem stores, in the other byte order. */
         return qem_fail(error, QEM_E_NPY,
                         "'%s' is big-endian (%s); convert it with "
                         "numpy.save(path, array.astype(array.dtype.newbyteorder('<')))",
@@ -187,9 +189,9 @@ qem_status qem_npy_open(const char *path, qem_npy **out, qem_error *error)
     if (!path || !out)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_npy_open: NULL argument");
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return qem_fail(error, QEM_E_IO, "cannot open '%s': %s", path, strerror(errno));
+    int fd = -1;
+    struct stat sb;
+    QEM_TRY(qem_open_input(path, &fd, &sb, error));
     qem_npy *npy = calloc(1, sizeof *npy);
     char *header = NULL;
     qem_status st = QEM_OK;
@@ -198,11 +200,6 @@ qem_status qem_npy_open(const char *path, qem_npy **out, qem_error *error)
         goto fail;
     }
     npy->fd = fd;
-    struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        st = qem_fail(error, QEM_E_IO, "cannot stat '%s': %s", path, strerror(errno));
-        goto fail;
-    }
     unsigned char pre[12];
     if ((uint64_t)sb.st_size < 10 ||
         qem_pread_full(fd, pre, 10, 0, QEM_E_NPY, error) != QEM_OK ||
@@ -360,6 +357,7 @@ qem_status qem_npy_read_mask(const char *path, uint64_t rows, uint64_t columns, 
 
 struct qem_npy_writer {
     qem_publish publish;
+    char *dest_for_errors; /* kept past the publication */
     size_t item;
     uint64_t expected;
     uint64_t written;
@@ -408,11 +406,13 @@ qem_status qem_npy_writer_create(const char *dest, qem_dtype dtype, unsigned ndi
     if (!w)
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     qem_status st = qem_publish_begin(&w->publish, dest, error);
+    if (st == QEM_OK && !(w->dest_for_errors = strdup(dest)))
+        st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     if (st == QEM_OK)
         st = qem_write_full(w->publish.fd, pre, padded, error);
     if (st != QEM_OK) {
-        qem_publish_abort(&w->publish);
-        free(w);
+        qem_error_name_destination(error, dest);
+        qem_npy_writer_free(w);
         return st;
     }
     w->item = qem_dtype_size(dtype);
@@ -421,7 +421,7 @@ qem_status qem_npy_writer_create(const char *dest, qem_dtype dtype, unsigned ndi
     return QEM_OK;
 }
 
-qem_status qem_npy_writer_append(qem_npy_writer *w, const void *data, uint64_t count,
+static qem_status qem_npy_writer_append_body(qem_npy_writer *w, const void *data, uint64_t count,
                                  qem_error *error)
 {
     qem_error_clear(error);
@@ -435,7 +435,15 @@ qem_status qem_npy_writer_append(qem_npy_writer *w, const void *data, uint64_t c
     return QEM_OK;
 }
 
-qem_status qem_npy_writer_finish(qem_npy_writer *w, qem_error *error)
+qem_status qem_npy_writer_append(qem_npy_writer *w, const void *data, uint64_t count,
+                                 qem_error *error)
+{
+    const qem_status st = qem_npy_writer_append_body(w, data, count, error);
+    qem_error_name_destination(error, w->dest_for_errors);
+    return st;
+}
+
+static qem_status qem_npy_writer_finish_body(qem_npy_writer *w, qem_error *error)
 {
     qem_error_clear(error);
     if (!w)
@@ -447,10 +455,23 @@ qem_status qem_npy_writer_finish(qem_npy_writer *w, qem_error *error)
     return qem_publish_commit(&w->publish, error);
 }
 
+qem_status qem_npy_writer_finish(qem_npy_writer *w, qem_error *error)
+{
+    const qem_status st = qem_npy_writer_finish_body(w, error);
+    qem_error_name_destination(error, w->dest_for_errors);
+    return st;
+}
+
 void qem_npy_writer_free(qem_npy_writer *w)
 {
     if (!w)
         return;
     qem_publish_abort(&w->publish);
+    free(w->dest_for_errors);
     free(w);
+}
+
+int qem_npy_descriptor(const qem_npy *npy)
+{
+    return npy->fd;
 }

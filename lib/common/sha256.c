@@ -2,6 +2,9 @@
 
 #include <openssl/evp.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include "common/fileio.h"
 
 #include "common/error.h"
 
@@ -123,4 +126,57 @@ void qem_block_hasher_free(qem_block_hasher *h)
     qem_sha256_free(h->ctx);
     free(h->digests);
     *h = (qem_block_hasher){0};
+}
+
+int qem_sha256_parse_hex(const char *hex, uint8_t digest[QEM_SHA256_BYTES])
+{
+    if (!hex || strlen(hex) != 2 * QEM_SHA256_BYTES)
+        return 0;
+    for (int i = 0; i < 2 * QEM_SHA256_BYTES; i++) {
+        const char c = hex[i];
+        const int v = c >= '0' && c <= '9'   ? c - '0'
+                      : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                      : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                             : -1;
+        if (v < 0)
+            return 0;
+        if (i % 2 == 0)
+            digest[i / 2] = (uint8_t)(v << 4);
+        else
+            digest[i / 2] |= (uint8_t)v;
+    }
+    return 1;
+}
+
+qem_status qem_file_digest_check(int fd, uint64_t size, const char *expect_hex, const char *path,
+                                 qem_error *error)
+{
+    uint8_t want[QEM_SHA256_BYTES];
+    if (!qem_sha256_parse_hex(expect_hex, want))
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "the expected SHA-256 must be 64 hexadecimal digits");
+    enum { PIECE = 4 << 20 };
+    uint8_t *buf = malloc(PIECE);
+    qem_sha256 *ctx = qem_sha256_new();
+    qem_status st = buf && ctx ? QEM_OK : qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    for (uint64_t at = 0; st == QEM_OK && at < size; at += PIECE) {
+        const size_t n = size - at < PIECE ? (size_t)(size - at) : PIECE;
+        st = qem_pread_full(fd, buf, n, at, QEM_E_IO, error);
+        if (st == QEM_OK && qem_sha256_update(ctx, buf, n) != 0)
+            st = qem_fail(error, QEM_E_NO_MEMORY, "SHA-256 failed");
+    }
+    uint8_t got[QEM_SHA256_BYTES];
+    if (st == QEM_OK && qem_sha256_final(ctx, got) != 0)
+        st = qem_fail(error, QEM_E_NO_MEMORY, "SHA-256 failed");
+    if (st == QEM_OK && memcmp(got, want, sizeof want) != 0) {
+        char hex[65];
+        qem_sha256_hex(got, hex);
+        st = qem_fail(error, QEM_E_FILE_DIGEST,
+                      "the SHA-256 of '%s' is %s, not the expected identity; it is not the "
+                      "qualified file",
+                      path, hex);
+    }
+    free(buf);
+    qem_sha256_free(ctx);
+    return st;
 }

@@ -25,6 +25,16 @@ int qem_sha256_oneshot(const void *data, size_t size, uint8_t digest[QEM_SHA256_
 /* Lowercase hex of a digest into `hex` (65 bytes with the NUL). */
 void qem_sha256_hex(const uint8_t digest[QEM_SHA256_BYTES], char hex[65]);
 
+/* Parses 64 hexadecimal digits (either case) into a digest; 0 if `hex` is
+ * anything else. */
+int qem_sha256_parse_hex(const char *hex, uint8_t digest[QEM_SHA256_BYTES]);
+
+/* The whole-file identity check behind every --expect-sha256: SHA-256 of
+ * bytes [0, size) of `fd` against `expect_hex`. QEM_E_INVALID_ARGUMENT for
+ * malformed hex, QEM_E_FILE_DIGEST (naming `path`) on a mismatch. */
+qem_status qem_file_digest_check(int fd, uint64_t size, const char *expect_hex, const char *path,
+                                 qem_error *error);
+
 /* Digests of consecutive fixed-size blocks of a byte stream: the .qem body
  * checksum table (64 MiB blocks, only the last one shorter). */
 typedef struct qem_block_hasher {

@@ -347,23 +347,17 @@ static qem_status find_user_block(const qem_pack *p, uint64_t metadata_end, uint
 
 /* --- the copy ------------------------------------------------------------------ */
 
-static int same_time(struct timespec a, struct timespec b)
+/* The opened file is unchanged since it was opened, and still the one at
+ * `path`. */
+static qem_status check_unchanged(const qem_pack *p, const char *path, qem_error *error)
 {
-    return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
+    QEM_TRY(qem_file_stamp_check(p->fd, &p->stamp, path, "copied", error));
+    struct stat named;
+    if (stat(path, &named) != 0 || named.st_dev != p->stamp.dev || named.st_ino != p->stamp.ino)
+        return qem_fail(error, QEM_E_CHANGED,
+                        "'%s' was replaced while it was being copied; nothing was written", path);
+    return QEM_OK;
 }
-
-/* The opened file is still the one at `path`, and unchanged since `then`. */
-static int unchanged(const qem_pack *p, const char *path, const struct stat *then)
-{
-    struct stat now, named;
-    return fstat(p->fd, &now) == 0 && stat(path, &named) == 0 && now.st_size == then->st_size &&
-           same_time(now.st_mtim, then->st_mtim) && same_time(now.st_ctim, then->st_ctim) &&
-           named.st_dev == now.st_dev && named.st_ino == now.st_ino;
-}
-
-#define CHANGED(path)                                                                              \
-    qem_fail(error, QEM_E_CHANGED, "'%s' changed while it was being copied; nothing was written", \
-             (path))
 
 /* The finished temporary reopens as a pack carrying exactly `cal`. */
 static qem_status verify_written(const qem_publish *pub, const pack_calibration_in *cal,
@@ -407,7 +401,6 @@ qem_status pack_write_calibrated_copy(const char *src, const char *dest,
     char *member_text = NULL, *manifest = NULL;
     size_t manifest_bytes = 0;
     qem_publish pub = {.fd = -1};
-    struct stat before;
     uint64_t index_at = 0, index_bytes = 0, user_block = 0;
 
     st = check_range(p, cal, error);
@@ -421,11 +414,9 @@ qem_status pack_write_calibrated_copy(const char *src, const char *dest,
                       src);
         goto done;
     }
-    if (fstat(p->fd, &before) != 0 || (uint64_t)before.st_size != p->file_size ||
-        !same_time(before.st_mtim, p->mtime)) {
-        st = CHANGED(src);
+    st = check_unchanged(p, src, error);
+    if (st != QEM_OK)
         goto done;
-    }
     uint8_t prelude[PACK_PRELUDE_BYTES];
     st = qem_pread_full(p->fd, prelude, sizeof prelude, 0, QEM_E_CHANGED, error);
     if (st != QEM_OK)
@@ -446,7 +437,8 @@ qem_status pack_write_calibrated_copy(const char *src, const char *dest,
     if (le32(block + 8) != p->manifest_bytes ||
         memcmp(block + PACK_PRELUDE_BYTES, p->manifest_text, (size_t)p->manifest_bytes) != 0 ||
         index_at + index_bytes > user_block) {
-        st = CHANGED(src);
+        st = qem_fail(error, QEM_E_CHANGED,
+                      "'%s' changed while it was being copied; nothing was written", src);
         goto done;
     }
     /* Producers zero the rest of the block; anything else there would be
@@ -494,10 +486,9 @@ qem_status pack_write_calibrated_copy(const char *src, const char *dest,
     qem_error_clear(&copy_error);
     qem_status copied = qem_copy_range(p->fd, user_block, pub.fd, p->file_size - user_block,
                                        &copy_error);
-    if (!unchanged(p, src, &before)) {
-        st = CHANGED(src);
+    st = check_unchanged(p, src, error);
+    if (st != QEM_OK)
         goto done;
-    }
     if (copied != QEM_OK) {
         st = qem_fail(error, copied, "%s", copy_error.message);
         goto done;

@@ -448,39 +448,6 @@ static qem_status load_v3_shard(load_state *L, uint64_t s, qem_error *error)
     return st;
 }
 
-static qem_status whole_file_digest(const qem_pack *p, const char *expect, qem_error *error)
-{
-    uint8_t want[32];
-    if (strlen(expect) != 64)
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
-                        "the expected SHA-256 must be 64 hexadecimal digits");
-    for (int i = 0; i < 32; i++) {
-        unsigned v;
-        if (sscanf(expect + 2 * i, "%2x", &v) != 1)
-            return qem_fail(error, QEM_E_INVALID_ARGUMENT,
-                            "the expected SHA-256 must be 64 hexadecimal digits");
-        want[i] = (uint8_t)v;
-    }
-    enum { PIECE = 4 << 20 };
-    uint8_t *buf = malloc(PIECE);
-    qem_sha256 *ctx = qem_sha256_new();
-    qem_status st = buf && ctx ? QEM_OK : qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
-    for (uint64_t at = 0; st == QEM_OK && at < p->file_size; at += PIECE) {
-        size_t n = p->file_size - at < PIECE ? (size_t)(p->file_size - at) : PIECE;
-        st = qem_pread_full(p->fd, buf, n, at, QEM_E_IO, error);
-        if (st == QEM_OK)
-            qem_sha256_update(ctx, buf, n);
-    }
-    uint8_t got[32];
-    if (st == QEM_OK && (qem_sha256_final(ctx, got) != 0 || memcmp(got, want, 32) != 0))
-        st = qem_fail(error, QEM_E_FILE_DIGEST,
-                      "the file's SHA-256 differs from the expected identity; it is not the "
-                      "qualified file");
-    free(buf);
-    qem_sha256_free(ctx);
-    return st;
-}
-
 static void free_staged(pack_shard *staged, uint64_t n)
 {
     for (uint64_t s = 0; staged && s < n; s++) {
@@ -631,7 +598,7 @@ qem_status qem_pack_load(qem_pack *p, const qem_pack_load_options *options, qem_
     if (o.expect_sha256) {
         struct timespec t0;
         pack_now(&t0);
-        st = whole_file_digest(p, o.expect_sha256, error);
+        st = qem_file_digest_check(p->fd, p->file_size, o.expect_sha256, p->path, error);
         L.t.whole_file_integrity = pack_elapsed_ms(&t0);
     }
     L.staged = calloc((size_t)p->shard_count, sizeof *L.staged);
@@ -642,12 +609,8 @@ qem_status qem_pack_load(qem_pack *p, const qem_pack_load_options *options, qem_
         st = load_shards(&L, &o, error);
     scratch_free(&L);
     /* The file must be the one that was opened, unchanged. */
-    struct stat sb;
-    if (st == QEM_OK &&
-        (fstat(p->fd, &sb) != 0 || sb.st_ino != p->ino || sb.st_dev != p->dev ||
-         (uint64_t)sb.st_size != p->file_size || sb.st_mtim.tv_sec != p->mtime.tv_sec ||
-         sb.st_mtim.tv_nsec != p->mtime.tv_nsec))
-        st = qem_fail(error, QEM_E_CHANGED, "'%s' changed while it was being loaded", p->path);
+    if (st == QEM_OK)
+        st = qem_file_stamp_check(p->fd, &p->stamp, p->path, "loaded", error);
     if (st != QEM_OK) {
         free_staged(L.staged, p->shard_count);
         free(L.max_width);

@@ -685,22 +685,18 @@ qem_status qem_pack_open(const char *path, qem_pack **out, qem_error *error)
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     pack_now(&p->opened_at);
     p->timings = (qem_pack_timings){-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 0};
-    p->fd = open(path, O_RDONLY | O_CLOEXEC);
-    qem_status st = QEM_OK;
     uint8_t *index = NULL;
     struct stat sb;
-    if (p->fd < 0) {
-        st = qem_fail(error, QEM_E_IO, "cannot open '%s': %s", path, strerror(errno));
+    p->fd = -1;
+    qem_status st = qem_open_input(path, &p->fd, &sb, error);
+    if (st != QEM_OK)
+        goto done;
+    if (!(p->path = strdup(path))) {
+        st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
         goto done;
     }
-    if (fstat(p->fd, &sb) != 0 || !S_ISREG(sb.st_mode) || !(p->path = strdup(path))) {
-        st = qem_fail(error, QEM_E_IO, "'%s' is not a regular file", path);
-        goto done;
-    }
-    p->dev = sb.st_dev;
-    p->ino = sb.st_ino;
+    qem_file_stamp_from_stat(&sb, &p->stamp);
     p->file_size = (uint64_t)sb.st_size;
-    p->mtime = sb.st_mtim;
     uint64_t index_offset = 0, index_bytes = 0;
     st = read_prelude(p, &index_offset, &index_bytes, error);
     if (st != QEM_OK)

@@ -8,6 +8,8 @@
 #include <jansson.h>
 #include <stdint.h>
 #include <stdlib.h>
+
+#include "common/fileio.h"
 #include <string.h>
 #include <sys/types.h>
 #include <time.h>
@@ -56,10 +58,8 @@ typedef struct pack_shard {
 struct qem_pack {
     int fd;
     char *path;
-    dev_t dev;
-    ino_t ino;
+    qem_file_stamp stamp; /* the file as opened; checked after loading */
     uint64_t file_size;
-    struct timespec mtime;
 
     char *manifest_text;
     uint64_t manifest_bytes;

@@ -67,7 +67,8 @@ qem_status qem_pack_inspect(const char *path, const qem_pack_source_options *opt
     qem_pack_source_options o;
     qem_pack_source_options_init(&o);
     QEM_TRY(qem_options_overlay(&o, sizeof o, options, "qem_pack_source_options", error));
-    const pack_source_options so = {o.dataset, {o.scan_shape[0], o.scan_shape[1]}};
+    const pack_source_options so = {o.dataset, {o.scan_shape[0], o.scan_shape[1]}, o.progress,
+                                    o.progress_user};
     pack_source *src = NULL;
     QEM_TRY(pack_source_inspect(path, &so, &src, error));
     qem_pack_inspection *in = calloc(1, sizeof *in);
@@ -766,7 +767,7 @@ static qem_status finish(production *pr, const char *dest, qem_publish *pack, qe
     return qem_publish_commit_pair(rec, pack, error);
 }
 
-qem_status qem_pack_produce(qem_pack_inspection *in, const qem_pack_plan_options *plan_options,
+static qem_status qem_pack_produce_body(qem_pack_inspection *in, const qem_pack_plan_options *plan_options,
                             const char *dest, const qem_pack_produce_options *options,
                             qem_error *error)
 {
@@ -805,7 +806,7 @@ qem_status qem_pack_produce(qem_pack_inspection *in, const qem_pack_plan_options
     }
     if (st == QEM_OK) {
         pack_now(&t0);
-        st = pack_source_reauthenticate(pr.src, error);
+        st = pack_source_reauthenticate(pr.src, o.hash_progress, o.hash_progress_user, error);
         pr.t_auth = ms_since(&t0);
     }
     if (st == QEM_OK) {
@@ -828,5 +829,14 @@ qem_status qem_pack_produce(qem_pack_inspection *in, const qem_pack_plan_options
     qem_publish_abort(&rec);
     production_free(&pr);
     free(rpath);
+    return st;
+}
+
+qem_status qem_pack_produce(qem_pack_inspection *in, const qem_pack_plan_options *plan_options,
+                            const char *dest, const qem_pack_produce_options *options,
+                            qem_error *error)
+{
+    const qem_status st = qem_pack_produce_body(in, plan_options, dest, options, error);
+    qem_error_name_destination(error, dest);
     return st;
 }

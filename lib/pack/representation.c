@@ -103,8 +103,8 @@ static uint64_t resident_of(const void *impl)
 static void file_id_of(const void *impl, uint64_t id[2])
 {
     const qem_pack *p = impl;
-    id[0] = (uint64_t)p->dev;
-    id[1] = (uint64_t)p->ino;
+    id[0] = (uint64_t)p->stamp.dev;
+    id[1] = (uint64_t)p->stamp.ino;
 }
 
 const qem_representation_ops qem_pack_representation = {

@@ -187,44 +187,30 @@ static qem_status add_part(src_impl *im, const char *file, const char *dataset, 
 
 /* --- members: hashing and stat snapshots --------------------------------- */
 
-static int same_stat(const pack_member *m, const struct stat *sb)
-{
-    return m->dev == sb->st_dev && m->ino == sb->st_ino && m->size == (int64_t)sb->st_size &&
-           m->mtime.tv_sec == sb->st_mtim.tv_sec && m->mtime.tv_nsec == sb->st_mtim.tv_nsec;
-}
-
-static void take_stat(pack_member *m, const struct stat *sb)
-{
-    m->dev = sb->st_dev;
-    m->ino = sb->st_ino;
-    m->size = (int64_t)sb->st_size;
-    m->mtime = sb->st_mtim;
-}
-
 /* SHA-256 of every byte of `path`, streamed; `snap` receives the stat
  * taken before and found again after. A file that cannot be opened is
- * `open_status` (QEM_E_IO while inspecting, QEM_E_CHANGED later). */
+ * `open_status` (QEM_E_IO while inspecting, QEM_E_CHANGED later).
+ * `progress` hears of every buffer, so a large member can be cancelled. */
 static qem_status hash_file(const char *path, qem_status open_status, uint8_t digest[32],
-                            pack_member *snap, uint64_t *bytes, qem_error *error)
+                            pack_member *snap, uint64_t *bytes, qem_progress_fn progress,
+                            void *progress_user, qem_error *error)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return qem_fail(error, open_status, "cannot open '%s': %s", path, strerror(errno));
+    int fd = -1;
+    struct stat before;
+    qem_error opened;
+    qem_error_clear(&opened);
+    qem_status st = qem_open_input(path, &fd, &before, &opened);
+    if (st != QEM_OK)
+        return qem_fail(error, open_status, "%s", opened.message);
     uint8_t *buffer = NULL;
     qem_sha256 *ctx = NULL;
     uint64_t total = 0;
-    struct stat before, after;
-    qem_status st = QEM_OK;
-    if (fstat(fd, &before) != 0) {
-        st = qem_fail(error, open_status, "cannot stat '%s': %s", path, strerror(errno));
-    } else if (!S_ISREG(before.st_mode)) {
-        st = qem_fail(error, QEM_E_INVALID_ARGUMENT, "'%s' is not a regular file", path);
-    } else {
-        buffer = malloc(HASH_BUFFER_BYTES);
-        ctx = qem_sha256_new();
-        if (!buffer || !ctx)
-            st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
-    }
+    buffer = malloc(HASH_BUFFER_BYTES);
+    ctx = qem_sha256_new();
+    if (!buffer || !ctx)
+        st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    if (st == QEM_OK && progress && progress(progress_user, 0, (uint64_t)before.st_size))
+        st = qem_fail(error, QEM_E_CANCELLED, "cancelled while hashing '%s'", path);
     while (st == QEM_OK) {
         ssize_t n = read(fd, buffer, HASH_BUFFER_BYTES);
         if (n < 0 && errno == EINTR)
@@ -238,12 +224,14 @@ static qem_status hash_file(const char *path, qem_status open_status, uint8_t di
         if (qem_sha256_update(ctx, buffer, (size_t)n) != 0)
             st = qem_fail(error, QEM_E_NO_MEMORY, "SHA-256 failed while hashing '%s'", path);
         total += (uint64_t)n;
+        if (st == QEM_OK && progress && progress(progress_user, total, (uint64_t)before.st_size))
+            st = qem_fail(error, QEM_E_CANCELLED, "cancelled while hashing '%s'", path);
     }
-    if (st == QEM_OK && fstat(fd, &after) != 0)
-        st = qem_fail(error, QEM_E_IO, "cannot stat '%s': %s", path, strerror(errno));
     if (st == QEM_OK) {
-        take_stat(snap, &before);
-        if (!same_stat(snap, &after) || total != (uint64_t)before.st_size)
+        qem_file_stamp_from_stat(&before, &snap->stamp);
+        qem_error changed;
+        if (qem_file_stamp_check(fd, &snap->stamp, path, "hashed", &changed) != QEM_OK ||
+            total != (uint64_t)before.st_size)
             st = qem_fail(error, QEM_E_CHANGED,
                           "'%s' changed while it was being hashed; wait until the acquisition "
                           "has finished writing it, then retry",
@@ -259,7 +247,8 @@ static qem_status hash_file(const char *path, qem_status open_status, uint8_t di
     return st;
 }
 
-static qem_status add_member(pack_source *s, const char *path, int is_master, qem_error *error)
+static qem_status add_member(pack_source *s, const char *path, int is_master,
+                             const pack_source_options *o, qem_error *error)
 {
     pack_member *grown = realloc(s->members, (s->member_count + 1) * sizeof *grown);
     if (!grown)
@@ -272,9 +261,10 @@ static qem_status add_member(pack_source *s, const char *path, int is_master, qe
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     m->is_master = is_master;
     s->member_count++;
-    QEM_TRY(hash_file(path, QEM_E_IO, m->sha256, m, &m->bytes, error));
+    QEM_TRY(hash_file(path, QEM_E_IO, m->sha256, m, &m->bytes, o ? o->progress : NULL,
+                      o ? o->progress_user : NULL, error));
     for (size_t i = 0; i + 1 < s->member_count; i++) {
-        if (s->members[i].dev == m->dev && s->members[i].ino == m->ino)
+        if (s->members[i].stamp.dev == m->stamp.dev && s->members[i].stamp.ino == m->stamp.ino)
             return strcmp(s->members[i].path, path) == 0
                        ? qem_fail(error, QEM_E_LAYOUT,
                                   "the master links '%s' more than once; every member of a "
@@ -300,7 +290,9 @@ qem_status pack_source_check_unchanged(const pack_source *source, qem_error *err
                             "source member '%s' can no longer be read (%s) since it was "
                             "authenticated",
                             m->path, strerror(errno));
-        if (!same_stat(m, &sb))
+        qem_file_stamp now;
+        qem_file_stamp_from_stat(&sb, &now);
+        if (!qem_file_stamp_equal(&m->stamp, &now))
             return qem_fail(error, QEM_E_CHANGED,
                             "source member '%s' changed (size, time or file) since it was "
                             "authenticated; inspect the source again",
@@ -309,7 +301,8 @@ qem_status pack_source_check_unchanged(const pack_source *source, qem_error *err
     return QEM_OK;
 }
 
-qem_status pack_source_reauthenticate(pack_source *source, qem_error *error)
+qem_status pack_source_reauthenticate(pack_source *source, qem_progress_fn progress,
+                                      void *progress_user, qem_error *error)
 {
     if (!source)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "pack_source_reauthenticate: NULL source");
@@ -319,14 +312,14 @@ qem_status pack_source_reauthenticate(pack_source *source, qem_error *error)
         memset(&now, 0, sizeof now);
         uint8_t digest[32];
         uint64_t bytes = 0;
-        QEM_TRY(hash_file(m->path, QEM_E_CHANGED, digest, &now, &bytes, error));
+        QEM_TRY(hash_file(m->path, QEM_E_CHANGED, digest, &now, &bytes, progress, progress_user,
+                          error));
         if (memcmp(digest, m->sha256, 32) != 0 || bytes != m->bytes)
             return qem_fail(error, QEM_E_CHANGED,
                             "source member '%s' no longer has the SHA-256 it had when it was "
                             "inspected; its content changed, so inspect the source again",
                             m->path);
-        if (now.dev != m->dev || now.ino != m->ino || now.size != m->size ||
-            now.mtime.tv_sec != m->mtime.tv_sec || now.mtime.tv_nsec != m->mtime.tv_nsec)
+        if (!qem_file_stamp_equal(&now.stamp, &m->stamp))
             return qem_fail(error, QEM_E_CHANGED,
                             "source member '%s' was replaced or touched since it was inspected "
                             "(its stat differs); inspect the source again",
@@ -408,20 +401,12 @@ static qem_status detect_kind(const char *path, sig_kind *kind, qem_error *error
 {
     static const uint8_t hdf5_sig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
     *kind = SIG_UNKNOWN;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return qem_fail(error, QEM_E_IO, "cannot open '%s': %s", path, strerror(errno));
+    int fd = -1;
     struct stat sb;
+    QEM_TRY(qem_open_input(path, &fd, &sb, error));
     qem_status st = QEM_OK;
     uint8_t head[8] = {0};
-    if (fstat(fd, &sb) != 0) {
-        st = qem_fail(error, QEM_E_IO, "cannot stat '%s': %s", path, strerror(errno));
-    } else if (!S_ISREG(sb.st_mode)) {
-        st = qem_fail(error, QEM_E_INVALID_ARGUMENT,
-                      "'%s' is not a regular file; give the .npy, the HDF5 file or the "
-                      "Dectris/Arina master",
-                      path);
-    } else if (sb.st_size >= 8) {
+    if (sb.st_size >= 8) {
         st = qem_pread_full(fd, head, 8, 0, QEM_E_IO, error);
     }
     const uint64_t size = st == QEM_OK ? (uint64_t)sb.st_size : 0;
@@ -643,7 +628,8 @@ static qem_status scan_shape_from_file(hid_t file, const char *file_path, const 
         if (*found && (v[0] != shape[0] || v[1] != shape[1]))
             return qem_fail(error, QEM_E_METADATA,
                             "'%s' carries two scan_shape attributes that disagree (%llux%llu on "
-                            "%s, %llux%llu on %s); fix the file or give the scan shape",
+                            "%s, %llux%llu on %s); fix the file or give the scan shape "
+                            "(--scan-shape ROWS,COLUMNS)",
                             file_path, (unsigned long long)shape[0],
                             (unsigned long long)shape[1], found_on, (unsigned long long)v[0],
                             (unsigned long long)v[1], paths[i]);
@@ -682,7 +668,7 @@ static qem_status resolve_scan_shape(const pack_source_options *o, int have_attr
     } else {
         return qem_fail(error, QEM_E_LAYOUT,
                         "'%s' is a stack of %llu frames with no scan_shape attribute; give the "
-                        "scan shape (rows, columns) whose product is %llu",
+                        "scan shape (--scan-shape ROWS,COLUMNS) whose product is %llu",
                         path, (unsigned long long)frames, (unsigned long long)frames);
     }
     uint64_t scans;
@@ -996,7 +982,7 @@ static qem_status inspect_npy(pack_source *s, src_impl *im, const char *path,
         return qem_fail(error, QEM_E_INVALID_ARGUMENT,
                         "'%s' is a .npy file; the dataset option only applies to HDF5 sources",
                         path);
-    QEM_TRY(add_member(s, path, 1, error));
+    QEM_TRY(add_member(s, path, 1, o, error));
     QEM_TRY(qem_npy_open(path, &im->npy, error));
     qem_npy_info info;
     qem_npy_get_info(im->npy, &info);
@@ -1024,8 +1010,9 @@ static qem_status inspect_npy(pack_source *s, src_impl *im, const char *path,
         uint64_t scan[2];
         if (!given)
             return qem_fail(error, QEM_E_NPY,
-                            "'%s' is a 3D stack of %llu frames; give the scan shape (rows, "
-                            "columns) whose product is %llu, or save a 4D array",
+                            "'%s' is a 3D stack of %llu frames; give the scan shape "
+                            "(--scan-shape ROWS,COLUMNS) whose product is %llu, or save a 4D "
+                            "array",
                             path, (unsigned long long)info.shape[0],
                             (unsigned long long)info.shape[0]);
         QEM_TRY(resolve_scan_shape(o, 0, NULL, NULL, info.shape[0], path, scan, error));
@@ -1358,6 +1345,54 @@ static qem_status list_data_links(hid_t file, const char *path, arina_link **out
     return QEM_OK;
 }
 
+/* A data link may only name a regular file inside the master's own folder,
+ * symlinks resolved: an absolute target, a ".." component or a symlink
+ * leading out would let a crafted master read any file on the machine. */
+static qem_status check_link_target(const char *master, const char *dir, const arina_link *l,
+                                    const char *member, qem_error *error)
+{
+    int escapes = l->file[0] == '/';
+    for (const char *p = l->file; !escapes && *p;) {
+        const char *slash = strchr(p, '/');
+        const size_t n = slash ? (size_t)(slash - p) : strlen(p);
+        escapes = n == 2 && p[0] == '.' && p[1] == '.';
+        p += n + (slash != NULL);
+    }
+    if (escapes)
+        return qem_fail(error, QEM_E_LAYOUT,
+                        "master '%s' links data_%06u to '%s', outside the master's folder; data "
+                        "files must lie beside their master",
+                        master, l->number, l->file);
+    char *real_dir = realpath(dir, NULL), *real_member = NULL;
+    qem_status st = QEM_OK;
+    if (!real_dir) {
+        st = qem_fail(error, QEM_E_IO, "cannot resolve the folder of '%s': %s", master,
+                      strerror(errno));
+    } else if (!(real_member = realpath(member, NULL))) {
+        st = qem_fail(error, QEM_E_IO,
+                      "master '%s' links data_%06u to '%s', which cannot be read (%s); keep the "
+                      "master and every data file of the acquisition together",
+                      master, l->number, member, strerror(errno));
+    } else {
+        const size_t n = strlen(real_dir);
+        const int inside = strncmp(real_member, real_dir, n) == 0 &&
+                           (real_member[n] == '/' || (n == 1 && real_dir[0] == '/'));
+        struct stat sb;
+        if (!inside)
+            st = qem_fail(error, QEM_E_LAYOUT,
+                          "master '%s' links data_%06u to '%s', which resolves to '%s', outside "
+                          "the master's folder; data files must lie beside their master",
+                          master, l->number, l->file, real_member);
+        else if (stat(real_member, &sb) != 0 || !S_ISREG(sb.st_mode))
+            st = qem_fail(error, QEM_E_LAYOUT,
+                          "master '%s' links data_%06u to '%s', which is not a regular file",
+                          master, l->number, l->file);
+    }
+    free(real_dir);
+    free(real_member);
+    return st;
+}
+
 static qem_status inspect_arina(pack_source *s, src_impl *im, hid_t master, const char *path,
                                 const pack_source_options *o, arina_link *links, size_t count,
                                 qem_error *error)
@@ -1395,19 +1430,11 @@ static qem_status inspect_arina(pack_source *s, src_impl *im, hid_t master, cons
             st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
             break;
         }
-        if (l->file[0] == '/')
-            snprintf(member, size, "%s", l->file);
-        else
-            snprintf(member, size, "%s/%s", dir, l->file);
-        struct stat sb;
-        if (stat(member, &sb) != 0) {
-            st = qem_fail(error, QEM_E_IO,
-                          "master '%s' links data_%06u to '%s', which cannot be read (%s); keep "
-                          "the master and every data file of the acquisition together",
-                          path, l->number, member, strerror(errno));
+        snprintf(member, size, "%s/%s", dir, l->file);
+        st = check_link_target(path, dir, l, member, error);
+        if (st != QEM_OK)
             break;
-        }
-        st = add_member(s, member, 0, error);
+        st = add_member(s, member, 0, o, error);
         if (st != QEM_OK)
             break;
         hid_t file = H5Fopen(member, H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -1482,7 +1509,7 @@ static qem_status inspect_arina(pack_source *s, src_impl *im, hid_t master, cons
 static qem_status inspect_h5_file(pack_source *s, src_impl *im, const char *path,
                                   const pack_source_options *o, qem_error *error)
 {
-    QEM_TRY(add_member(s, path, 1, error));
+    QEM_TRY(add_member(s, path, 1, o, error));
     hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (file < 0)
         return h5_fail(error, QEM_E_IO, "cannot open '%s' as HDF5", path);

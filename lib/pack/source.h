@@ -12,22 +12,21 @@
 #include <time.h>
 
 #include "qem.h"
+#include "common/fileio.h"
 
 typedef struct pack_member {
     char *path;
     int is_master;   /* the master, or the single file of a one-file source */
     uint64_t bytes;
     uint8_t sha256[32];
-    /* stat snapshot taken when the member was hashed */
-    dev_t dev;
-    ino_t ino;
-    int64_t size;
-    struct timespec mtime;
+    qem_file_stamp stamp; /* taken when the member was hashed */
 } pack_member;
 
 typedef struct pack_source_options {
     const char *dataset;    /* HDF5 dataset path, e.g. "/entry/data/data"; NULL = find it */
     uint64_t scan_shape[2]; /* rows, columns for a 3D frame stack; {0, 0} = from the file */
+    qem_progress_fn progress; /* bytes of each member as it is hashed; cancels */
+    void *progress_user;
 } pack_source_options;
 
 typedef struct pack_source {
@@ -57,7 +56,8 @@ qem_status pack_source_inspect(const char *path, const pack_source_options *opti
 
 /* Hashes every member again; QEM_E_CHANGED when a digest or stat differs
  * from the inspection. */
-qem_status pack_source_reauthenticate(pack_source *source, qem_error *error);
+qem_status pack_source_reauthenticate(pack_source *source, qem_progress_fn progress,
+                                      void *progress_user, qem_error *error);
 
 /* Stat only (cheap): QEM_E_CHANGED when any member's stat differs. */
 qem_status pack_source_check_unchanged(const pack_source *source, qem_error *error);

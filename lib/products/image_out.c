@@ -3,6 +3,7 @@
  * qem_publish so that a failure leaves nothing behind. */
 #include "products/image_out.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <png.h>
@@ -136,6 +137,7 @@ static double element_f64(const product_array *a, uint64_t i)
 
 typedef struct tiff_ctx {
     int failed;
+    int error_number; /* errno when libtiff reported it: the system's reason */
     char message[256];
 } tiff_ctx;
 
@@ -149,8 +151,10 @@ static int tiff_on_error(TIFF *tif, void *user, const char *module, const char *
     (void)tif;
     (void)module;
     tiff_ctx *ctx = user;
-    if (!ctx->failed)
+    if (!ctx->failed) {
+        ctx->error_number = errno;
         vsnprintf(ctx->message, sizeof ctx->message, format, args);
+    }
     ctx->failed = 1;
     return 1; /* handled: keep libtiff from printing to stderr */
 }
@@ -247,9 +251,11 @@ static qem_status write_tiff(const char *path, const product_array *a, uint64_t 
         for (uint64_t k = 0; ok && k < pages; k++)
             ok = tiff_page(tif, a, k, pages, row);
         TIFFClose(tif); /* flushes; a failure there reaches ctx */
+        const int e = ctx.error_number ? ctx.error_number : errno;
         if (!ok || ctx.failed)
-            st = qem_fail(error, QEM_E_IO, "cannot write the TIFF '%s': %s", path,
-                          ctx.message[0] ? ctx.message : "libtiff reported an error");
+            st = qem_fail(error, QEM_E_IO, "cannot write the TIFF '%s': %s (%s)%s", path,
+                          ctx.message[0] ? ctx.message : "libtiff reported an error",
+                          e ? strerror(e) : "no system error", qem_write_advice(e));
         else
             st = qem_publish_commit(&pub, error);
     }

@@ -9,7 +9,7 @@
 #include "pack/calibrated_copy.h"
 #include "products/image_out.h"
 
-qem_status qem_image_write(const qem_image *image, const char *path, qem_error *error)
+static qem_status qem_image_write_body(const qem_image *image, const char *path, qem_error *error)
 {
     qem_error_clear(error);
     if (!image || !path)
@@ -17,6 +17,13 @@ qem_status qem_image_write(const qem_image *image, const char *path, qem_error *
     const product_array a = {image->dtype, image->ndim,
                              {image->shape[0], image->shape[1], image->shape[2]}, image->data};
     return product_write_image(path, &a, error);
+}
+
+qem_status qem_image_write(const qem_image *image, const char *path, qem_error *error)
+{
+    const qem_status st = qem_image_write_body(image, path, error);
+    qem_error_name_destination(error, path);
+    return st;
 }
 
 const char *qem_image_format(const char *path)
@@ -66,7 +73,7 @@ static qem_status qem_calibrated_copy(const char *src, const char *dest,
     return st;
 }
 
-qem_status qem_write_calibrated_copy(const char *src, const char *dest,
+static qem_status qem_write_calibrated_copy_body(const char *src, const char *dest,
                                      const qem_detector_calibration *c, qem_error *error)
 {
     qem_error_clear(error);
@@ -85,4 +92,12 @@ qem_status qem_write_calibrated_copy(const char *src, const char *dest,
         return qem_calibrated_copy(src, dest, c, error);
     return qem_fail(error, QEM_E_INVALID_ARGUMENT,
                     "'%s' is neither a .qem file nor a pack; nothing to calibrate", src);
+}
+
+qem_status qem_write_calibrated_copy(const char *src, const char *dest,
+                                     const qem_detector_calibration *c, qem_error *error)
+{
+    const qem_status st = qem_write_calibrated_copy_body(src, dest, c, error);
+    qem_error_name_destination(error, dest);
+    return st;
 }

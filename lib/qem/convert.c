@@ -5,8 +5,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 
 #include "common/error.h"
+#include "common/fileio.h"
+#include "common/npy.h"
 #include "common/json.h"
 #include "common/options.h"
 #include "common/sha256.h"
@@ -27,34 +31,104 @@ static char *npy_source_metadata(const qem_npy_info *info)
     return text;
 }
 
-/* Streams `rows` of the source into the writer's window, chunk by chunk. */
+/* Streams `rows` of the source into the writer's window, chunk by chunk;
+ * `settle` runs after the last read, before anything is written: it
+ * proves the source did not change under the reads. */
 typedef qem_status (*fill_fn)(void *source, uint64_t first, uint64_t count, void *window,
                               qem_error *error);
+typedef qem_status (*settle_fn)(void *source, qem_writer *w, qem_error *error);
 
-static qem_status pump(qem_writer *w, void *source, fill_fn fill, qem_error *error)
+/* Fault injection for the tests: a pause after the first window, in which
+ * a test rewrites the source. */
+static void fault_pause_after_first_window(void)
+{
+    const char *env = getenv("QEM_FAULT_SAVE_PAUSE_MS");
+    const long ms = env ? strtol(env, NULL, 10) : 0;
+    if (ms > 0) {
+        struct timespec pause = {ms / 1000, (ms % 1000) * 1000000L};
+        nanosleep(&pause, NULL);
+    }
+}
+
+static qem_status pump(qem_writer *w, void *source, fill_fn fill, settle_fn settle,
+                       qem_error *error)
 {
     uint64_t next = 0;
     for (;;) {
         uint64_t room;
         void *window = qem_writer_window(w, &room);
-        if (room == 0)
+        if (room == 0) {
+            QEM_TRY(settle(source, w, error));
             return qem_writer_finish(w, error);
+        }
         QEM_TRY(fill(source, next, room, window, error));
         QEM_TRY(qem_writer_commit(w, room, error));
+        if (next == 0)
+            fault_pause_after_first_window();
         next += room;
     }
 }
 
+/* A .npy being saved: every byte is hashed in file order as it is read
+ * (header, each window, anything after the data) and the file's stamp is
+ * compared before and after, as the pack producer authenticates sources. */
 typedef struct npy_source {
     qem_npy *npy;
-    uint64_t pixels;
+    const char *path;
+    uint64_t pixels, item;
+    qem_file_stamp stamp;
+    qem_sha256 *digest;
+    uint64_t hashed;
 } npy_source;
+
+static qem_status hash_range(npy_source *s, uint64_t offset, uint64_t size, qem_error *error)
+{
+    enum { BUFFER = 1 << 20 };
+    uint8_t *buffer = size ? malloc(size < BUFFER ? (size_t)size : BUFFER) : NULL;
+    if (size && !buffer)
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    qem_status st = QEM_OK;
+    while (st == QEM_OK && size > 0) {
+        const size_t n = size < BUFFER ? (size_t)size : BUFFER;
+        st = qem_pread_full(qem_npy_descriptor(s->npy), buffer, n, offset, QEM_E_CHANGED, error);
+        if (st == QEM_OK && qem_sha256_update(s->digest, buffer, n) != 0)
+            st = qem_fail(error, QEM_E_NO_MEMORY, "SHA-256 failed");
+        offset += n;
+        size -= n;
+        s->hashed += n;
+    }
+    free(buffer);
+    return st;
+}
 
 static qem_status fill_from_npy(void *source, uint64_t first, uint64_t count, void *window,
                                 qem_error *error)
 {
     npy_source *s = source;
-    return qem_npy_read(s->npy, first * s->pixels, count * s->pixels, window, error);
+    QEM_TRY(qem_npy_read(s->npy, first * s->pixels, count * s->pixels, window, error));
+    /* The window holds the file's bytes as stored (C order, little-endian). */
+    const uint64_t bytes = count * s->pixels * s->item;
+    if (qem_sha256_update(s->digest, window, (size_t)bytes) != 0)
+        return qem_fail(error, QEM_E_NO_MEMORY, "SHA-256 failed");
+    s->hashed += bytes;
+    return QEM_OK;
+}
+
+static qem_status settle_npy(void *source, qem_writer *w, qem_error *error)
+{
+    npy_source *s = source;
+    if ((uint64_t)s->stamp.size > s->hashed)
+        QEM_TRY(hash_range(s, s->hashed, (uint64_t)s->stamp.size - s->hashed, error));
+    QEM_TRY(qem_file_stamp_check(qem_npy_descriptor(s->npy), &s->stamp, s->path, "saved", error));
+    uint8_t digest[32];
+    char hex[65];
+    if (qem_sha256_final(s->digest, digest) != 0)
+        return qem_fail(error, QEM_E_NO_MEMORY, "SHA-256 failed");
+    qem_sha256_hex(digest, hex);
+    return qem_writer_note_source(w, "source_file",
+                                  json_pack("{s:s, s:I}", "sha256", hex, "bytes",
+                                            (json_int_t)s->hashed),
+                                  error);
 }
 
 static qem_status save_from_npy(const char *source, const char *dest,
@@ -64,6 +138,13 @@ static qem_status save_from_npy(const char *source, const char *dest,
     QEM_TRY(qem_npy_open(source, &npy, error));
     qem_npy_info info;
     qem_npy_get_info(npy, &info);
+    if (strstr(info.descr, "b1")) {
+        qem_npy_close(npy);
+        return qem_fail(error, QEM_E_NPY,
+                        "'%s' holds booleans, not counts; if they are counts, save them as "
+                        "array.astype('u1') first",
+                        source);
+    }
     if (info.ndim != 4) {
         qem_npy_close(npy);
         return qem_fail(error, QEM_E_NPY,
@@ -79,11 +160,27 @@ static qem_status save_from_npy(const char *source, const char *dest,
     if (!local.source_metadata_json && !local.scientific_metadata_json)
         local.source_metadata_json = source_metadata = npy_source_metadata(&info);
     qem_writer *w = NULL;
-    npy_source src = {npy, info.shape[2] * info.shape[3]};
-    qem_status st = qem_writer_create(dest, info.dtype, info.shape, &local, &w, error);
+    npy_source src = {.npy = npy,
+                      .path = source,
+                      .pixels = info.shape[2] * info.shape[3],
+                      .item = qem_dtype_size(info.dtype),
+                      .digest = qem_sha256_new()};
+    qem_status st = QEM_OK;
+    struct stat sb;
+    if (!src.digest)
+        st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    else if (fstat(qem_npy_descriptor(npy), &sb) != 0)
+        st = qem_fail(error, QEM_E_IO, "cannot stat '%s': %s", source, strerror(errno));
+    if (st == QEM_OK) {
+        qem_file_stamp_from_stat(&sb, &src.stamp);
+        st = hash_range(&src, 0, info.data_offset, error);
+    }
     if (st == QEM_OK)
-        st = pump(w, &src, fill_from_npy, error);
+        st = qem_writer_create(dest, info.dtype, info.shape, &local, &w, error);
+    if (st == QEM_OK)
+        st = pump(w, &src, fill_from_npy, settle_npy, error);
     qem_writer_free(w);
+    qem_sha256_free(src.digest);
     free(source_metadata);
     qem_npy_close(npy);
     return st;
@@ -101,6 +198,14 @@ static qem_status fill_from_qem(void *source, uint64_t first, uint64_t count, vo
     qem_source *s = source;
     size_t bytes = (size_t)(count * s->file->pixels * qem_output_item(s->file, s->kind));
     return qem_read_into(s->file, first, count, s->kind, window, bytes, s->threads, error);
+}
+
+/* The .qem being re-saved is the file qem_open validated, unchanged. */
+static qem_status settle_qem(void *source, qem_writer *w, qem_error *error)
+{
+    (void)w;
+    const qem_source *s = source;
+    return qem_file_stamp_check(s->file->fd, &s->file->stamp, s->file->path, "saved", error);
 }
 
 static char *dump_member(const json_t *header, const char *key)
@@ -139,7 +244,7 @@ static qem_status save_from_qem(const char *source, const char *dest,
     qem_writer *w = NULL;
     qem_status st = qem_writer_create(dest, dtype, f->shape, &local, &w, error);
     if (st == QEM_OK)
-        st = pump(w, &src, fill_from_qem, error);
+        st = pump(w, &src, fill_from_qem, settle_qem, error);
     qem_writer_free(w);
     for (int i = 0; i < 5; i++)
         free(kept[i]);
@@ -147,7 +252,7 @@ static qem_status save_from_qem(const char *source, const char *dest,
     return st;
 }
 
-qem_status qem_save_file(const char *source, const char *dest, const qem_save_options *options,
+static qem_status qem_save_file_body(const char *source, const char *dest, const qem_save_options *options,
                          qem_error *error)
 {
     qem_error_clear(error);
@@ -157,15 +262,24 @@ qem_status qem_save_file(const char *source, const char *dest, const qem_save_op
     qem_save_options_init(&local);
     QEM_TRY(qem_options_overlay(&local, sizeof local, options, "qem_save_options", error));
     /* Recognise the source by its signature, never by its name. */
-    char magic[8] = {0};
-    FILE *fp = fopen(source, "rb");
-    if (!fp)
-        return qem_fail(error, QEM_E_IO, "cannot open '%s': %s", source, strerror(errno));
-    size_t got = fread(magic, 1, sizeof magic, fp);
-    fclose(fp);
-    if (got == 8 && memcmp(magic, QEM_MAGIC, 8) == 0)
+    qem_file_kind kind;
+    QEM_TRY(qem_identify(source, &kind, error));
+    if (kind == QEM_KIND_QEM)
         return save_from_qem(source, dest, &local, error);
+    if (kind == QEM_KIND_PACK || kind == QEM_KIND_HDF5)
+        return qem_fail(error, QEM_E_NPY,
+                        "'%s' is %s; qem save takes a .npy or a .qem file", source,
+                        kind == QEM_KIND_PACK ? "a pack (export it to .npy first)"
+                                              : "an HDF5 file (qem pack produce reads those)");
     return save_from_npy(source, dest, &local, error);
+}
+
+qem_status qem_save_file(const char *source, const char *dest, const qem_save_options *options,
+                         qem_error *error)
+{
+    const qem_status st = qem_save_file_body(source, dest, options, error);
+    qem_error_name_destination(error, dest);
+    return st;
 }
 
 qem_status qem_source_shape(const char *path, uint64_t shape[4], qem_dtype *dtype,
@@ -266,7 +380,7 @@ void qem_export_options_init(qem_export_options *o)
     o->struct_size = sizeof *o;
 }
 
-qem_status qem_export_npy(qem_file *f, const char *dest, const qem_export_options *options,
+static qem_status qem_export_npy_body(qem_file *f, const char *dest, const qem_export_options *options,
                           qem_error *error)
 {
     qem_error_clear(error);
@@ -320,5 +434,13 @@ qem_status qem_export_npy(qem_file *f, const char *dest, const qem_export_option
     qem_npy_writer_free(out);
     qem_sha256_free(logical);
     free(buffer);
+    return st;
+}
+
+qem_status qem_export_npy(qem_file *f, const char *dest, const qem_export_options *options,
+                          qem_error *error)
+{
+    const qem_status st = qem_export_npy_body(f, dest, options, error);
+    qem_error_name_destination(error, dest);
     return st;
 }

@@ -578,7 +578,7 @@ static qem_status check_json_document(const char *content, size_t size, const ch
     if (!doc)
         return qem_fail(error, QEM_E_METADATA,
                         "%s is not valid JSON (NaN and Infinity are not allowed): line %d: %s",
-                        where, jerr.line, jerr.text);
+                        where, jerr.line, qem_json_error_reason(&jerr));
     int object = json_is_object(doc);
     json_decref(doc);
     if (!object)

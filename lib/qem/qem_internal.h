@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include "qem.h"
+#include "common/fileio.h"
 #include "qem/metadata.h"
 #include "rans/rans.h"
 
@@ -83,10 +84,8 @@ typedef struct qem_region {
 struct qem_file {
     int fd;
     char *path;
-    dev_t dev;
-    ino_t ino;
+    qem_file_stamp stamp; /* the file as opened; checked after validation */
     uint64_t file_size;
-    struct timespec mtime;
 
     char *header_text;
     uint64_t header_bytes;
@@ -246,5 +245,10 @@ qem_status qem_pixel_sums(qem_file *file, uint64_t first, uint64_t count, uint64
 void *qem_writer_window(qem_writer *writer, uint64_t *room);
 /* Accepts `count` scans written into the window. */
 qem_status qem_writer_commit(qem_writer *writer, uint64_t count, qem_error *error);
+/* Records a source fact learnt while reading (the source's digest), as
+ * scientific_metadata.source_metadata[key]; takes `value`. No-op when the
+ * caller supplied the complete scientific_metadata. */
+qem_status qem_writer_note_source(qem_writer *writer, const char *key, json_t *value,
+                                  qem_error *error);
 
 #endif

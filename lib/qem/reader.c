@@ -139,6 +139,37 @@ qem_status qem_body_check_range(qem_file *f, uint64_t begin, uint64_t end, int a
     return st;
 }
 
+/* The decode path asked for: the option, else QEM_RANS_PATH, else AUTO.
+ * A path this CPU lacks, or a name qem does not know, is an error: a
+ * forced path that quietly fell back would prove nothing. */
+static qem_status requested_decode_path(qem_decode_path *path, qem_error *error)
+{
+    if (*path == QEM_DECODE_AUTO) {
+        const char *env = getenv("QEM_RANS_PATH");
+        if (env && *env) {
+            if (!strcmp(env, "scalar"))
+                *path = QEM_DECODE_SCALAR;
+            else if (!strcmp(env, "avx2"))
+                *path = QEM_DECODE_AVX2;
+            else if (!strcmp(env, "avx512"))
+                *path = QEM_DECODE_AVX512;
+            else if (strcmp(env, "auto") != 0)
+                return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                                "QEM_RANS_PATH is '%.32s'; it must be scalar, avx2, avx512 or "
+                                "auto (or unset)",
+                                env);
+        }
+    }
+    if (*path != QEM_DECODE_AUTO && *path != QEM_DECODE_SCALAR && *path != QEM_DECODE_AVX2 &&
+        *path != QEM_DECODE_AVX512)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "unknown decode path %d", (int)*path);
+    if (!qem_decode_path_supported(*path))
+        return qem_fail(error, QEM_E_UNSUPPORTED,
+                        "the %s decode path was asked for, but this CPU cannot run it",
+                        *path == QEM_DECODE_AVX512 ? "avx512" : "avx2");
+    return QEM_OK;
+}
+
 qem_status qem_open(const char *path, const qem_open_options *options, qem_file **out,
                     qem_error *error)
 {
@@ -153,30 +184,24 @@ qem_status qem_open(const char *path, const qem_open_options *options, qem_file 
     qem_file *f = calloc(1, sizeof *f);
     if (!f)
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
-    f->fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (f->fd < 0) {
-        qem_status st = qem_fail(error, QEM_E_IO, "cannot open '%s': %s", path, strerror(errno));
-        qem_close(f);
-        return st;
-    }
-    qem_status st = QEM_OK;
     struct stat sb;
-    if (fstat(f->fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        st = qem_fail(error, QEM_E_IO, "'%s' is not a regular file", path);
+    qem_status st = qem_open_input(path, &f->fd, &sb, error);
+    if (st != QEM_OK)
         goto fail;
-    }
     f->path = strdup(path);
     f->tables = malloc(sizeof *f->tables);
     if (!f->path || !f->tables) {
         st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
         goto fail;
     }
-    f->dev = sb.st_dev;
-    f->ino = sb.st_ino;
+    qem_file_stamp_from_stat(&sb, &f->stamp);
     f->file_size = (uint64_t)sb.st_size;
-    f->mtime = sb.st_mtim;
     f->threads = options->threads;
-    f->rans_path = qem_rans_path_resolve(options->decode_path);
+    qem_decode_path requested = options->decode_path;
+    st = requested_decode_path(&requested, error);
+    if (st != QEM_OK)
+        goto fail;
+    f->rans_path = qem_rans_path_resolve(requested);
 
     st = qem_envelope_read(f->fd, f->file_size, &f->header_text, &f->header_bytes, error);
     if (st != QEM_OK)
@@ -187,17 +212,16 @@ qem_status qem_open(const char *path, const qem_open_options *options, qem_file 
     if (st != QEM_OK)
         goto fail;
     st = qem_header_load(f, error);
+    if (st == QEM_OK && options->expect_sha256)
+        st = qem_file_digest_check(f->fd, f->file_size, options->expect_sha256, path, error);
     if (st == QEM_OK && options->body_check == QEM_BODY_CHECK_ON_OPEN)
         st = qem_body_check_range(f, 0, f->body_bytes, 0, NULL, error);
     if (st != QEM_OK)
         goto fail;
     /* The file must not have changed while it was validated. */
-    if (fstat(f->fd, &sb) != 0 || sb.st_dev != f->dev || sb.st_ino != f->ino ||
-        (uint64_t)sb.st_size != f->file_size || sb.st_mtim.tv_sec != f->mtime.tv_sec ||
-        sb.st_mtim.tv_nsec != f->mtime.tv_nsec) {
-        st = qem_fail(error, QEM_E_CHANGED, "'%s' changed while it was being validated", path);
+    st = qem_file_stamp_check(f->fd, &f->stamp, path, "validated", error);
+    if (st != QEM_OK)
         goto fail;
-    }
     qem_rans_tables_init(f->tables);
     *out = f;
     return QEM_OK;

@@ -161,8 +161,8 @@ static uint64_t resident_of(const void *impl)
 static void file_id_of(const void *impl, uint64_t id[2])
 {
     const qem_file *f = impl;
-    id[0] = (uint64_t)f->dev;
-    id[1] = (uint64_t)f->ino;
+    id[0] = (uint64_t)f->stamp.dev;
+    id[1] = (uint64_t)f->stamp.ino;
 }
 
 const qem_representation_ops qem_file_representation = {

@@ -35,6 +35,7 @@ struct qem_writer {
     void *progress_user;
 
     json_t *scientific;   /* scientific_metadata, validated */
+    int kept_scientific;  /* the caller gave it whole: never amended */
     json_t *metadata;     /* header "metadata" */
     json_t *empad;        /* float codec */
     json_t *report;       /* scaled codec: intensity_calibration */
@@ -44,6 +45,7 @@ struct qem_writer {
     qem_sha256 *logical;  /* float codec: digest of the original bits */
 
     qem_publish publish;
+    char *dest; /* for error messages, kept past the publication */
     int body_fd;
     uint64_t body_bytes;
     qem_block_hasher hasher;
@@ -75,6 +77,7 @@ void qem_writer_free(qem_writer *w)
     if (!w)
         return;
     qem_publish_abort(&w->publish);
+    free(w->dest);
     if (w->body_fd >= 0)
         close(w->body_fd);
     qem_block_hasher_free(&w->hasher);
@@ -128,6 +131,7 @@ static qem_status prepare_metadata(qem_writer *w, const qem_save_options *o, qem
     json_t *source = NULL;
     QEM_TRY(option_object(o->scientific_metadata_json, "scientific_metadata", &w->scientific,
                           error));
+    w->kept_scientific = w->scientific != NULL;
     QEM_TRY(option_object(o->metadata_json, "metadata", &w->metadata, error));
     if (!w->scientific) {
         QEM_TRY(option_object(o->source_metadata_json, "source_metadata", &source, error));
@@ -299,6 +303,8 @@ qem_status qem_writer_create(const char *dest, qem_dtype dtype, const uint64_t s
     st = prepare_codec(w, options, error);
     if (st == QEM_OK)
         st = prepare_metadata(w, options, error);
+    if (st == QEM_OK && !(w->dest = strdup(dest)))
+        st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     if (st == QEM_OK)
         st = qem_publish_begin(&w->publish, dest, error);
     if (st == QEM_OK)
@@ -437,7 +443,7 @@ void *qem_writer_window(qem_writer *w, uint64_t *room)
     return w->window + w->window_fill * w->pixels * qem_dtype_size(w->dtype);
 }
 
-qem_status qem_writer_commit(qem_writer *w, uint64_t count, qem_error *error)
+static qem_status qem_writer_commit_body(qem_writer *w, uint64_t count, qem_error *error)
 {
     uint64_t room;
     qem_writer_window(w, &room);
@@ -454,7 +460,27 @@ qem_status qem_writer_commit(qem_writer *w, uint64_t count, qem_error *error)
     return QEM_OK;
 }
 
-qem_status qem_writer_append(qem_writer *w, const void *scans, uint64_t count, qem_error *error)
+qem_status qem_writer_commit(qem_writer *w, uint64_t count, qem_error *error)
+{
+    const qem_status st = qem_writer_commit_body(w, count, error);
+    qem_error_name_destination(error, w ? w->dest : NULL);
+    return st;
+}
+
+qem_status qem_writer_note_source(qem_writer *w, const char *key, json_t *value,
+                                  qem_error *error)
+{
+    json_t *source = json_object_get(w->scientific, "source_metadata");
+    if (!json_is_object(source) || w->kept_scientific) {
+        json_decref(value);
+        return QEM_OK;
+    }
+    if (!value || json_object_set_new(source, key, value) != 0)
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    return QEM_OK;
+}
+
+static qem_status qem_writer_append_body(qem_writer *w, const void *scans, uint64_t count, qem_error *error)
 {
     qem_error_clear(error);
     if (!w || (!scans && count))
@@ -477,6 +503,13 @@ qem_status qem_writer_append(qem_writer *w, const void *scans, uint64_t count, q
         count -= take;
     }
     return QEM_OK;
+}
+
+qem_status qem_writer_append(qem_writer *w, const void *scans, uint64_t count, qem_error *error)
+{
+    const qem_status st = qem_writer_append_body(w, scans, count, error);
+    qem_error_name_destination(error, w ? w->dest : NULL);
+    return st;
 }
 
 static char *valid_hex(const uint8_t *valid, uint64_t pixels)
@@ -557,7 +590,7 @@ static qem_status build_header(qem_writer *w, json_t **out, qem_error *error)
     return QEM_OK;
 }
 
-qem_status qem_writer_finish(qem_writer *w, qem_error *error)
+static qem_status qem_writer_finish_body(qem_writer *w, qem_error *error)
 {
     qem_error_clear(error);
     if (!w)
@@ -591,5 +624,12 @@ qem_status qem_writer_finish(qem_writer *w, qem_error *error)
         st = qem_copy_range(w->body_fd, 0, w->publish.fd, w->body_bytes, error);
     if (st == QEM_OK)
         st = qem_publish_commit(&w->publish, error);
+    return st;
+}
+
+qem_status qem_writer_finish(qem_writer *w, qem_error *error)
+{
+    const qem_status st = qem_writer_finish_body(w, error);
+    qem_error_name_destination(error, w ? w->dest : NULL);
     return st;
 }

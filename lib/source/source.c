@@ -4,8 +4,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/error.h"
+#include "common/fileio.h"
 #include "common/options.h"
 #include "source/representation.h"
 
@@ -20,20 +23,30 @@ qem_status qem_identify(const char *path, qem_file_kind *kind, qem_error *error)
     qem_error_clear(error);
     if (!path || !kind)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_identify: NULL argument");
+    static const uint8_t hdf5_sig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+    int fd = -1;
+    struct stat sb;
+    QEM_TRY(qem_open_input(path, &fd, &sb, error));
+    const uint64_t size = (uint64_t)sb.st_size;
     unsigned char magic[8] = {0};
-    FILE *fp = fopen(path, "rb");
-    if (!fp)
-        return qem_fail(error, QEM_E_IO, "cannot open '%s': %s", path, strerror(errno));
-    size_t got = fread(magic, 1, sizeof magic, fp);
-    fclose(fp);
+    qem_status st = size >= 8 ? qem_pread_full(fd, magic, 8, 0, QEM_E_IO, error) : QEM_OK;
     *kind = QEM_KIND_UNKNOWN;
-    if (got == 8 && memcmp(magic, "QEMDATA1", 8) == 0)
+    if (st == QEM_OK && size >= 8 && memcmp(magic, "QEMDATA1", 8) == 0)
         *kind = QEM_KIND_QEM;
-    else if (got == 8 && memcmp(magic, "QGPUH5\0\x01", 8) == 0)
+    else if (st == QEM_OK && size >= 8 && memcmp(magic, "QGPUH5\0\x01", 8) == 0)
         *kind = QEM_KIND_PACK;
-    else if (got >= 6 && memcmp(magic, "\x93NUMPY", 6) == 0)
+    else if (st == QEM_OK && size >= 6 && memcmp(magic, "\x93NUMPY", 6) == 0)
         *kind = QEM_KIND_NPY;
-    return QEM_OK;
+    /* The HDF5 superblock sits at 0 or after a user block of 512 * 2^k. */
+    for (uint64_t off = 0; st == QEM_OK && *kind == QEM_KIND_UNKNOWN && off + 8 <= size;
+         off = off ? 2 * off : 512) {
+        uint8_t sig[8];
+        st = qem_pread_full(fd, sig, 8, off, QEM_E_IO, error);
+        if (st == QEM_OK && memcmp(sig, hdf5_sig, 8) == 0)
+            *kind = QEM_KIND_HDF5;
+    }
+    close(fd);
+    return st;
 }
 
 qem_status qem_source_open(const char *path, const qem_source_options *options,
@@ -48,6 +61,14 @@ qem_status qem_source_open(const char *path, const qem_source_options *options,
     QEM_TRY(qem_options_overlay(&o, sizeof o, options, "qem_source_options", error));
     qem_file_kind kind;
     QEM_TRY(qem_identify(path, &kind, error));
+    if (kind != QEM_KIND_QEM && kind != QEM_KIND_PACK)
+        return qem_fail(error, QEM_E_NOT_QEM,
+                        "'%s' is neither a .qem file nor a Lossless Pack Format v1 file (it is %s)",
+                        path,
+                        kind == QEM_KIND_NPY    ? "a .npy array: qem save or qem pack produce it first"
+                        : kind == QEM_KIND_HDF5 ? "an HDF5 file without a pack index: qem pack "
+                                                  "produce it first"
+                                                : "not a format qem reads");
     qem_source *s = calloc(1, sizeof *s);
     if (!s)
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
@@ -73,6 +94,7 @@ qem_status qem_source_open(const char *path, const qem_source_options *options,
         qem_open_options oo;
         qem_open_options_init(&oo);
         oo.threads = o.threads;
+        oo.expect_sha256 = o.expect_sha256;
         st = qem_open(path, &oo, &f, error);
         s->ops = &qem_file_representation;
         s->impl = f;
@@ -126,7 +148,7 @@ qem_status qem_source_read(qem_source *s, uint64_t first, uint64_t count, qem_va
     return s->ops->read(s->impl, first, count, values, out, out_size, s->threads, error);
 }
 
-qem_status qem_source_export_npy(qem_source *s, const char *dest, qem_values values,
+static qem_status qem_source_export_npy_body(qem_source *s, const char *dest, qem_values values,
                                  qem_progress_fn progress, void *progress_user, qem_error *error)
 {
     qem_error_clear(error);
@@ -168,5 +190,13 @@ qem_status qem_source_export_npy(qem_source *s, const char *dest, qem_values val
         st = qem_npy_writer_finish(w, error);
     qem_npy_writer_free(w);
     free(buffer);
+    return st;
+}
+
+qem_status qem_source_export_npy(qem_source *s, const char *dest, qem_values values,
+                                 qem_progress_fn progress, void *progress_user, qem_error *error)
+{
+    const qem_status st = qem_source_export_npy_body(s, dest, values, progress, progress_user, error);
+    qem_error_name_destination(error, dest);
     return st;
 }
