@@ -28,7 +28,7 @@ contains() {
 expect 2 "no arguments" -- "$QEM"
 expect 0 "--help" -- "$QEM" --help
 contains "$T/out" "save IN OUT.qem"
-contains "$T/out" "dp FILE --scan"
+contains "$T/out" "dp FILE (--scan"
 expect 0 "--version" -- "$QEM" --version
 contains "$T/out" "qem 0.1.0"
 expect 0 "help save" -- "$QEM" help save
@@ -89,9 +89,9 @@ contains "$T/out" "mean_dark_subtraction"
 expect 0 "float32 verify" -- "$QEM" verify "$T/f.qem"
 expect 0 "float32 export" -- "$QEM" export "$T/f.qem" "$T/f2.npy"
 if cmp -s "$T/f.npy" "$T/f2.npy"; then ok; else bad "float32 export differs from the source"; fi
-expect 1 "float32 with a mask" -- "$QEM" save "$T/f.npy" "$T/fm.qem" --valid "$T/mask.npy"
+expect 2 "float32 with a mask" -- "$QEM" save "$T/f.npy" "$T/fm.qem" --valid "$T/mask.npy"
 contains "$T/err" "validity mask"
-expect 1 "dark for counts" -- "$QEM" save "$T/u16.npy" "$T/ud.qem" --dark "$T/dark.npy"
+expect 2 "dark for counts" -- "$QEM" save "$T/u16.npy" "$T/ud.qem" --dark "$T/dark.npy"
 
 # Calibration: recorded quantities and overrides, shown apart; kept on re-save.
 cat > "$T/cal.json" <<'JSON'
@@ -116,10 +116,10 @@ contains "$T/err" "evidence"
 expect 0 "3d fixture" -- "$NPY" 3d "$T/s.npy"
 expect 1 "3D source" -- "$QEM" save "$T/s.npy" "$T/s.qem"
 contains "$T/err" "4D"
-expect 1 "not .qem" -- "$QEM" save "$T/a.npy" "$T/a.h5"
+expect 2 "not .qem" -- "$QEM" save "$T/a.npy" "$T/a.h5"
 expect 1 "missing source" -- "$QEM" save "$T/none.npy" "$T/n.qem"
 expect 1 "info of a non-QEM file" -- "$QEM" info "$T/a.npy"
-contains "$T/err" "QEMDATA1"
+contains "$T/err" "neither a .qem file nor a Lossless Pack Format v1 file (it is a .npy array"
 if ls -a "$T" | grep -q '^\.qem-'; then bad "temporary files left behind"; else ok; fi
 
 # Pack production: inspect, plan, produce in both profiles, then our reader.

@@ -1,0 +1,353 @@
+/* The file commands: save, info, verify, export. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "summary_print.h"
+#include "terminal.h"
+
+static int threads_of(const args *a)
+{
+    return (int)a->v[OPT_THREADS].i[0];
+}
+
+/* --- save ------------------------------------------------------------------- */
+
+static int run_save(const args *a)
+{
+    const char *in = a->positional[0], *out = a->positional[1];
+    int rc = need_extension("save", out, "qem", "save writes .qem files");
+    if (rc)
+        return rc;
+    qem_error e = {0};
+    uint64_t shape[4];
+    qem_dtype dtype;
+    if (qem_source_shape(in, shape, &dtype, &e) != QEM_OK)
+        return fail("save", &e);
+    /* Options that cannot apply to this data are refused, never ignored. */
+    const int counts = dtype == QEM_DTYPE_UINT8 || dtype == QEM_DTYPE_UINT16;
+    if (given(a, OPT_VALID) && !counts)
+        return usage_fail("save",
+                          "--valid applies to uint8/uint16 counts; '%s' holds %s values, whose "
+                          "codec stores no validity mask",
+                          SAFE(in), qem_dtype_name(dtype));
+    if (given(a, OPT_DARK) && dtype != QEM_DTYPE_FLOAT32)
+        return usage_fail("save",
+                          "--dark applies to float32 data; '%s' holds %s counts, which are "
+                          "stored without a dark recipe",
+                          SAFE(in), qem_dtype_name(dtype));
+    qem_save_options so;
+    qem_save_options_init(&so);
+    so.threads = threads_of(a);
+    so.chunk_scans = (uint32_t)a->v[OPT_CHUNK_SCANS].i[0];
+    const uint64_t pixels = shape[2] * shape[3];
+    uint8_t *mask = NULL;
+    float *dark = NULL;
+    char *calibration = NULL;
+    char identity[65];
+    int code = EXIT_OK;
+    if (given(a, OPT_VALID)) {
+        mask = malloc((size_t)pixels);
+        if (!mask || qem_npy_read_mask(text_of(a, OPT_VALID), shape[2], shape[3], mask, &e) != QEM_OK)
+            code = mask ? fail("save", &e) : EXIT_FAILED;
+        so.valid = mask;
+    }
+    if (code == EXIT_OK && given(a, OPT_DARK)) {
+        dark = malloc((size_t)pixels * sizeof *dark);
+        if (!dark || qem_dark_from_npy(text_of(a, OPT_DARK), shape[2], shape[3], dark, identity,
+                                       &e) != QEM_OK)
+            code = dark ? fail("save", &e) : EXIT_FAILED;
+        so.dark = dark;
+        so.dark_identity = identity;
+    }
+    if (code == EXIT_OK && given(a, OPT_CALIBRATION)) {
+        calibration = read_text_file("save", "the calibration file", text_of(a, OPT_CALIBRATION));
+        if (!calibration)
+            code = EXIT_FAILED;
+        so.calibration_json = calibration;
+    }
+    if (code == EXIT_OK) {
+        progress_state ps;
+        progress_setup(&ps, "saving", "scan positions", given(a, OPT_QUIET), &so.progress,
+                       &so.progress_user);
+        if (qem_save_file(in, out, &so, &e) != QEM_OK)
+            code = fail("save", &e);
+    }
+    free(mask);
+    free(dark);
+    free(calibration);
+    if (code != EXIT_OK || given(a, OPT_QUIET))
+        return code;
+    qem_file *f = open_deferred("save", out, NULL); /* only sizes are needed */
+    if (!f)
+        return EXIT_FAILED;
+    qem_file_info info;
+    qem_get_info(f, &info);
+    qem_close(f);
+    printf("saved %s (%s): %llu bytes of %s data in %llu bytes (ratio %.2fx)\n", SAFE(out),
+           qem_codec_name(info.codec), (unsigned long long)info.logical_bytes,
+           qem_dtype_name(info.dtype), (unsigned long long)info.file_bytes,
+           (double)info.logical_bytes / (double)info.file_bytes);
+    return EXIT_OK;
+}
+
+/* --- info ------------------------------------------------------------------- */
+
+/* --json: the library's summary as ASCII JSON; else the human form,
+ * printed from an escaped copy. */
+static int print_summary_text(char *text, int json, void (*human)(const json_t *))
+{
+    if (!text) {
+        fputs("qem info: out of memory\n", stderr);
+        return EXIT_FAILED;
+    }
+    int rc = EXIT_OK;
+    if (json) {
+        rc = print_json_text(text);
+    } else {
+        json_t *s = json_loads(text, 0, NULL);
+        json_t *safe = s ? term_safe_json(s) : NULL;
+        if (safe)
+            human(safe);
+        json_decref(safe);
+        json_decref(s);
+    }
+    qem_free(text);
+    return rc;
+}
+
+static int run_info(const args *a)
+{
+    const char *path = a->positional[0];
+    qem_file_kind kind;
+    if (!identify("info", path, &kind))
+        return EXIT_FAILED;
+    int rc = need_container("info", path, kind);
+    if (rc)
+        return rc;
+    qem_error e = {0};
+    if (kind == QEM_KIND_PACK) {
+        qem_pack *p = NULL;
+        if (qem_pack_open(path, &p, &e) != QEM_OK)
+            return fail("info", &e);
+        if (given(a, OPT_TIMINGS) || given(a, OPT_EXPECT_SHA256)) {
+            qem_pack_load_options lo;
+            qem_pack_load_options_init(&lo);
+            lo.threads = threads_of(a);
+            lo.expect_sha256 = text_of(a, OPT_EXPECT_SHA256);
+            progress_state ps;
+            progress_setup(&ps, "loading shards", "shards", given(a, OPT_QUIET), &lo.progress,
+                           &lo.progress_user);
+            if (qem_pack_load(p, &lo, &e) != QEM_OK ||
+                (given(a, OPT_TIMINGS) && qem_pack_time_first_access(p, &e) != QEM_OK)) {
+                qem_pack_close(p);
+                return fail("info", &e);
+            }
+        }
+        char *text = qem_pack_summary_json(p);
+        qem_pack_close(p);
+        return print_summary_text(text, given(a, OPT_JSON), print_pack_summary);
+    }
+    if (given(a, OPT_TIMINGS))
+        return usage_fail("info",
+                          "--timings applies to packs, which have a load phase; '%s' is a .qem "
+                          "file (time it with qem verify or qem export)",
+                          SAFE(path));
+    qem_file *f = NULL;
+    qem_open_options oo;
+    qem_open_options_init(&oo);
+    oo.threads = threads_of(a);
+    oo.expect_sha256 = text_of(a, OPT_EXPECT_SHA256);
+    if (qem_open(path, &oo, &f, &e) != QEM_OK)
+        return fail("info", &e);
+    char *text = qem_summary_json(f);
+    qem_close(f);
+    return print_summary_text(text, given(a, OPT_JSON), print_qem_summary);
+}
+
+/* --- verify ----------------------------------------------------------------- */
+
+static int verify_pack(const args *a)
+{
+    const char *path = a->positional[0];
+    const char *expect = text_of(a, OPT_EXPECT_SHA256);
+    qem_error e = {0};
+    qem_pack *p = NULL;
+    if (qem_pack_open(path, &p, &e) != QEM_OK)
+        return fail("verify", &e);
+    qem_pack_load_options lo;
+    qem_pack_load_options_init(&lo);
+    lo.threads = threads_of(a);
+    lo.expect_sha256 = expect;
+    lo.check_stored_digests = 1;
+    progress_state ps;
+    progress_setup(&ps, "verifying shards", "shards", given(a, OPT_QUIET), &lo.progress,
+                   &lo.progress_user);
+    if (qem_pack_load(p, &lo, &e) != QEM_OK) {
+        qem_pack_close(p);
+        return fail("verify", &e);
+    }
+    qem_pack_info info;
+    qem_pack_get_info(p, &info);
+    qem_pack_timings t;
+    qem_pack_get_timings(p, &t);
+    qem_pack_close(p);
+    printf("OK %s: %llu shards loaded, %llu payload digests verified%s\n", SAFE(path),
+           (unsigned long long)info.shard_count, (unsigned long long)t.decoded_digests_checked,
+           expect ? ", whole-file identity verified"
+           : info.profile == QEM_PACK_UINT8_BITPACKED
+               ? "; compact headers are not hashed by the index, give --expect-sha256 to "
+                 "qualify the file"
+               : "");
+    return EXIT_OK;
+}
+
+static int run_verify(const args *a)
+{
+    const char *path = a->positional[0];
+    qem_file_kind kind;
+    if (!identify("verify", path, &kind))
+        return EXIT_FAILED;
+    int rc = need_container("verify", path, kind);
+    if (rc)
+        return rc;
+    if (kind == QEM_KIND_PACK)
+        return verify_pack(a);
+    const char *expect = text_of(a, OPT_EXPECT_SHA256);
+    qem_file *f = open_deferred("verify", path, expect);
+    if (!f)
+        return EXIT_FAILED;
+    qem_verify_options vo;
+    qem_verify_options_init(&vo);
+    vo.threads = threads_of(a);
+    progress_state ps;
+    progress_setup(&ps, "verifying", "scan positions", given(a, OPT_QUIET), &vo.progress,
+                   &vo.progress_user);
+    qem_verify_report report;
+    qem_error e = {0};
+    qem_status st = qem_verify(f, &vo, &report, &e);
+    qem_close(f);
+    if (st != QEM_OK)
+        return fail("verify", &e);
+    printf("OK %s: %llu body blocks, %llu streams (%llu counts), %llu spatial sums verified%s\n",
+           SAFE(path), (unsigned long long)report.body_blocks_checked,
+           (unsigned long long)report.streams_decoded, (unsigned long long)report.samples_decoded,
+           (unsigned long long)report.spatial_values_checked,
+           expect ? ", whole-file identity verified" : "");
+    return EXIT_OK;
+}
+
+/* --- export ----------------------------------------------------------------- */
+
+static int run_export(const args *a)
+{
+    const char *out = a->positional[1];
+    int rc = need_extension("export", out, "npy", "export writes a .npy array");
+    if (rc)
+        return rc;
+    if (given(a, OPT_RAW) && given(a, OPT_CODES))
+        return usage_fail("export", "give --raw or --codes, not both (they are one request)");
+    qem_source *s = open_source(a);
+    if (!s)
+        return EXIT_FAILED;
+    if (given(a, OPT_CODES)) {
+        qem_file *f = qem_source_file(s);
+        qem_file_info info;
+        if (f)
+            qem_get_info(f, &info);
+        if (!f || info.codec != QEM_CODEC_SCALED) {
+            qem_source_close(s);
+            return usage_fail("export",
+                              "--codes applies to scaled .qem files (their stored codes); use "
+                              "--raw for the stored values of this file");
+        }
+    }
+    progress_state ps;
+    qem_progress_fn fn;
+    void *user;
+    progress_setup(&ps, "exporting", "scan positions", given(a, OPT_QUIET), &fn, &user);
+    qem_error e = {0};
+    const qem_values values =
+        given(a, OPT_RAW) || given(a, OPT_CODES) ? QEM_VALUES_RAW : QEM_VALUES_WORKING;
+    qem_status st = qem_source_export_npy(s, out, values, fn, user, &e);
+    qem_source_close(s);
+    return st == QEM_OK ? EXIT_OK : fail("export", &e);
+}
+
+/* --- the table ---------------------------------------------------------------- */
+
+static const command_option save_options[] = {
+    {OPT_CHUNK_SCANS, "scan positions per chunk, 1 to 16777216 (default 512); memory\n"
+                      "used is about 3 x N x detector pixels x 4 bytes"},
+    {OPT_VALID, "detector validity mask (bool or uint8 0/1, detector shape;\n"
+                "counts only): invalid pixels keep their counts but leave the\n"
+                "spatial sums and products"},
+    {OPT_DARK, "float32 data: record a mean-dark plane (a float32 detector\n"
+               "plane, or a stack of dark frames whose mean is taken); products\n"
+               "subtract it once, the stored measurements never change"},
+    {OPT_CALIBRATION, "JSON with recorded quantities and user overrides (see\n"
+                      "doc/metadata.md); overrides never replace the record"},
+    {OPT_NONE, NULL}};
+
+static const command_option info_options[] = {
+    {OPT_JSON, NULL},
+    {OPT_TIMINGS, "packs: load (every shard authenticated), read the first pattern\n"
+                  "and a first detector image, and print each phase (warm page\n"
+                  "cache; phases summed over the loading threads)"},
+    {OPT_EXPECT_SHA256, NULL},
+    {OPT_NONE, NULL}};
+
+static const command_option verify_options[] = {{OPT_EXPECT_SHA256, NULL}, {OPT_NONE, NULL}};
+
+static const command_option export_options[] = {
+    {OPT_RAW, "pack: the raw uint16 reconstruction (retained samples or\n"
+              "exclusion constants), refused where the file does not admit it;\n"
+              ".qem: the stored values (scaled files: the uint16 codes)"},
+    {OPT_CODES, NULL},
+    {OPT_EXPECT_SHA256, NULL},
+    {OPT_NONE, NULL}};
+
+const command_spec file_commands[] = {
+    {"save", "IN OUT.qem [options]",
+     "store a 4D .npy (uint8/uint16 counts, float32) or re-save a .qem, losslessly",
+     "Saves IN losslessly as .qem. IN is recognised by its signature:\n"
+     "  - a C-order little-endian 4D .npy of uint8/uint16 counts (codec\n"
+     "    runtime-column-rans-spatial-v2) or float32 values (codec\n"
+     "    float32-bit-lanes-rans-v1: every bit pattern kept, NaN payloads\n"
+     "    included); its header and SHA-256 are kept under source_metadata;\n"
+     "  - a .qem file, re-saved with its own codec, data and metadata.\n"
+     "IN is authenticated while it is read (every byte hashed, its stat\n"
+     "compared before and after): a source that changes during the save\n"
+     "is refused and nothing is written.\n",
+     2, 2, "IN and OUT.qem", save_options, run_save},
+    {"info", "FILE [options]", "container, codec/profile, shape, sizes, ratio, metadata",
+     "A .qem file is validated (envelope, header checksum, layout, body\n"
+     "checksums) and described: container, codec, shape, dtype, chunks, sizes,\n"
+     "compression ratio, the scientific metadata with calibrated axes, recorded\n"
+     "microscope quantities and user calibration overrides kept apart.\n"
+     "A pack is opened cheaply (prelude, manifest CRC, index, every range, the\n"
+     "manifest's agreement with the index) and described: profile, shape,\n"
+     "shards, working dtype, exclusions, raw access mode, detector calibration.\n",
+     1, 1, "FILE", info_options, run_info},
+    {"verify", "FILE [options]", "check every checksum, stream, digest and index",
+     "A .qem file: every body checksum, every count stream decoded to\n"
+     "completion under every rule, every value within the dtype, every\n"
+     "8x8/32x32 spatial sum recomputed from the decoded counts, and for float32\n"
+     "the logical SHA-256 of the decoded bits.\n"
+     "A pack: the full load (descriptors or compact headers, every LZ4 block,\n"
+     "every shard digest) and, with --expect-sha256, the whole-file identity,\n"
+     "which the uint8/bitpacked profile needs because its index does not hash\n"
+     "the compact headers.\n"
+     "Prints OK, or the first failure and exits 1.\n",
+     1, 1, "FILE", verify_options, run_verify},
+    {"export", "FILE OUT.npy [options]", "decode to a 4D .npy, one chunk or shard at a time",
+     "Decodes FILE into a 4D .npy, one chunk or shard at a time:\n"
+     "  .qem: exact counts, the original float32 bits (checked against the\n"
+     "        file's logical SHA-256 before OUT appears), or restored float32\n"
+     "        intensities of a scaled file;\n"
+     "  pack: the mask-applied working array in the file's working dtype\n"
+     "        (excluded detector pixels read 0).\n",
+     2, 2, "FILE and OUT.npy", export_options, run_export},
+    {NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, NULL}};
