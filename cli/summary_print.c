@@ -77,6 +77,11 @@ void print_qem_summary(const json_t *s)
                ? json_string_value(json_object_get(sm, "source_format"))
                : "unknown",
            json_string_value(json_object_get(sm, "source_metadata_coverage")));
+    const json_t *source_file = json_object_get(json_object_get(sm, "source_metadata"), "source_file");
+    if (json_is_object(source_file))
+        printf("%-18s SHA-256 %s (%lld bytes, authenticated while saved)\n", "source file",
+               json_string_value(json_object_get(source_file, "sha256")),
+               json_integer_value(json_object_get(source_file, "bytes")));
     json_array_foreach(json_object_get(sm, "processing"), i, c) {
         printf("%-18s %s%s\n", i == 0 ? "processing" : "",
                json_string_value(json_object_get(c, "operation")),

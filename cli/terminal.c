@@ -117,7 +117,7 @@ static int print_dumped(char *text)
     }
     for (const char *p = text; *p; p++) {
         if (*p == 0x7F)
-            fputs("\\u007f", stdout);
+            fputs("\\u007F", stdout);
         else
             fputc(*p, stdout);
     }

@@ -88,7 +88,7 @@ void qem_error_name_destination(qem_error *error, const char *dest)
     if (!error || error->status != QEM_E_IO || !dest)
         return;
     const char *m = error->message;
-    if (strncmp(m, "write failed: ", 14) != 0 && strncmp(m, "HDF5 could not write", 20) != 0)
+    if (strncmp(m, "write failed: ", 14) != 0 && strncmp(m, "HDF5 could not", 14) != 0)
         return;
     char reason[sizeof error->message];
     snprintf(reason, sizeof reason, "%s", strncmp(m, "write failed: ", 14) == 0 ? m + 14 : m);

@@ -15,7 +15,7 @@ qem_status qem_fail(qem_error *error, qem_status status, const char *format, ...
 const char *qem_write_advice(int error_number);
 
 /* Names the destination in a write failure recorded without it ("write
- * failed: ...", or libhdf5's "HDF5 could not write ..."), so every
+ * failed: ...", or libhdf5's "HDF5 could not ..."), so every
  * disk-full error says which file could not be written. */
 void qem_error_name_destination(qem_error *error, const char *dest);
 

@@ -33,6 +33,9 @@ static json_t *metadata_summary(const json_t *sm)
     json_object_set(out, "schema", json_object_get(sm, "schema"));
     json_object_set(out, "source_format", json_object_get(sm, "source_format"));
     json_object_set(out, "source_metadata_coverage", json_object_get(sm, "source_metadata_coverage"));
+    /* The source's own facts (its header, its digest), as recorded. */
+    if (json_is_object(json_object_get(sm, "source_metadata")))
+        json_object_set(out, "source_metadata", json_object_get(sm, "source_metadata"));
     json_t *ops = json_array();
     size_t i;
     json_t *entry;

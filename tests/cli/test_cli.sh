@@ -6,24 +6,8 @@ set -u
 QEM=$1
 SYNTH=$2
 NPY=$3
-T=$(mktemp -d "${TMPDIR:-/tmp}/qem-cli-XXXXXX")
-trap 'rm -rf "$T"' EXIT
-failures=0
-checks=0
-
-ok() { checks=$((checks + 1)); }
-bad() { checks=$((checks + 1)); failures=$((failures + 1)); echo "FAIL: $*" >&2; }
-
-# expect STATUS DESCRIPTION -- COMMAND...: runs COMMAND, checks its exit status.
-expect() {
-    want=$1; what=$2; shift 3
-    "$@" >"$T/out" 2>"$T/err"
-    got=$?
-    if [ "$got" -eq "$want" ]; then ok; else bad "$what: exit $got, wanted $want"; cat "$T/err" >&2; fi
-}
-contains() {
-    if grep -q -- "$2" "$1"; then ok; else bad "$1 lacks '$2'"; cat "$1" >&2; fi
-}
+name=cli_qem
+. "$(dirname "$0")/harness.sh"
 
 expect 2 "no arguments" -- "$QEM"
 expect 0 "--help" -- "$QEM" --help
@@ -267,5 +251,4 @@ else
     bad "QEM_SHARED_DIR is not set; the fixture checks could not run"
 fi
 
-echo "cli_qem: $checks checks, $failures failed" >&2
-[ "$failures" -eq 0 ]
+finish

@@ -135,5 +135,29 @@ int main(int argc, char **argv)
         snprintf(name, sizeof name, "arrays_%d", k);
         put(out, "roundtrip", name, r, sizeof r, NULL, 0);
     }
+    /* Command lines from the CLI tests, one argument per line. */
+    static const char *const command_lines[] = {
+        "virtual\nF.qem\n--detector\nannulus\n--center\n24,24\n--radius\n6\n--inner\n3\n"
+        "--outer\n9\n-o\nann.tif\n--json",
+        "virtual\nF.h5\n--detector\nbf\n--unit\nmrad\n--semiangle\n20\n-o\nv3.npy",
+        "dp\nF.qem\n--region\n0:2,0:3\n--reduce\nmax\n-o\nrmax.npy\n--json",
+        "dp\nF.h5\n--scan\n0,63\n--raw\n-o\ndp.npy",
+        "save\na.npy\na.qem\n--chunk-scans\n20\n--valid\nmask.npy\n--calibration\ncal.json",
+        "pack produce\nhot.npy\nh8.h5\n--profile\nu8-bitpacked\n--exclude\nhotmask.npy",
+        "pack plan\npk.npy\n--available-disk\n100\n--dest\nout/x.h5",
+        "pack inspect\nstack.h5\n--dataset\n/entry/data/data\n--scan-shape\n3,4\n--json",
+        "info\n--json\n--expect-sha256\n"
+        "7b26c476522683ac9e7ba2f04d5f1b8205cc9a59a3d6900ff331cb3269e1ce56\nF.h5",
+        "dpc\nF.h5\n--rotation\n-12.5\n-o\nphase.npy",
+        "verify\n--\n-dash.qem",
+        "com\nF.qem\n--subtract-mean\n--mask\nm48.npy\n-o\ncom.tif\n--threads=2",
+        "calibrate\nF.h5\n-o\nprc.h5\n--quiet",
+        "export\nF.qem\nOUT.npy\n--raw",
+        "info\nx\x1b[2Jy\r\xc2\x9b\x7f.qem",
+    };
+    for (size_t i = 0; i < sizeof command_lines / sizeof command_lines[0]; i++) {
+        snprintf(name, sizeof name, "line%zu", i);
+        put(out, "cli_args", name, command_lines[i], strlen(command_lines[i]), NULL, 0);
+    }
     return 0;
 }

@@ -866,6 +866,69 @@ static void test_arina_gap(void)
     free(gap.frames);
 }
 
+/* Points the master's data_000002 at `target` instead. */
+static int relink(const char *master, const char *target)
+{
+    hid_t file = H5Fopen(master, H5F_ACC_RDWR, H5P_DEFAULT);
+    if (file < 0)
+        return 0;
+    const int ok = H5Ldelete(file, "/entry/data/data_000002", H5P_DEFAULT) >= 0 &&
+                   H5Lcreate_external(target, "/entry/data/data", file, "/entry/data/data_000002",
+                                      H5P_DEFAULT, H5P_DEFAULT) >= 0;
+    H5Fclose(file);
+    return ok;
+}
+
+static int copy_file(const char *from, const char *to)
+{
+    size_t n = 0;
+    uint8_t *bytes = read_file(from, &n);
+    const int ok = bytes && write_file(to, bytes, n);
+    free(bytes);
+    return ok;
+}
+
+/* Data links may only name regular files in the master's own folder:
+ * '..', an absolute path, a symlink leading out, a FIFO (which would
+ * block) and a system file are each refused, naming the link. */
+static void test_arina_links(void)
+{
+    family f;
+    CHECK(make_family(&f, "arina_links", 1, 0));
+    char secret_dir[600], secret[700], absolute[800], symlink_path[700], fifo[700];
+    snprintf(secret_dir, sizeof secret_dir, "%s", test_path("secret"));
+    CHECK(mkdir(secret_dir, 0755) == 0);
+    snprintf(secret, sizeof secret, "%s/data.h5", secret_dir);
+    CHECK(copy_file(f.data[1], secret)); /* a valid data file, only elsewhere */
+    CHECK(realpath(secret, absolute) != NULL);
+    snprintf(symlink_path, sizeof symlink_path, "%s/beside.h5", f.dir);
+    CHECK(symlink(absolute, symlink_path) == 0);
+    snprintf(fifo, sizeof fifo, "%s/fifo.h5", f.dir);
+    CHECK(mkfifo(fifo, 0644) == 0);
+
+    CHECK(relink(f.master, "../secret/data.h5"));
+    inspect_refused(f.master, NULL, QEM_E_LAYOUT, "'../secret/data.h5', outside the master's folder");
+    CHECK(relink(f.master, "sub/../../secret/data.h5"));
+    inspect_refused(f.master, NULL, QEM_E_LAYOUT, "outside the master's folder");
+    CHECK(relink(f.master, absolute));
+    inspect_refused(f.master, NULL, QEM_E_LAYOUT, "outside the master's folder");
+    CHECK(relink(f.master, "/etc/passwd"));
+    inspect_refused(f.master, NULL, QEM_E_LAYOUT, "'/etc/passwd', outside the master's folder");
+    CHECK(relink(f.master, "beside.h5"));
+    inspect_refused(f.master, NULL, QEM_E_LAYOUT, "which resolves to");
+    /* Opening the FIFO would block this test forever: refused unopened. */
+    CHECK(relink(f.master, "fifo.h5"));
+    inspect_refused(f.master, NULL, QEM_E_LAYOUT, "'fifo.h5', which is not a regular file");
+    /* The same file, linked from inside the folder, is accepted. */
+    char inside[700];
+    snprintf(inside, sizeof inside, "%s/moved.h5", f.dir);
+    CHECK(copy_file(secret, inside));
+    CHECK(relink(f.master, "moved.h5"));
+    pack_source *s = inspect_ok(f.master, NULL);
+    pack_source_close(s);
+    free(f.frames);
+}
+
 int main(void)
 {
     test_identity_vectors();
@@ -878,5 +941,6 @@ int main(void)
     test_arina();
     test_arina_gap();
     test_arina_damaged();
+    test_arina_links();
     return test_finish("unit_pack_sources");
 }
