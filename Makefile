@@ -1,7 +1,8 @@
 # Entry points. Each target installs what it needs (scripts/install-deps is
 # idempotent), configures with CMake and builds; ctest runs the tests.
 #   make demo   build, then save / verify / describe a synthetic dataset
-#   make test   every test: release, golden under valgrind, ASan + UBSan, TSan, fuzz smoke
+#   make test   every test: release, install, each decode path, golden under valgrind,
+#               ASan + UBSan, TSan, fuzz smoke
 #   make bench  the benchmark (writes doc/benchmarks.md)
 #   make profile  instruction counts of the main paths (callgrind)
 #   make fuzz   every libFuzzer target for FUZZ_SECONDS each (clang)
@@ -15,7 +16,7 @@ TSAN_BUILD ?= build-tsan
 FUZZ_SECONDS ?= 300
 FUZZ_SMOKE_SECONDS ?= 20
 
-.PHONY: all deps build demo test test-release test-asan test-tsan test-valgrind test-fuzz fuzz fuzz-build bench profile clean
+.PHONY: all deps build demo test test-release test-install test-paths test-asan test-tsan test-valgrind test-fuzz fuzz fuzz-build bench profile clean
 
 all: build
 
@@ -41,12 +42,30 @@ demo: build
 	$(BUILD)/qem info $(DEMO)/synthetic.qem
 	@ls -l $(DEMO)/synthetic.npy $(DEMO)/synthetic.qem | awk '{print $$5, $$9}'
 
-test: deps test-release test-valgrind test-asan test-tsan test-fuzz
+test: deps test-release test-install test-paths test-valgrind test-asan test-tsan test-fuzz
 
 test-release:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# A fresh install into a temporary prefix; the README's C example built
+# against it through pkg-config and find_package(qem), run on a fixture.
+test-install: test-release
+	sh tests/install/test_install.sh $(BUILD) /usr/bin/python3
+
+# The unit and golden tests once more on each decode path the CPU has
+# (the default run took the widest); a path it lacks is skipped, saying so.
+DECODE_PATHS = scalar avx2 avx512
+test-paths: test-release
+	@for p in $(DECODE_PATHS); do \
+		if $(BUILD)/tests/decode_paths $$p; then \
+			echo "== unit and golden tests on the $$p decode path (QEM_RANS_PATH=$$p)"; \
+			(cd $(BUILD) && QEM_RANS_PATH=$$p ctest --output-on-failure -j $(JOBS) -L 'unit|golden') || exit 1; \
+		else \
+			echo "== skipped the $$p decode path: this CPU cannot run it"; \
+		fi; \
+	done
 
 # The golden tests under valgrind memcheck (release build): zero errors,
 # no definite leaks. (OpenMP's thread stacks show as "possibly lost".)

@@ -49,8 +49,8 @@ static int pack_decode(const char *path, int threads, double *sec)
     qem_source *s = NULL;
     if (qem_source_open(path, &so, &s, &e) != QEM_OK)
         return die("pack open", &e);
-    qem_source_info info;
-    qem_source_get_info(s, &info);
+    qem_source_info info = {.struct_size = sizeof info};
+    qem_source_get_info(s, &info, NULL);
     const uint64_t window = 512;
     const size_t bytes = (size_t)qem_source_read_bound(s, QEM_VALUES_WORKING, window);
     /* The caller's buffer, faulted in (nonzero: a zero memset may become

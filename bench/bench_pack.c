@@ -129,8 +129,8 @@ static int time_load(const char *path, int threads, load_run *r)
         return die("pack load", &e);
     }
     r->total = now() - t0;
-    qem_pack_timings t;
-    qem_pack_get_timings(p, &t);
+    qem_pack_timings t = {.struct_size = sizeof t};
+    qem_pack_get_timings(p, &t, NULL);
     r->read = t.source_read / 1e3;
     r->decode = t.decode / 1e3;
     r->integrity = t.payload_integrity / 1e3;

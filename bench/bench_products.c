@@ -243,7 +243,7 @@ int bench_products(const config *c, const char *dir, char *out, size_t size)
     uint64_t *img = malloc((size_t)scans * sizeof *img);
     qem_npy *n = NULL;
     if (!cube || !img || qem_npy_open(npy, &n, &e) != QEM_OK ||
-        qem_npy_read(n, 0, scans * P, cube, &e) != QEM_OK)
+        qem_npy_read(n, 0, scans * P, cube, (size_t)(scans * P) * sizeof *cube, &e) != QEM_OK)
         return die("dense cube", &e), -1;
     qem_npy_close(n);
     double t_qem[2][2], t_pack[2][2], t_dense[2][2], t_np[2];

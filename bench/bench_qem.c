@@ -51,12 +51,12 @@ static int time_decode(const char *qem, int threads, double *open_sec, double *s
     if (qem_open(qem, &oo, &f, &e) != QEM_OK)
         return die("open", &e);
     *open_sec = now() - opened;
-    qem_file_info info;
-    qem_get_info(f, &info);
+    qem_file_info info = {.struct_size = sizeof info};
+    qem_get_info(f, &info, NULL);
     uint64_t most = 0;
     for (uint64_t i = 0; i < info.chunk_count; i++) {
         uint64_t scans = 0;
-        qem_get_chunk(f, i, NULL, &scans);
+        qem_get_chunk(f, i, NULL, &scans, NULL);
         most = scans > most ? scans : most;
     }
     size_t bytes = (size_t)qem_read_scans_bound(f, most);
@@ -72,7 +72,7 @@ static int time_decode(const char *qem, int threads, double *open_sec, double *s
     qem_status st = QEM_OK;
     for (uint64_t i = 0; i < info.chunk_count && st == QEM_OK; i++) {
         uint64_t first = 0, scans = 0;
-        qem_get_chunk(f, i, &first, &scans);
+        qem_get_chunk(f, i, &first, &scans, NULL);
         st = qem_read_scans(f, first, scans, buf, bytes, &e);
     }
     *sec = now() - t0;

@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "qem.h"
+#include "qem_experimental.h"
 
 #define MAX_RUNS 16
 #define BEGIN_MARK "<!-- qem-bench:begin -->"

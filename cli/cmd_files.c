@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "qem_experimental.h" /* qem info --timings */
 #include "summary_print.h"
 #include "terminal.h"
 
@@ -50,13 +51,15 @@ static int run_save(const args *a)
     int code = EXIT_OK;
     if (given(a, OPT_VALID)) {
         mask = malloc((size_t)pixels);
-        if (!mask || qem_npy_read_mask(text_of(a, OPT_VALID), shape[2], shape[3], mask, &e) != QEM_OK)
+        if (!mask || qem_npy_read_mask(text_of(a, OPT_VALID), shape[2], shape[3], mask,
+                                       (size_t)pixels, &e) != QEM_OK)
             code = mask ? fail("save", &e) : EXIT_FAILED;
         so.valid = mask;
     }
     if (code == EXIT_OK && given(a, OPT_DARK)) {
         dark = malloc((size_t)pixels * sizeof *dark);
-        if (!dark || qem_dark_from_npy(text_of(a, OPT_DARK), shape[2], shape[3], dark, identity,
+        if (!dark || qem_dark_from_npy(text_of(a, OPT_DARK), shape[2], shape[3], dark,
+                                       (size_t)pixels * sizeof *dark, identity, sizeof identity,
                                        &e) != QEM_OK)
             code = dark ? fail("save", &e) : EXIT_FAILED;
         so.dark = dark;
@@ -83,9 +86,11 @@ static int run_save(const args *a)
     qem_file *f = open_deferred("save", out, NULL); /* only sizes are needed */
     if (!f)
         return EXIT_FAILED;
-    qem_file_info info;
-    qem_get_info(f, &info);
+    qem_file_info info = {.struct_size = sizeof info};
+    const qem_status got = qem_get_info(f, &info, &e);
     qem_close(f);
+    if (got != QEM_OK)
+        return fail("save", &e);
     printf("saved %s (%s): %llu bytes of %s data in %llu bytes (ratio %.2fx)\n", SAFE(out),
            qem_codec_name(info.codec), (unsigned long long)info.logical_bytes,
            qem_dtype_name(info.dtype), (unsigned long long)info.file_bytes,
@@ -97,12 +102,11 @@ static int run_save(const args *a)
 
 /* --json: the library's summary as ASCII JSON; else the human form,
  * printed from an escaped copy. */
-static int print_summary_text(char *text, int json, void (*human)(const json_t *))
+static int print_summary_text(char *text, const qem_error *e, int json,
+                              void (*human)(const json_t *))
 {
-    if (!text) {
-        fputs("qem info: out of memory\n", stderr);
-        return EXIT_FAILED;
-    }
+    if (!text)
+        return fail("info", e);
     int rc = EXIT_OK;
     if (json) {
         rc = print_json_text(text);
@@ -146,9 +150,9 @@ static int run_info(const args *a)
                 return fail("info", &e);
             }
         }
-        char *text = qem_pack_summary_json(p);
+        char *text = qem_pack_summary_json(p, &e);
         qem_pack_close(p);
-        return print_summary_text(text, given(a, OPT_JSON), print_pack_summary);
+        return print_summary_text(text, &e, given(a, OPT_JSON), print_pack_summary);
     }
     if (given(a, OPT_TIMINGS))
         return usage_fail("info",
@@ -162,9 +166,9 @@ static int run_info(const args *a)
     oo.expect_sha256 = text_of(a, OPT_EXPECT_SHA256);
     if (qem_open(path, &oo, &f, &e) != QEM_OK)
         return fail("info", &e);
-    char *text = qem_summary_json(f);
+    char *text = qem_summary_json(f, &e);
     qem_close(f);
-    return print_summary_text(text, given(a, OPT_JSON), print_qem_summary);
+    return print_summary_text(text, &e, given(a, OPT_JSON), print_qem_summary);
 }
 
 /* --- verify ----------------------------------------------------------------- */
@@ -189,13 +193,13 @@ static int verify_pack(const args *a)
         qem_pack_close(p);
         return fail("verify", &e);
     }
-    qem_pack_info info;
-    qem_pack_get_info(p, &info);
-    qem_pack_timings t;
-    qem_pack_get_timings(p, &t);
+    qem_pack_info info = {.struct_size = sizeof info};
+    const qem_status got = qem_pack_get_info(p, &info, &e);
     qem_pack_close(p);
+    if (got != QEM_OK)
+        return fail("verify", &e);
     printf("OK %s: %llu shards loaded, %llu payload digests verified%s\n", SAFE(path),
-           (unsigned long long)info.shard_count, (unsigned long long)t.decoded_digests_checked,
+           (unsigned long long)info.shard_count, (unsigned long long)info.digests_checked,
            expect ? ", whole-file identity verified"
            : info.profile == QEM_PACK_UINT8_BITPACKED
                ? "; compact headers are not hashed by the index, give --expect-sha256 to "
@@ -225,7 +229,7 @@ static int run_verify(const args *a)
     progress_state ps;
     progress_setup(&ps, "verifying", "scan positions", given(a, OPT_QUIET), &vo.progress,
                    &vo.progress_user);
-    qem_verify_report report;
+    qem_verify_report report = {.struct_size = sizeof report};
     qem_error e = {0};
     qem_status st = qem_verify(f, &vo, &report, &e);
     qem_close(f);
@@ -254,10 +258,8 @@ static int run_export(const args *a)
         return EXIT_FAILED;
     if (given(a, OPT_CODES)) {
         qem_file *f = qem_source_file(s);
-        qem_file_info info;
-        if (f)
-            qem_get_info(f, &info);
-        if (!f || info.codec != QEM_CODEC_SCALED) {
+        qem_file_info info = {.struct_size = sizeof info};
+        if (!f || qem_get_info(f, &info, NULL) != QEM_OK || info.codec != QEM_CODEC_SCALED) {
             qem_source_close(s);
             return usage_fail("export",
                               "--codes applies to scaled .qem files (their stored codes); use "

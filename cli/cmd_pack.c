@@ -47,7 +47,7 @@ static int plan_setup(const args *a, const qem_pack_inspection *in, const char *
     *mask = NULL;
     if (!given(a, OPT_EXCLUDE))
         return EXIT_OK;
-    char *text = qem_pack_inspection_json(in);
+    char *text = qem_pack_inspection_json(in, NULL);
     json_t *j = text ? json_loads(text, 0, NULL) : NULL;
     qem_free(text);
     const json_t *shape = json_object_get(j, "shape");
@@ -58,7 +58,8 @@ static int plan_setup(const args *a, const qem_pack_inspection *in, const char *
     qem_error e = {0};
     if (!*mask)
         return EXIT_FAILED;
-    if (qem_npy_read_mask(text_of(a, OPT_EXCLUDE), rows, cols, *mask, &e) != QEM_OK)
+    if (qem_npy_read_mask(text_of(a, OPT_EXCLUDE), rows, cols, *mask, (size_t)(rows * cols), &e) !=
+        QEM_OK)
         return fail(a->command, &e);
     po->exclude = *mask;
     return EXIT_OK;
@@ -70,12 +71,11 @@ static int run_inspect(const args *a)
     qem_pack_inspection *in = inspect_source(a, &ps);
     if (!in)
         return interrupted_by() ? interrupt_exit_status() : EXIT_FAILED;
-    char *text = qem_pack_inspection_json(in);
+    qem_error e = {0};
+    char *text = qem_pack_inspection_json(in, &e);
     qem_pack_inspection_free(in);
-    if (!text) {
-        fputs("qem pack inspect: out of memory\n", stderr);
-        return EXIT_FAILED;
-    }
+    if (!text)
+        return fail("pack inspect", &e);
     int rc = EXIT_OK;
     if (given(a, OPT_JSON)) {
         rc = print_json_text(text);
@@ -124,7 +124,7 @@ static int run_plan(const args *a)
     int code = plan_setup(a, in, dest, &po, &mask);
     if (code == EXIT_OK) {
         qem_error e = {0};
-        qem_pack_plan plan;
+        qem_pack_plan plan = {.struct_size = sizeof plan};
         if (qem_pack_plan_make(in, &po, &plan, &e) != QEM_OK)
             code = fail("pack plan", &e);
         else

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "qem_experimental.h" /* --reference: the dense path */
 #include "terminal.h"
 
 #define IMAGE_EXTENSIONS "npy|tif|tiff|png"
@@ -38,10 +39,10 @@ static int run_open(product_run *r, const args *a)
     qem_products_options po;
     qem_products_options_init(&po);
     po.threads = (int)a->v[OPT_THREADS].i[0];
-    po.path = given(a, OPT_REFERENCE) ? QEM_PATH_REFERENCE : QEM_PATH_FAST;
+    const qem_products_path path = given(a, OPT_REFERENCE) ? QEM_PATH_REFERENCE : QEM_PATH_FAST;
     progress_setup(&r->progress, a->command, "scan positions", given(a, OPT_QUIET), &po.progress,
                    &po.progress_user);
-    if (qem_products_open(r->source, &po, &r->products, &e) != QEM_OK) {
+    if (qem_products_open_path(r->source, &po, path, &r->products, &e) != QEM_OK) {
         fail(a->command, &e);
         qem_source_close(r->source);
         return 0;
@@ -131,8 +132,8 @@ static int run_dp(const args *a)
     product_run r;
     if (!run_open(&r, a))
         return EXIT_FAILED;
-    qem_source_info info;
-    qem_source_get_info(r.source, &info);
+    qem_source_info info = {.struct_size = sizeof info};
+    qem_source_get_info(r.source, &info, NULL);
     qem_error e = {0};
     qem_image im = {0};
     qem_status st = QEM_OK;
@@ -264,8 +265,8 @@ static uint8_t *build_mask(product_run *r, const args *a, json_t *summary, int *
 {
     *none = 0;
     *code = EXIT_OK;
-    qem_source_info info;
-    qem_source_get_info(r->source, &info);
+    qem_source_info info = {.struct_size = sizeof info};
+    qem_source_get_info(r->source, &info, NULL);
     qem_error e = {0};
     if (!given(a, OPT_MASK) && !given(a, OPT_DETECTOR)) {
         *none = 1;
@@ -277,7 +278,8 @@ static uint8_t *build_mask(product_run *r, const args *a, json_t *summary, int *
         return NULL;
     }
     if (given(a, OPT_MASK)) {
-        if (qem_products_mask_from_npy(r->products, text_of(a, OPT_MASK), mask, &e) != QEM_OK) {
+        if (qem_products_mask_from_npy(r->products, text_of(a, OPT_MASK), mask,
+                                       (size_t)info.pixels, &e) != QEM_OK) {
             free(mask);
             *code = fail(r->command, &e);
             return NULL;
@@ -293,11 +295,17 @@ static uint8_t *build_mask(product_run *r, const args *a, json_t *summary, int *
     /* Centre and radius: given, else the file's calibration, else the
      * estimate from the mean pattern. An annulus (or ADF) given by both
      * bounds needs no radius. */
-    qem_detector_calibration cal;
+    qem_detector_calibration cal = {.struct_size = sizeof cal};
     const char *origin = "given";
     const int bounds_given = given(a, OPT_INNER) && given(a, OPT_OUTER);
+    int recorded = 0;
     if (!have_center || !(have_radius || bounds_given) || unit_mrad) {
-        if (qem_products_file_calibration(r->products, &cal)) {
+        if (qem_products_file_calibration(r->products, &cal, &recorded, &e) != QEM_OK) {
+            free(mask);
+            *code = fail(r->command, &e);
+            return NULL;
+        }
+        if (recorded) {
             origin = "file detector calibration";
         } else if (qem_products_estimate_calibration(r->products, &cal, &e) == QEM_OK) {
             origin = "estimate (mean-diffraction-half-maximum)";
@@ -324,7 +332,8 @@ static uint8_t *build_mask(product_run *r, const args *a, json_t *summary, int *
     g.outer = given(a, OPT_OUTER) ? a->v[OPT_OUTER].r[0] : 0;
     const double radius_px =
         have_center && have_radius && !g.unit_mrad ? a->v[OPT_RADIUS].r[0] : cal.bright_field_radius;
-    if (qem_products_detector_mask(r->products, &g, radius_px, mask, &e) != QEM_OK) {
+    if (qem_products_detector_mask(r->products, &g, radius_px, mask, (size_t)info.pixels, &e) !=
+        QEM_OK) {
         free(mask);
         *code = fail(r->command, &e);
         return NULL;
@@ -417,7 +426,7 @@ static int run_dpc(const args *a)
     uint8_t *mask = build_mask(&r, a, summary, &none, &code);
     if (mask || none) {
         qem_error e = {0};
-        qem_dpc_result d;
+        qem_dpc_result d = {.struct_size = sizeof d};
         const int fixed = given(a, OPT_ROTATION);
         if (qem_products_dpc(r.products, mask, fixed ? a->v[OPT_ROTATION].r[0] : NAN, &d, &e) ==
             QEM_OK) {
@@ -467,9 +476,11 @@ static int run_calibrate(const args *a)
     if (!run_open(&r, a))
         return EXIT_FAILED;
     qem_error e = {0};
-    qem_detector_calibration cal, recorded;
-    const int has_recorded = qem_products_file_calibration(r.products, &recorded);
-    if (qem_products_estimate_calibration(r.products, &cal, &e) != QEM_OK) {
+    qem_detector_calibration cal = {.struct_size = sizeof cal};
+    qem_detector_calibration recorded = {.struct_size = sizeof recorded};
+    int has_recorded = 0;
+    if (qem_products_file_calibration(r.products, &recorded, &has_recorded, &e) != QEM_OK ||
+        qem_products_estimate_calibration(r.products, &cal, &e) != QEM_OK) {
         run_close(&r);
         return fail("calibrate", &e);
     }

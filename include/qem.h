@@ -1,21 +1,36 @@
 /*
  * qem: lossless, compact 4D-STEM data.
  *
- * The one public header. A 4D-STEM array has the C-order shape
+ * The stable public header (qem_experimental.h holds the hooks that may
+ * change). A 4D-STEM array has the C-order shape
  * (scan_row, scan_column, detector_row, detector_column); "scans" are the
  * flattened scan positions and "pixels" the flattened detector pixels.
  *
- * Conventions
- *  - Every fallible call returns a qem_status. QEM_OK is zero.
- *  - Calls that can fail take an optional `qem_error *` (may be NULL) that
- *    receives the status and a sentence saying what is wrong and what the
- *    user can do. There is no global or thread-local error state.
- *  - Handles are opaque; every *_free/close accepts NULL.
- *  - Options structs start with `struct_size`; initialise them with the
- *    matching *_init() so that later fields can be added compatibly.
- *  - Buffers are owned by the caller; *_bound() helpers give the size to
- *    allocate where it is not known in advance.
+ * Conventions (every call follows them; exceptions are named where they are)
+ *  - Every fallible call returns a qem_status (QEM_OK is zero) and takes a
+ *    last `qem_error *` (may be NULL) that receives the status and one or
+ *    two sentences saying what is wrong and what the user can do. There is
+ *    no global or thread-local error state. qem_status_group_of() sorts
+ *    statuses into families for bindings.
+ *  - Handles are opaque; every close and free function accepts NULL.
+ *  - Structs that can grow start with `size_t struct_size`:
+ *      options the caller fills: initialise them with the matching *_init();
+ *      results the library fills (infos, reports, plans, calibrations,
+ *      stats): set struct_size to sizeof the struct you compiled against,
+ *      e.g. `qem_file_info info = {.struct_size = sizeof info};`. The library writes at
+ *      most struct_size bytes and sets struct_size to the bytes it wrote,
+ *      so a caller built against an older, smaller struct is never
+ *      overrun, and a newer caller sees which fields an older library
+ *      filled. A struct_size of 0 is QEM_E_INVALID_ARGUMENT.
+ *    Three small value structs never grow and have no struct_size:
+ *    qem_error, qem_quantity and qem_image.
+ *  - Buffers are owned by the caller, and every call that writes into one
+ *    takes its size in bytes; *_bound() helpers give that size where it is
+ *    not obvious. A buffer too small is QEM_E_INVALID_ARGUMENT.
  *  - A read handle may be used from several threads at once.
+ *  - Test and benchmark hooks (forced decode paths, the dense reference
+ *    path, timing probes, fault injection) are not here: they are in
+ *    qem_experimental.h, which may change in any release.
  */
 #ifndef QEM_H
 #define QEM_H
@@ -44,58 +59,81 @@ extern "C" {
 QEM_API const char *qem_version(void);
 
 /* ------------------------------------------------------------------------ */
-/* Status codes. Values are stable: new codes are only ever appended.       */
+/* Status codes. Values are stable: new codes are only ever appended. The   */
+/* [group] after each is what qem_status_group_of() returns for it.         */
 
 typedef enum qem_status {
     QEM_OK = 0,
-    QEM_E_INVALID_ARGUMENT = 1, /* the caller passed something unusable */
-    QEM_E_NO_MEMORY = 2,
-    QEM_E_IO = 3,               /* a read, write, sync or link failed */
-    QEM_E_EXISTS = 4,           /* the destination already exists */
-    QEM_E_CANCELLED = 5,        /* a progress callback asked to stop */
-    QEM_E_NOT_QEM = 6,          /* too short, or not the QEMDATA1 signature */
-    QEM_E_RETIRED_FORMAT = 7,   /* QGPUSTRM/QGANS: re-export the original */
-    QEM_E_HEADER_LENGTH = 8,    /* header length or body start invalid */
-    QEM_E_HEADER_CHECKSUM = 9,  /* header SHA-256 mismatch */
-    QEM_E_JSON = 10,            /* header is not one JSON object, or repeats a key */
-    QEM_E_HEADER = 11,          /* a required header key is missing or wrong */
-    QEM_E_UNSUPPORTED = 12,     /* newer container/codec/version: update qem */
-    QEM_E_FILE_LENGTH = 13,     /* file length disagrees with the header */
-    QEM_E_BODY_CHECKSUM = 14,   /* a 64 MiB body block SHA-256 mismatch */
-    QEM_E_LAYOUT = 15,          /* chunk or array layout invalid */
-    QEM_E_METADATA = 16,        /* scientific metadata invalid */
-    QEM_E_MODEL = 17,           /* invalid model selector or stream span */
-    QEM_E_RANS_STATE = 18,      /* rANS initial state out of range */
-    QEM_E_RANS_TRUNCATED = 19,  /* a stream ran out of bytes */
-    QEM_E_RANS_FINAL = 20,      /* trailing bytes or final state != 2^23 */
-    QEM_E_SPARSE = 21,          /* sparse positions not increasing/in range */
-    QEM_E_VALUE_RANGE = 22,     /* decoded value does not fit the dtype */
-    QEM_E_SPATIAL = 23,         /* spatial-sum index malformed or wrong */
-    QEM_E_NPY = 24,             /* .npy file malformed or not accepted */
-    QEM_E_NOT_YET = 25,         /* recognised but not implemented yet */
-    QEM_E_WRONG_CODEC = 26,     /* operation not meaningful for this codec */
-    QEM_E_CHANGED = 27,         /* the file changed while it was being read */
-    QEM_E_LIMIT = 28,           /* a size exceeds what qem accepts */
-    QEM_E_LOGICAL_CHECKSUM = 29, /* decoded float bits differ from logical_sha256 */
-    QEM_E_PACK_PRELUDE = 30,     /* pack: magic, lengths or index range invalid */
-    QEM_E_PACK_CRC = 31,         /* pack: manifest CRC-32 mismatch */
-    QEM_E_PACK_MANIFEST = 32,    /* pack: manifest invalid or disagrees with the index */
-    QEM_E_PACK_INDEX = 33,       /* pack: binary index invalid */
-    QEM_E_PACK_RANGE = 34,       /* pack: a byte range leaves the file or overlaps */
-    QEM_E_PACK_DESCRIPTOR = 35,  /* pack: widths, descriptors or compact headers invalid */
-    QEM_E_PACK_LZ4 = 36,         /* pack: an LZ4 block does not decode exactly */
-    QEM_E_PACK_DIGEST = 37,      /* pack: a shard digest mismatch */
-    QEM_E_RAW_UNAVAILABLE = 38,  /* raw values cannot be reconstructed from this file */
-    QEM_E_PACK_CALIBRATION = 39, /* pack: detector_calibration invalid */
-    QEM_E_FILE_DIGEST = 40,      /* whole-file SHA-256 differs from the expected identity */
-    QEM_E_INSUFFICIENT_MEMORY = 41, /* the plan needs more memory than is available */
-    QEM_E_INSUFFICIENT_DISK = 42,   /* the plan needs more disk than is available */
-    QEM_E_NONCONSTANT_EXCLUDED = 43 /* an excluded pixel's raw value varies (uint8 profile) */
+    QEM_E_INVALID_ARGUMENT = 1, /* the caller passed something unusable [usage] */
+    QEM_E_NO_MEMORY = 2, /* [limit] */
+    QEM_E_IO = 3, /* a read, write, sync or link failed [io] */
+    QEM_E_EXISTS = 4, /* the destination already exists [io] */
+    QEM_E_CANCELLED = 5, /* a progress callback asked to stop [cancelled] */
+    QEM_E_NOT_QEM = 6, /* too short, or not the QEMDATA1 signature [format] */
+    QEM_E_RETIRED_FORMAT = 7, /* QGPUSTRM/QGANS: re-export the original [unsupported] */
+    QEM_E_HEADER_LENGTH = 8, /* header length or body start invalid [format] */
+    QEM_E_HEADER_CHECKSUM = 9, /* header SHA-256 mismatch [checksum] */
+    QEM_E_JSON = 10, /* header is not one JSON object, or repeats a key [format] */
+    QEM_E_HEADER = 11, /* a required header key is missing or wrong [format] */
+    QEM_E_UNSUPPORTED = 12, /* newer container/codec/version: update qem [unsupported] */
+    QEM_E_FILE_LENGTH = 13, /* file length disagrees with the header [format] */
+    QEM_E_BODY_CHECKSUM = 14, /* a 64 MiB body block SHA-256 mismatch [checksum] */
+    QEM_E_LAYOUT = 15, /* chunk or array layout invalid [format] */
+    QEM_E_METADATA = 16, /* scientific metadata invalid [format] */
+    QEM_E_MODEL = 17, /* invalid model selector or stream span [format] */
+    QEM_E_RANS_STATE = 18, /* rANS initial state out of range [format] */
+    QEM_E_RANS_TRUNCATED = 19, /* a stream ran out of bytes [format] */
+    QEM_E_RANS_FINAL = 20, /* trailing bytes or final state != 2^23 [format] */
+    QEM_E_SPARSE = 21, /* sparse positions not increasing/in range [format] */
+    QEM_E_VALUE_RANGE = 22, /* decoded value does not fit the dtype [format] */
+    QEM_E_SPATIAL = 23, /* spatial-sum index malformed or wrong [format] */
+    QEM_E_NPY = 24, /* .npy file malformed or not accepted [format] */
+    QEM_E_NOT_YET = 25, /* recognised but not implemented yet [unsupported] */
+    QEM_E_WRONG_CODEC = 26, /* operation not meaningful for this codec [unsupported] */
+    QEM_E_CHANGED = 27, /* the file changed while it was being read [io] */
+    QEM_E_LIMIT = 28, /* a size exceeds what qem accepts [limit] */
+    QEM_E_LOGICAL_CHECKSUM = 29, /* decoded float bits differ from logical_sha256 [checksum] */
+    QEM_E_PACK_PRELUDE = 30, /* pack: magic, lengths or index range invalid [format] */
+    QEM_E_PACK_CRC = 31, /* pack: manifest CRC-32 mismatch [checksum] */
+    QEM_E_PACK_MANIFEST = 32, /* pack: manifest invalid or disagrees with the index [format] */
+    QEM_E_PACK_INDEX = 33, /* pack: binary index invalid [format] */
+    QEM_E_PACK_RANGE = 34, /* pack: a byte range leaves the file or overlaps [format] */
+    QEM_E_PACK_DESCRIPTOR = 35, /* pack: widths, descriptors or compact headers invalid [format] */
+    QEM_E_PACK_LZ4 = 36, /* pack: an LZ4 block does not decode exactly [format] */
+    QEM_E_PACK_DIGEST = 37, /* pack: a shard digest mismatch [checksum] */
+    QEM_E_RAW_UNAVAILABLE = 38, /* raw values cannot be reconstructed from this file [unsupported] */
+    QEM_E_PACK_CALIBRATION = 39, /* pack: detector_calibration invalid [format] */
+    QEM_E_FILE_DIGEST = 40, /* whole-file SHA-256 differs from the expected identity [checksum] */
+    QEM_E_INSUFFICIENT_MEMORY = 41, /* the plan needs more memory than is available [limit] */
+    QEM_E_INSUFFICIENT_DISK = 42, /* the plan needs more disk than is available [limit] */
+    QEM_E_NONCONSTANT_EXCLUDED = 43 /* an excluded pixel's raw value varies (uint8 profile) [unsupported] */
 } qem_status;
 
 /* A short, static description of a status (never NULL). */
 QEM_API const char *qem_strerror(qem_status status);
 
+/* Families of statuses, for bindings that map them onto their own errors. */
+typedef enum qem_status_group {
+    QEM_GROUP_OK = 0,
+    QEM_GROUP_USAGE = 1,       /* the caller asked for something invalid */
+    QEM_GROUP_IO = 2,          /* the system: read, write, link failed; the file
+                                * exists or changed while being read */
+    QEM_GROUP_FORMAT = 3,      /* the file is malformed or corrupt */
+    QEM_GROUP_CHECKSUM = 4,    /* corruption proven by a checksum or digest */
+    QEM_GROUP_UNSUPPORTED = 5, /* valid, but not something qem does (newer
+                                * version, retired format, wrong codec, raw
+                                * values not kept, ...) */
+    QEM_GROUP_LIMIT = 6,       /* memory, disk or a size limit */
+    QEM_GROUP_CANCELLED = 7    /* a progress callback asked to stop */
+} qem_status_group;
+
+/* The group of `status` (QEM_GROUP_USAGE for a value qem does not know). */
+QEM_API qem_status_group qem_status_group_of(qem_status status);
+/* "ok", "usage", "io", "format", "checksum", "unsupported", "limit" or
+ * "cancelled". */
+QEM_API const char *qem_status_group_name(qem_status_group group);
+
+/* Never grows (no struct_size). */
 typedef struct qem_error {
     qem_status status;
     char message[480]; /* NUL-terminated, one or two sentences */
@@ -147,33 +185,22 @@ typedef enum qem_body_check {
     QEM_BODY_CHECK_ON_READ = 1
 } qem_body_check;
 
-/* How count streams are decoded: side by side in SIMD lanes where the CPU
- * allows (AUTO picks the widest; QEM_RANS_PATH=scalar|avx2|avx512 in the
- * environment also forces one). Every path gives the same values and the
- * same errors; scalar is the reference. */
-typedef enum qem_decode_path {
-    QEM_DECODE_AUTO = 0,
-    QEM_DECODE_SCALAR = 1,
-    QEM_DECODE_AVX2 = 2,
-    QEM_DECODE_AVX512 = 3
-} qem_decode_path;
-
+/* Count streams decode side by side in SIMD lanes on the widest path the
+ * CPU has (AVX-512, AVX2, else scalar); every path gives the same values
+ * and errors. Forcing one is a test hook: qem_experimental.h. */
 typedef struct qem_open_options {
     size_t struct_size;
     qem_body_check body_check;
     int threads; /* decode threads per call; 0 = OpenMP default */
-    qem_decode_path decode_path;
     /* Whole-file SHA-256 (64 hex digits) the file must have, or NULL:
      * checked while opening (QEM_E_FILE_DIGEST on a mismatch). */
     const char *expect_sha256;
 } qem_open_options;
 
-/* 1 if this CPU can run `path` (AUTO and SCALAR always). */
-QEM_API int qem_decode_path_supported(qem_decode_path path);
-
 QEM_API void qem_open_options_init(qem_open_options *options);
 
 typedef struct qem_file_info {
+    size_t struct_size; /* set by the caller: sizeof(qem_file_info) */
     qem_codec codec;
     qem_dtype dtype;    /* logical dtype of the measurements */
     uint64_t shape[4];  /* scan_row, scan_column, detector_row, detector_column */
@@ -197,18 +224,18 @@ QEM_API qem_status qem_open(const char *path, const qem_open_options *options,
                             qem_file **out, qem_error *error);
 QEM_API void qem_close(qem_file *file);
 
-QEM_API void qem_get_info(const qem_file *file, qem_file_info *info);
+QEM_API qem_status qem_get_info(const qem_file *file, qem_file_info *info, qem_error *error);
 
 /* The exact header bytes (JSON, not NUL-terminated) and their length. */
 QEM_API const char *qem_header_json(const qem_file *file, size_t *length);
 
 /* A JSON object summarising the file for people and scripts: container,
  * codec, shape, dtype, chunks, sizes and compression ratio, validity, and
- * the scientific metadata (schema, coverage, processing, calibrated axes,
- * microscope quantities and calibration overrides, kept apart). Returns a
- * NUL-terminated string to release with qem_free(), or NULL if out of
- * memory. */
-QEM_API char *qem_summary_json(const qem_file *file);
+ * the scientific metadata (schema, coverage, source facts, processing,
+ * calibrated axes, microscope quantities and calibration overrides, kept
+ * apart). Returns a NUL-terminated string to release with qem_free(), or
+ * NULL (QEM_E_NO_MEMORY in `error`). */
+QEM_API char *qem_summary_json(const qem_file *file, qem_error *error);
 
 /* Releases memory the library returned. */
 QEM_API void qem_free(void *pointer);
@@ -224,6 +251,7 @@ typedef enum qem_calibration_source {
     QEM_CALIBRATION_OVERRIDE = 2
 } qem_calibration_source;
 
+/* Never grows (no struct_size). */
 typedef struct qem_quantity {
     double value;
     char unit[16]; /* "angstrom", "mrad", "1/angstrom", "kV", "us", "mm" */
@@ -231,6 +259,7 @@ typedef struct qem_quantity {
 } qem_quantity;
 
 typedef struct qem_calibration {
+    size_t struct_size;            /* set by the caller */
     qem_quantity scan_step[2];     /* row, column: angstrom */
     qem_quantity detector_step[2]; /* row, column: mrad or 1/angstrom */
     qem_quantity voltage;          /* accelerating voltage, kV */
@@ -240,14 +269,16 @@ typedef struct qem_calibration {
 } qem_calibration;
 
 /* Effective calibration of an open file (overrides applied). */
-QEM_API void qem_get_calibration(const qem_file *file, qem_calibration *calibration);
+QEM_API qem_status qem_get_calibration(const qem_file *file, qem_calibration *calibration,
+                                       qem_error *error);
 
 /* Writes `pixels` bytes, 1 where the detector pixel is valid. */
-QEM_API qem_status qem_get_valid_mask(const qem_file *file, uint8_t *mask, size_t mask_size);
+QEM_API qem_status qem_get_valid_mask(const qem_file *file, uint8_t *mask, size_t mask_size,
+                                      qem_error *error);
 
 /* Chunk `index`: its first flattened scan and scan count. */
 QEM_API qem_status qem_get_chunk(const qem_file *file, uint64_t index, uint64_t *first_scan,
-                                 uint64_t *scans);
+                                 uint64_t *scans, qem_error *error);
 
 /* Bytes needed for `scans` scan positions in the file's dtype. */
 QEM_API uint64_t qem_read_scans_bound(const qem_file *file, uint64_t scans);
@@ -272,9 +303,11 @@ QEM_API qem_status qem_read_values(qem_file *file, uint64_t first_scan, uint64_t
 QEM_API qem_status qem_read_codes(qem_file *file, uint64_t first_scan, uint64_t count,
                                   uint16_t *out, size_t out_size, qem_error *error);
 
-/* The float codec's recorded mean-dark plane (pixels floats). Raw reads
- * never subtract it; products do, once. QEM_E_INVALID_ARGUMENT if none. */
-QEM_API qem_status qem_get_dark(const qem_file *file, float *plane, size_t count);
+/* The float codec's recorded mean-dark plane (pixels floats: plane_size
+ * is at least 4 * pixels bytes). Raw reads never subtract it; products do,
+ * once. QEM_E_INVALID_ARGUMENT if none. */
+QEM_API qem_status qem_get_dark(const qem_file *file, float *plane, size_t plane_size,
+                                qem_error *error);
 
 typedef struct qem_verify_options {
     size_t struct_size;
@@ -286,6 +319,7 @@ typedef struct qem_verify_options {
 QEM_API void qem_verify_options_init(qem_verify_options *options);
 
 typedef struct qem_verify_report {
+    size_t struct_size; /* set by the caller */
     uint64_t body_blocks_checked;
     uint64_t streams_decoded;
     uint64_t spatial_values_checked;
@@ -294,12 +328,13 @@ typedef struct qem_verify_report {
 
 /* Checks everything: every body block checksum, every count stream decoded
  * to completion with all rANS rules, every value within the dtype, and every
- * spatial sum recomputed from the decoded counts. Stops at the first failure. */
+ * spatial sum recomputed from the decoded counts. Stops at the first failure.
+ * `report` may be NULL. */
 QEM_API qem_status qem_verify(qem_file *file, const qem_verify_options *options,
                               qem_verify_report *report, qem_error *error);
 
 /* ------------------------------------------------------------------------ */
-/* Writing .qem files (integer codec)                                       */
+/* Writing .qem files (all three codecs; the codec follows from the data)  */
 
 typedef struct qem_writer qem_writer;
 
@@ -385,6 +420,7 @@ typedef enum qem_raw_access {
 } qem_raw_access;
 
 typedef struct qem_pack_info {
+    size_t struct_size; /* set by the caller */
     qem_pack_profile profile;
     uint64_t shape[4];
     uint64_t scans, pixels;
@@ -398,6 +434,7 @@ typedef struct qem_pack_info {
     int loaded;
     int has_detector_calibration;
     char source_identity_sha256[65];
+    uint64_t digests_checked; /* once loaded: shard payload digests verified */
 } qem_pack_info;
 
 /* Key of the detector calibration `qem calibrate` records in a .qem file's
@@ -406,31 +443,14 @@ typedef struct qem_pack_info {
 
 /* Detector calibration bound to the source (manifest detector_calibration). */
 typedef struct qem_detector_calibration {
+    size_t struct_size;               /* set by the caller */
     double center_row, center_column; /* pixels, (row, column) */
     double bright_field_radius;       /* pixels */
+    char method[128];
     int has_dpc;                      /* rotation and exchange both present */
     double dpc_rotation_degrees;
     int dpc_component_order_exchanged;
-    char method[128];
 } qem_detector_calibration;
-
-/* Phases of opening and loading, in milliseconds (negative: not run).
- * Where threads load whole shards, each phase is summed over them. */
-typedef struct qem_pack_timings {
-    double metadata;             /* prelude, manifest, index, every range */
-    double whole_file_integrity; /* SHA-256 of the file, when an identity is expected */
-    double source_read;          /* reading shard payloads and metadata */
-    double header_validation;    /* widths/descriptors or compact headers */
-    double payload_integrity;    /* SHA-256 of decoded (uint16) or stored (uint8) payloads */
-    double descriptor_preparation;
-    double decode;               /* LZ4 blocks (uint16 profile only) */
-    double resident_copy;
-    double resident_ready;       /* open through a loaded, published source */
-    double first_diffraction;    /* first selected pattern after loading */
-    double first_detector;       /* first virtual detector image after loading */
-    uint64_t peak_transient_bytes; /* staging held at once (one shard per loading thread) */
-    uint64_t decoded_digests_checked;
-} qem_pack_timings;
 
 typedef struct qem_pack_load_options {
     size_t struct_size;
@@ -465,13 +485,15 @@ QEM_API qem_status qem_pack_load(qem_pack *pack, const qem_pack_load_options *op
                                  qem_error *error);
 QEM_API void qem_pack_close(qem_pack *pack);
 
-QEM_API void qem_pack_get_info(const qem_pack *pack, qem_pack_info *info);
-QEM_API void qem_pack_get_timings(const qem_pack *pack, qem_pack_timings *timings);
-/* Excluded detector pixels, row-major indices, ascending. */
-QEM_API qem_status qem_pack_get_excluded(const qem_pack *pack, uint32_t *pixels, size_t count);
+QEM_API qem_status qem_pack_get_info(const qem_pack *pack, qem_pack_info *info, qem_error *error);
+/* Excluded detector pixels, row-major indices, ascending (excluded_count
+ * values: pixels_size is at least 4 * excluded_count bytes). */
+QEM_API qem_status qem_pack_get_excluded(const qem_pack *pack, uint32_t *pixels,
+                                         size_t pixels_size, qem_error *error);
 /* QEM_E_INVALID_ARGUMENT when the manifest carries none. */
 QEM_API qem_status qem_pack_get_detector_calibration(const qem_pack *pack,
-                                                     qem_detector_calibration *calibration);
+                                                     qem_detector_calibration *calibration,
+                                                     qem_error *error);
 /* The exact manifest bytes (JSON). */
 QEM_API const char *qem_pack_manifest_json(const qem_pack *pack, size_t *length);
 
@@ -495,13 +517,9 @@ QEM_API qem_status qem_pack_read_scans(qem_pack *pack, uint64_t first, uint64_t 
 
 /* A JSON summary of a pack (prelude, profile, schema, shape, shards,
  * working dtype, exclusions, raw access, sizes, identity, calibration and,
- * once loaded, the phase timings). Release with qem_free(). */
-QEM_API char *qem_pack_summary_json(const qem_pack *pack);
-
-/* Times the first selected diffraction pattern (scan 0) and the first
- * detector-ready image (a virtual detector over every admitted pixel) on a
- * loaded pack; the results land in qem_pack_timings. */
-QEM_API qem_status qem_pack_time_first_access(qem_pack *pack, qem_error *error);
+ * once loaded, the phase timings). Release with qem_free(); NULL with
+ * QEM_E_NO_MEMORY in `error`. */
+QEM_API char *qem_pack_summary_json(const qem_pack *pack, qem_error *error);
 
 /* ------------------------------------------------------------------------ */
 /* Producing packs: inspect -> plan -> produce                              */
@@ -528,8 +546,9 @@ QEM_API qem_status qem_pack_inspect(const char *source, const qem_pack_source_op
                                     qem_pack_inspection **out, qem_error *error);
 QEM_API void qem_pack_inspection_free(qem_pack_inspection *inspection);
 /* The inspection as JSON (members, shape, dtype, logical bytes, bad pixels
- * and their digest, mask identity, source identity). qem_free() it. */
-QEM_API char *qem_pack_inspection_json(const qem_pack_inspection *inspection);
+ * and their digest, mask identity, source identity). qem_free() it; NULL
+ * with QEM_E_NO_MEMORY in `error`. */
+QEM_API char *qem_pack_inspection_json(const qem_pack_inspection *inspection, qem_error *error);
 
 typedef struct qem_pack_plan_options {
     size_t struct_size;
@@ -543,6 +562,7 @@ typedef struct qem_pack_plan_options {
 QEM_API void qem_pack_plan_options_init(qem_pack_plan_options *options);
 
 typedef struct qem_pack_plan {
+    size_t struct_size; /* set by the caller */
     qem_pack_profile profile;
     uint64_t scans_per_shard, shard_count;
     uint64_t excluded_count;
@@ -574,11 +594,12 @@ typedef struct qem_pack_produce_options {
 
 QEM_API void qem_pack_produce_options_init(qem_pack_produce_options *options);
 
-/* Re-authenticates the source (QEM_E_CHANGED if it changed since the
- * inspection), builds one shard at a time, writes a genuine HDF5 pack and
- * publishes DEST.receipt.json first and DEST last (the commit marker),
- * never overwriting; any failure publishes nothing. `plan` must come from
- * qem_pack_plan_make on this inspection with the same options. */
+/* Plans again from `plan_options` (as qem_pack_plan_make does, failing the
+ * same way when memory or disk is short), re-authenticates the source
+ * (QEM_E_CHANGED if it changed since the inspection), builds one shard at a
+ * time, writes a genuine HDF5 pack and publishes DEST.receipt.json first
+ * and DEST last (the commit marker), never overwriting; any failure
+ * publishes nothing. */
 QEM_API qem_status qem_pack_produce(qem_pack_inspection *inspection,
                                     const qem_pack_plan_options *plan_options, const char *dest,
                                     const qem_pack_produce_options *options, qem_error *error);
@@ -614,6 +635,7 @@ typedef enum qem_file_kind {
 QEM_API qem_status qem_identify(const char *path, qem_file_kind *kind, qem_error *error);
 
 typedef struct qem_source_info {
+    size_t struct_size; /* set by the caller */
     qem_source_kind kind;
     uint64_t shape[4];
     uint64_t scans, pixels;
@@ -637,7 +659,8 @@ QEM_API void qem_source_options_init(qem_source_options *options);
 QEM_API qem_status qem_source_open(const char *path, const qem_source_options *options,
                                    qem_source **out, qem_error *error);
 QEM_API void qem_source_close(qem_source *source);
-QEM_API void qem_source_get_info(const qem_source *source, qem_source_info *info);
+QEM_API qem_status qem_source_get_info(const qem_source *source, qem_source_info *info,
+                                       qem_error *error);
 /* The underlying handle, or NULL when the source is of the other kind. */
 QEM_API qem_file *qem_source_file(qem_source *source);
 QEM_API qem_pack *qem_source_pack(qem_source *source);
@@ -659,6 +682,7 @@ QEM_API qem_status qem_source_export_npy(qem_source *source, const char *dest, q
 typedef struct qem_npy qem_npy;
 
 typedef struct qem_npy_info {
+    size_t struct_size;  /* set by the caller */
     qem_dtype dtype;
     char descr[16];      /* the header's descr, e.g. "<u2" */
     unsigned ndim;
@@ -673,15 +697,16 @@ typedef struct qem_npy_info {
  * are refused with guidance; so is a file shorter than its header says. */
 QEM_API qem_status qem_npy_open(const char *path, qem_npy **out, qem_error *error);
 QEM_API void qem_npy_close(qem_npy *npy);
-QEM_API void qem_npy_get_info(const qem_npy *npy, qem_npy_info *info);
-/* Reads `count` elements starting at element `first` (flat C order). */
+QEM_API qem_status qem_npy_get_info(const qem_npy *npy, qem_npy_info *info, qem_error *error);
+/* Reads `count` elements starting at element `first` (flat C order) into
+ * `out` (out_size bytes, at least count * the element size). */
 QEM_API qem_status qem_npy_read(qem_npy *npy, uint64_t first, uint64_t count, void *out,
-                                qem_error *error);
+                                size_t out_size, qem_error *error);
 
 /* Reads a 2D detector mask of the given shape (bool or uint8, values 0/1
- * only) into `mask` (rows * columns bytes, 1 = set). */
+ * only) into `mask` (mask_size >= rows * columns bytes, 1 = set). */
 QEM_API qem_status qem_npy_read_mask(const char *path, uint64_t rows, uint64_t columns,
-                                     uint8_t *mask, qem_error *error);
+                                     uint8_t *mask, size_t mask_size, qem_error *error);
 
 /* Streaming .npy writer, published atomically like .qem files. */
 typedef struct qem_npy_writer qem_npy_writer;
@@ -701,14 +726,8 @@ QEM_API void qem_npy_writer_free(qem_npy_writer *writer);
  * of the scans. Rules: doc/products.md. */
 typedef struct qem_products qem_products;
 
-typedef enum qem_products_path {
-    QEM_PATH_FAST = 0,      /* selected streams/tiles, spatial sums */
-    QEM_PATH_REFERENCE = 1  /* decode windows and sum densely (tests) */
-} qem_products_path;
-
 typedef struct qem_products_options {
     size_t struct_size;
-    qem_products_path path;
     int threads;               /* 0 = the source's */
     qem_progress_fn progress;  /* per window of scans */
     void *progress_user;
@@ -720,7 +739,7 @@ QEM_API qem_status qem_products_open(qem_source *source, const qem_products_opti
 QEM_API void qem_products_close(qem_products *products);
 
 /* A product array owned by the caller after a successful call; release
- * with qem_image_free. */
+ * with qem_image_free. Never grows (no struct_size). */
 typedef struct qem_image {
     qem_dtype dtype;
     unsigned ndim;       /* 2, or 3 with shape[2] components */
@@ -730,8 +749,9 @@ typedef struct qem_image {
 
 QEM_API void qem_image_free(qem_image *image);
 
-/* Detector pixels that take part (1) or never do (0). */
-QEM_API void qem_products_valid(const qem_products *products, uint8_t *mask);
+/* Detector pixels that take part (1) or never do (0): mask_size >= pixels. */
+QEM_API qem_status qem_products_valid(const qem_products *products, uint8_t *mask,
+                                      size_t mask_size, qem_error *error);
 
 /* --- masks ---------------------------------------------------------------- */
 
@@ -756,30 +776,34 @@ typedef struct qem_detector_geometry {
 
 QEM_API void qem_detector_geometry_init(qem_detector_geometry *geometry);
 
-/* Named detector mask (pixels bytes): pixels whose squared distance from
- * the centre, in double precision, lies in [lo^2, hi^2], both ends
- * inclusive; invalid/excluded pixels cleared. mrad radii are converted
- * with px = mrad * radius_px / semiangle, radius_px the bright-field
- * radius in pixels (`radius_px` argument). */
+/* Named detector mask (mask_size >= pixels bytes): pixels whose squared
+ * distance from the centre, in double precision, lies in [lo^2, hi^2],
+ * both ends inclusive; invalid/excluded pixels cleared. mrad radii are
+ * converted with px = mrad * radius_px / semiangle, radius_px the
+ * bright-field radius in pixels (`radius_px` argument). */
 QEM_API qem_status qem_products_detector_mask(const qem_products *products,
                                               const qem_detector_geometry *geometry,
                                               double radius_px, uint8_t *mask,
-                                              qem_error *error);
+                                              size_t mask_size, qem_error *error);
 /* A 0/1 .npy mask of the detector's shape, invalid pixels cleared. */
 QEM_API qem_status qem_products_mask_from_npy(const qem_products *products, const char *path,
-                                              uint8_t *mask, qem_error *error);
+                                              uint8_t *mask, size_t mask_size, qem_error *error);
 
 /* --- exact primitives (partition scans, merge by addition) --------------- */
 
 /* Integer data (counts, or scaled codes): out[k * count + i] = sum over
- * valid pixels p of weights[k][p] * value(first + i, p), exact. */
+ * valid pixels p of weights[k][p] * value(first + i, p), exact
+ * (out_size >= 8 * planes * count bytes). */
 QEM_API qem_status qem_products_weighted_sums(qem_products *products, uint64_t first,
                                               uint64_t count, const int32_t *const *weights,
-                                              unsigned planes, int64_t *out, qem_error *error);
+                                              unsigned planes, int64_t *out, size_t out_size,
+                                              qem_error *error);
 /* Integer data: adds sum over scans [first, first + count) of each valid
- * pixel's value into sums[p] (pixels values); invalid pixels add 0. */
+ * pixel's value into sums[p] (sums_size >= 8 * pixels bytes); invalid
+ * pixels add 0. */
 QEM_API qem_status qem_products_pixel_sums(qem_products *products, uint64_t first,
-                                           uint64_t count, uint64_t *sums, qem_error *error);
+                                           uint64_t count, uint64_t *sums, size_t sums_size,
+                                           qem_error *error);
 
 /* --- products -------------------------------------------------------------- */
 
@@ -818,6 +842,7 @@ QEM_API qem_status qem_products_com(qem_products *products, const uint8_t *mask,
                                     int subtract_mean, qem_image *image, qem_error *error);
 
 typedef struct qem_dpc_result {
+    size_t struct_size;   /* set by the caller */
     double rotation_degrees;
     int components_exchanged;
     uint64_t ffts;        /* 2-D FFTs performed */
@@ -840,9 +865,11 @@ QEM_API void qem_dpc_result_free(qem_dpc_result *result);
 QEM_API qem_status qem_products_estimate_calibration(qem_products *products,
                                                      qem_detector_calibration *calibration,
                                                      qem_error *error);
-/* The file's own detector calibration: 1 if it records one. */
-QEM_API int qem_products_file_calibration(const qem_products *products,
-                                          qem_detector_calibration *calibration);
+/* The file's own detector calibration: *found = 1 and `calibration`
+ * filled if it records one, else *found = 0. */
+QEM_API qem_status qem_products_file_calibration(const qem_products *products,
+                                                 qem_detector_calibration *calibration,
+                                                 int *found, qem_error *error);
 /* The file's convergence semi-angle: 1 if it states one. */
 QEM_API int qem_products_semiangle(const qem_products *products, double *mrad);
 
@@ -870,6 +897,7 @@ QEM_API qem_status qem_write_calibrated_copy(const char *src, const char *dest,
 typedef struct qem_detector_session qem_detector_session;
 
 typedef struct qem_session_stats {
+    size_t struct_size;          /* set by the caller */
     uint64_t sources;
     uint64_t resident_bytes;     /* summed over the sources */
     uint64_t pixels_changed;     /* last update: pixels whose membership changed */
@@ -891,8 +919,8 @@ QEM_API qem_status qem_detector_session_set_mask(qem_detector_session *session,
 /* A copy of source `index`'s current image. */
 QEM_API qem_status qem_detector_session_image(const qem_detector_session *session, size_t index,
                                               qem_image *image, qem_error *error);
-QEM_API void qem_detector_session_stats(const qem_detector_session *session,
-                                        qem_session_stats *stats);
+QEM_API qem_status qem_detector_session_stats(const qem_detector_session *session,
+                                              qem_session_stats *stats, qem_error *error);
 
 /* ------------------------------------------------------------------------ */
 /* Whole-file conveniences (what the CLI uses)                              */
@@ -915,11 +943,14 @@ QEM_API qem_status qem_source_shape(const char *path, uint64_t shape[4], qem_dty
 
 /* Reads a mean-dark recipe for detector shape rows x columns from a .npy:
  * a 2D float32 plane, or a 3D (frames, rows, columns) float32/uint16/uint8
- * stack whose per-pixel mean (in float64, rounded once) is the plane. The
- * identity is SHA-256 of "empad-mean-dark/v1", a NUL, the raw bytes of
- * every frame (none for a plane) and the plane's float32 bytes. */
+ * stack whose per-pixel mean (in float64, rounded once) is the plane
+ * (plane_size >= 4 * rows * columns bytes). The identity (64 hex digits
+ * and a NUL: identity_size >= 65) is SHA-256 of "empad-mean-dark/v1", a
+ * NUL, the raw bytes of every frame (none for a plane) and the plane's
+ * float32 bytes. */
 QEM_API qem_status qem_dark_from_npy(const char *path, uint64_t rows, uint64_t columns,
-                                     float *plane, char identity[65], qem_error *error);
+                                     float *plane, size_t plane_size, char *identity,
+                                     size_t identity_size, qem_error *error);
 
 typedef struct qem_export_options {
     size_t struct_size;

@@ -56,6 +56,72 @@ const char *qem_strerror(qem_status status)
     return "unknown status";
 }
 
+qem_status_group qem_status_group_of(qem_status status)
+{
+    switch (status) {
+    case QEM_OK: return QEM_GROUP_OK;
+    case QEM_E_INVALID_ARGUMENT: return QEM_GROUP_USAGE;
+    case QEM_E_IO:
+    case QEM_E_EXISTS:
+    case QEM_E_CHANGED: return QEM_GROUP_IO;
+    case QEM_E_CANCELLED: return QEM_GROUP_CANCELLED;
+    case QEM_E_HEADER_CHECKSUM:
+    case QEM_E_BODY_CHECKSUM:
+    case QEM_E_LOGICAL_CHECKSUM:
+    case QEM_E_PACK_CRC:
+    case QEM_E_PACK_DIGEST:
+    case QEM_E_FILE_DIGEST: return QEM_GROUP_CHECKSUM;
+    case QEM_E_RETIRED_FORMAT:
+    case QEM_E_UNSUPPORTED:
+    case QEM_E_NOT_YET:
+    case QEM_E_WRONG_CODEC:
+    case QEM_E_RAW_UNAVAILABLE:
+    case QEM_E_NONCONSTANT_EXCLUDED: return QEM_GROUP_UNSUPPORTED;
+    case QEM_E_NO_MEMORY:
+    case QEM_E_LIMIT:
+    case QEM_E_INSUFFICIENT_MEMORY:
+    case QEM_E_INSUFFICIENT_DISK: return QEM_GROUP_LIMIT;
+    case QEM_E_NOT_QEM:
+    case QEM_E_HEADER_LENGTH:
+    case QEM_E_JSON:
+    case QEM_E_HEADER:
+    case QEM_E_FILE_LENGTH:
+    case QEM_E_LAYOUT:
+    case QEM_E_METADATA:
+    case QEM_E_MODEL:
+    case QEM_E_RANS_STATE:
+    case QEM_E_RANS_TRUNCATED:
+    case QEM_E_RANS_FINAL:
+    case QEM_E_SPARSE:
+    case QEM_E_VALUE_RANGE:
+    case QEM_E_SPATIAL:
+    case QEM_E_NPY:
+    case QEM_E_PACK_PRELUDE:
+    case QEM_E_PACK_MANIFEST:
+    case QEM_E_PACK_INDEX:
+    case QEM_E_PACK_RANGE:
+    case QEM_E_PACK_DESCRIPTOR:
+    case QEM_E_PACK_LZ4:
+    case QEM_E_PACK_CALIBRATION: return QEM_GROUP_FORMAT;
+    }
+    return QEM_GROUP_USAGE;
+}
+
+const char *qem_status_group_name(qem_status_group group)
+{
+    switch (group) {
+    case QEM_GROUP_OK: return "ok";
+    case QEM_GROUP_USAGE: return "usage";
+    case QEM_GROUP_IO: return "io";
+    case QEM_GROUP_FORMAT: return "format";
+    case QEM_GROUP_CHECKSUM: return "checksum";
+    case QEM_GROUP_UNSUPPORTED: return "unsupported";
+    case QEM_GROUP_LIMIT: return "limit";
+    case QEM_GROUP_CANCELLED: return "cancelled";
+    }
+    return "usage";
+}
+
 void qem_error_clear(qem_error *error)
 {
     if (error) {

@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "common/fileio.h"
 #include "common/npy.h"
+#include "common/options.h"
 #include "qem.h"
 
 #define NPY_MAGIC "\x93NUMPY"
@@ -307,12 +308,16 @@ void qem_npy_close(qem_npy *npy)
     free(npy);
 }
 
-void qem_npy_get_info(const qem_npy *npy, qem_npy_info *info)
+qem_status qem_npy_get_info(const qem_npy *npy, qem_npy_info *info, qem_error *error)
 {
-    *info = npy->info;
+    qem_error_clear(error);
+    if (!npy)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_npy_get_info: NULL array");
+    return qem_result_deliver(info, &npy->info, sizeof npy->info, "qem_npy_info", error);
 }
 
-qem_status qem_npy_read(qem_npy *npy, uint64_t first, uint64_t count, void *out, qem_error *error)
+qem_status qem_npy_read(qem_npy *npy, uint64_t first, uint64_t count, void *out, size_t out_size,
+                        qem_error *error)
 {
     qem_error_clear(error);
     if (!npy || (!out && count))
@@ -322,13 +327,24 @@ qem_status qem_npy_read(qem_npy *npy, uint64_t first, uint64_t count, void *out,
                         "qem_npy_read: elements [%llu, +%llu) outside the array",
                         (unsigned long long)first, (unsigned long long)count);
     size_t item = qem_dtype_size(npy->info.dtype);
+    if (out_size / item < count)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "qem_npy_read: %llu elements need %llu bytes, %zu given",
+                        (unsigned long long)count, (unsigned long long)(count * item), out_size);
     return qem_pread_full(npy->fd, out, (size_t)(count * item),
                           npy->info.data_offset + first * item, QEM_E_NPY, error);
 }
 
 qem_status qem_npy_read_mask(const char *path, uint64_t rows, uint64_t columns, uint8_t *mask,
-                             qem_error *error)
+                             size_t mask_size, qem_error *error)
 {
+    qem_error_clear(error);
+    if (!path || !mask)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_npy_read_mask: NULL argument");
+    if (rows && columns > mask_size / rows)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "qem_npy_read_mask: a %llux%llu mask needs more than %zu bytes",
+                        (unsigned long long)rows, (unsigned long long)columns, mask_size);
     qem_npy *npy = NULL;
     QEM_TRY(qem_npy_open(path, &npy, error));
     qem_npy_info info = npy->info;
@@ -341,7 +357,7 @@ qem_status qem_npy_read_mask(const char *path, uint64_t rows, uint64_t columns, 
         st = qem_fail(error, QEM_E_NPY, "mask '%s' must be bool or uint8 (0/1), not %s", path,
                       info.descr);
     } else {
-        st = qem_npy_read(npy, 0, rows * columns, mask, error);
+        st = qem_npy_read(npy, 0, rows * columns, mask, mask_size, error);
         for (uint64_t i = 0; st == QEM_OK && i < rows * columns; i++) {
             if (mask[i] > 1)
                 st = qem_fail(error, QEM_E_NPY,
@@ -474,4 +490,9 @@ void qem_npy_writer_free(qem_npy_writer *w)
 int qem_npy_descriptor(const qem_npy *npy)
 {
     return npy->fd;
+}
+
+const qem_npy_info *qem_npy_info_of(const qem_npy *npy)
+{
+    return &npy->info;
 }

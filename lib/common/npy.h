@@ -9,4 +9,7 @@
  * hashing the bytes outside the data). */
 int qem_npy_descriptor(const qem_npy *npy);
 
+/* The header of an open .npy, for the library's own readers. */
+const qem_npy_info *qem_npy_info_of(const qem_npy *npy);
+
 #endif

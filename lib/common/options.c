@@ -19,3 +19,30 @@ qem_status qem_options_overlay(void *local, size_t local_size, const void *user,
     memcpy(local, &local_size, sizeof local_size);
     return QEM_OK;
 }
+
+qem_status qem_result_check(const void *out, const char *what, qem_error *error)
+{
+    if (!out)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "%s: NULL result struct", what);
+    size_t declared;
+    memcpy(&declared, out, sizeof declared);
+    if (declared < sizeof(size_t) || declared > (1u << 16))
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "%s: struct_size is %zu; set it to sizeof(%s) before the call", what,
+                        declared, what);
+    return QEM_OK;
+}
+
+qem_status qem_result_deliver(void *out, const void *value, size_t value_size, const char *what,
+                              qem_error *error)
+{
+    QEM_TRY(qem_result_check(out, what, error));
+    size_t declared;
+    memcpy(&declared, out, sizeof declared);
+    const size_t n = declared < value_size ? declared : value_size;
+    /* Everything after struct_size, then struct_size itself: the bytes written. */
+    memcpy((unsigned char *)out + sizeof(size_t), (const unsigned char *)value + sizeof(size_t),
+           n - sizeof(size_t));
+    memcpy(out, &n, sizeof n);
+    return QEM_OK;
+}

@@ -371,8 +371,8 @@ static qem_status verify_written(const qem_publish *pub, const pack_calibration_
     }
     qem_pack *q = NULL;
     QEM_TRY(qem_pack_open(path, &q, error));
-    qem_detector_calibration got;
-    int same = qem_pack_get_detector_calibration(q, &got) == QEM_OK &&
+    qem_detector_calibration got = {.struct_size = sizeof got};
+    int same = qem_pack_get_detector_calibration(q, &got, NULL) == QEM_OK &&
                got.center_row == cal->center_row && got.center_column == cal->center_col &&
                got.bright_field_radius == cal->radius && got.has_dpc == !!cal->has_dpc &&
                strcmp(got.method, cal->method) == 0 &&

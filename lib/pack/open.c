@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/options.h"
 #include "common/fileio.h"
 #include "common/json.h"
 #include "common/sha256.h"
@@ -684,7 +685,8 @@ qem_status qem_pack_open(const char *path, qem_pack **out, qem_error *error)
     if (!p)
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     pack_now(&p->opened_at);
-    p->timings = (qem_pack_timings){-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 0, 0};
+    p->timings = (qem_pack_timings){sizeof(qem_pack_timings), -1, -1, -1, -1, -1, -1, -1, -1,
+                                    -1, -1, -1, 0, 0};
     uint8_t *index = NULL;
     struct stat sb;
     p->fd = -1;
@@ -726,9 +728,10 @@ done:
     return QEM_OK;
 }
 
-void qem_pack_get_info(const qem_pack *p, qem_pack_info *info)
+void pack_fill_info(const qem_pack *p, qem_pack_info *info)
 {
     memset(info, 0, sizeof *info);
+    info->struct_size = sizeof *info;
     info->profile = p->profile;
     memcpy(info->shape, p->shape, sizeof info->shape);
     info->scans = p->scans;
@@ -745,28 +748,54 @@ void qem_pack_get_info(const qem_pack *p, qem_pack_info *info)
     info->loaded = p->loaded;
     info->has_detector_calibration = p->has_calibration;
     qem_sha256_hex(p->identity, info->source_identity_sha256);
+    info->digests_checked = p->timings.decoded_digests_checked;
 }
 
-void qem_pack_get_timings(const qem_pack *p, qem_pack_timings *timings)
+qem_status qem_pack_get_info(const qem_pack *p, qem_pack_info *out, qem_error *error)
 {
-    *timings = p->timings;
+    qem_error_clear(error);
+    if (!p)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_pack_get_info: NULL pack");
+    qem_pack_info info;
+    pack_fill_info(p, &info);
+    return qem_result_deliver(out, &info, sizeof info, "qem_pack_info", error);
 }
 
-qem_status qem_pack_get_excluded(const qem_pack *p, uint32_t *pixels, size_t count)
+qem_status qem_pack_get_timings(const qem_pack *p, qem_pack_timings *out, qem_error *error)
 {
-    if (!p || (!pixels && p->excluded_count) || count < p->excluded_count)
-        return QEM_E_INVALID_ARGUMENT;
+    qem_error_clear(error);
+    if (!p)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_pack_get_timings: NULL pack");
+    return qem_result_deliver(out, &p->timings, sizeof p->timings, "qem_pack_timings", error);
+}
+
+qem_status qem_pack_get_excluded(const qem_pack *p, uint32_t *pixels, size_t size,
+                                 qem_error *error)
+{
+    qem_error_clear(error);
+    if (!p || (!pixels && p->excluded_count))
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_pack_get_excluded: NULL argument");
+    if (size / sizeof *pixels < p->excluded_count)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "qem_pack_get_excluded: %llu pixels need %llu bytes, %zu given",
+                        (unsigned long long)p->excluded_count,
+                        (unsigned long long)(p->excluded_count * sizeof *pixels), size);
     if (p->excluded_count)
         memcpy(pixels, p->excluded, (size_t)p->excluded_count * sizeof *pixels);
     return QEM_OK;
 }
 
-qem_status qem_pack_get_detector_calibration(const qem_pack *p, qem_detector_calibration *c)
+qem_status qem_pack_get_detector_calibration(const qem_pack *p, qem_detector_calibration *c,
+                                             qem_error *error)
 {
-    if (!p || !c || !p->has_calibration)
-        return QEM_E_INVALID_ARGUMENT;
-    *c = p->calibration;
-    return QEM_OK;
+    qem_error_clear(error);
+    if (!p)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "NULL pack");
+    if (!p->has_calibration)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "'%s' records no detector calibration", p->path);
+    return qem_result_deliver(c, &p->calibration, sizeof p->calibration,
+                              "qem_detector_calibration", error);
 }
 
 const char *qem_pack_manifest_json(const qem_pack *p, size_t *length)

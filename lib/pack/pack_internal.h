@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "common/fileio.h"
+#include "qem_experimental.h"
 #include <string.h>
 #include <sys/types.h>
 #include <time.h>
@@ -176,5 +177,8 @@ static inline unsigned pack_v3_width(const qem_pack *p, const uint32_t *headers,
     const uint32_t *h = headers + pixel * (p->checkpoints + p->width_words) + p->checkpoints;
     return (h[tile / 8] >> (4 * (tile % 8))) & 15u;
 }
+
+/* The complete qem_pack_info of `p` (what qem_pack_get_info delivers). */
+void pack_fill_info(const qem_pack *p, qem_pack_info *info);
 
 #endif

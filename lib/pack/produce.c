@@ -131,8 +131,13 @@ static void u32_list_digest(const uint32_t *v, uint64_t n, uint8_t digest[32])
     qem_sha256_free(ctx);
 }
 
-char *qem_pack_inspection_json(const qem_pack_inspection *in)
+char *qem_pack_inspection_json(const qem_pack_inspection *in, qem_error *error)
 {
+    qem_error_clear(error);
+    if (!in) {
+        qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_pack_inspection_json: NULL inspection");
+        return NULL;
+    }
     const pack_source *s = in->source;
     uint8_t bad_digest[32];
     u32_list_digest(s->bad_pixels, s->bad_count, bad_digest);
@@ -148,6 +153,8 @@ char *qem_pack_inspection_json(const qem_pack_inspection *in)
         (json_int_t)s->largest_compressed_chunk);
     char *text = root ? json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
     json_decref(root);
+    if (!text)
+        qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     return text;
 }
 
@@ -330,7 +337,10 @@ qem_status qem_pack_plan_make(const qem_pack_inspection *in, const qem_pack_plan
     uint64_t count = 0;
     QEM_TRY(excluded_pixels(in->source, o.exclude, &excluded, &count, error));
     free(excluded);
-    return plan_make(in->source, &o, plan, count, error);
+    QEM_TRY(qem_result_check(plan, "qem_pack_plan", error));
+    qem_pack_plan made;
+    QEM_TRY(plan_make(in->source, &o, &made, count, error));
+    return qem_result_deliver(plan, &made, sizeof made, "qem_pack_plan", error);
 }
 
 /* --- produce -------------------------------------------------------------- */

@@ -82,7 +82,10 @@ static int no_dark(const void *impl, float *plane)
 static int detector_calibration_of(const void *impl, qem_detector_calibration *c)
 {
     const qem_pack *p = impl;
-    return p->has_calibration && qem_pack_get_detector_calibration(p, c) == QEM_OK;
+    if (!p->has_calibration)
+        return 0;
+    *c = p->calibration;
+    return 1;
 }
 
 /* Packs carry no microscope metadata. */
@@ -96,7 +99,7 @@ static int no_semiangle(const void *impl, double *mrad)
 static uint64_t resident_of(const void *impl)
 {
     qem_pack_info info;
-    qem_pack_get_info(impl, &info);
+    pack_fill_info(impl, &info);
     return info.resident_bytes;
 }
 

@@ -21,6 +21,7 @@
 #include <hdf5.h>
 
 #include "common/error.h"
+#include "common/npy.h"
 #include "common/fileio.h"
 #include "common/sha256.h"
 #include "pack/source_identity.h"
@@ -984,8 +985,7 @@ static qem_status inspect_npy(pack_source *s, src_impl *im, const char *path,
                         path);
     QEM_TRY(add_member(s, path, 1, o, error));
     QEM_TRY(qem_npy_open(path, &im->npy, error));
-    qem_npy_info info;
-    qem_npy_get_info(im->npy, &info);
+    qem_npy_info info = *qem_npy_info_of(im->npy);
     if (strstr(info.descr, "b1"))
         return qem_fail(error, QEM_E_NPY,
                         "'%s' holds booleans; packs hold uint8/uint16 detector counts", path);
@@ -1701,12 +1701,12 @@ static qem_status read_npy(pack_source *s, src_impl *im, uint64_t first, uint64_
 {
     const uint64_t pixels = s->shape[2] * s->shape[3], n = count * pixels;
     if (s->dtype == QEM_DTYPE_UINT16)
-        return qem_npy_read(im->npy, first * pixels, n, out, error);
+        return qem_npy_read(im->npy, first * pixels, n, out, (size_t)n * 2, error);
     /* uint8: read into the upper half of `out`, then widen front to back
      * (element i is written at bytes 2i, 2i+1 <= n+i, never ahead of an
      * unread byte). */
     uint8_t *bytes = (uint8_t *)out + n;
-    QEM_TRY(qem_npy_read(im->npy, first * pixels, n, bytes, error));
+    QEM_TRY(qem_npy_read(im->npy, first * pixels, n, bytes, (size_t)n, error));
     for (uint64_t i = 0; i < n; i++)
         out[i] = bytes[i];
     return QEM_OK;

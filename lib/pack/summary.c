@@ -22,10 +22,15 @@ static json_t *ms(double v)
     return v < 0 ? json_null() : json_real(v);
 }
 
-char *qem_pack_summary_json(const qem_pack *p)
+char *qem_pack_summary_json(const qem_pack *p, qem_error *error)
 {
+    qem_error_clear(error);
+    if (!p) {
+        qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_pack_summary_json: NULL pack");
+        return NULL;
+    }
     qem_pack_info info;
-    qem_pack_get_info(p, &info);
+    pack_fill_info(p, &info);
     json_t *excluded = json_array();
     for (uint64_t i = 0; i < p->excluded_count; i++)
         json_array_append_new(excluded, json_integer(p->excluded[i]));
@@ -46,8 +51,10 @@ char *qem_pack_summary_json(const qem_pack *p)
         (double)logical / (double)p->file_size, "source_identity_sha256",
         info.source_identity_sha256, "headers_hashed_by_index",
         p->profile == QEM_PACK_UINT16_LZ4, "loaded", p->loaded);
-    if (!root)
+    if (!root) {
+        qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
         return NULL;
+    }
     if (p->has_calibration) {
         const qem_detector_calibration *c = &p->calibration;
         json_t *cal = json_pack("{s:[f,f], s:f, s:s}", "detector_center_px", c->center_row,
@@ -79,5 +86,7 @@ char *qem_pack_summary_json(const qem_pack *p)
     }
     char *text = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
     json_decref(root);
+    if (!text)
+        qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     return text;
 }

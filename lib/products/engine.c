@@ -55,9 +55,17 @@ qem_status prod_image_new(qem_image *image, qem_dtype dtype, uint64_t rows, uint
 qem_status qem_products_open(qem_source *source, const qem_products_options *options,
                              qem_products **out, qem_error *error)
 {
+    return qem_products_open_path(source, options, QEM_PATH_FAST, out, error);
+}
+
+qem_status qem_products_open_path(qem_source *source, const qem_products_options *options,
+                                  qem_products_path path, qem_products **out, qem_error *error)
+{
     qem_error_clear(error);
     if (!source || !out)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_products_open: NULL argument");
+    if (path != QEM_PATH_FAST && path != QEM_PATH_REFERENCE)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "unknown products path %d", (int)path);
     *out = NULL;
     qem_products *p = calloc(1, sizeof *p);
     if (!p)
@@ -70,6 +78,7 @@ qem_status qem_products_open(qem_source *source, const qem_products_options *opt
         return st;
     }
     p->source = source;
+    p->path = path;
     p->ops = source->ops;
     p->impl = source->impl;
     p->threads = p->options.threads > 0 ? p->options.threads : source->threads;
@@ -110,14 +119,39 @@ void qem_products_close(qem_products *p)
     free(p);
 }
 
-void qem_products_valid(const qem_products *p, uint8_t *mask)
+qem_status qem_products_valid(const qem_products *p, uint8_t *mask, size_t mask_size,
+                              qem_error *error)
 {
+    qem_error_clear(error);
+    if (!p || !mask)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_products_valid: NULL argument");
+    QEM_TRY(prod_check_buffer(mask_size, p->pixels, 1, "the mask", error));
     memcpy(mask, p->valid, (size_t)p->pixels);
+    return QEM_OK;
 }
 
-int qem_products_file_calibration(const qem_products *p, qem_detector_calibration *c)
+qem_status prod_check_buffer(size_t size, uint64_t count, size_t item, const char *what,
+                             qem_error *error)
 {
-    return p->ops->detector_calibration(p->impl, c);
+    if (size / item < count)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "%s needs %llu bytes, %zu given", what,
+                        (unsigned long long)(count * item), size);
+    return QEM_OK;
+}
+
+qem_status qem_products_file_calibration(const qem_products *p, qem_detector_calibration *c,
+                                         int *found, qem_error *error)
+{
+    qem_error_clear(error);
+    if (!p || !found)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_products_file_calibration: NULL");
+    QEM_TRY(qem_result_check(c, "qem_detector_calibration", error));
+    qem_detector_calibration recorded;
+    memset(&recorded, 0, sizeof recorded);
+    *found = p->ops->detector_calibration(p->impl, &recorded);
+    return *found ? qem_result_deliver(c, &recorded, sizeof recorded, "qem_detector_calibration",
+                                       error)
+                  : QEM_OK;
 }
 
 int qem_products_semiangle(const qem_products *p, double *mrad)
@@ -239,7 +273,7 @@ qem_status prod_weighted_sums(qem_products *p, uint64_t first, uint64_t count,
                         "float32 data have no exact sums; products use compensated sums");
     if (first > p->scans || count > p->scans - first || !weights || !planes || !out)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "weighted sums: bad range or argument");
-    if (p->options.path == QEM_PATH_REFERENCE || !p->ops->weighted_sums) {
+    if (p->path == QEM_PATH_REFERENCE || !p->ops->weighted_sums) {
         reference_sums r = {weights, planes, first, count, out, p};
         memset(out, 0, (size_t)(count * planes) * sizeof *out);
         return prod_for_windows(p, first, count, reference_window, &r, error);
@@ -264,11 +298,15 @@ qem_status prod_weighted_sums(qem_products *p, uint64_t first, uint64_t count,
 
 qem_status qem_products_weighted_sums(qem_products *p, uint64_t first, uint64_t count,
                                       const int32_t *const *weights, unsigned planes,
-                                      int64_t *out, qem_error *error)
+                                      int64_t *out, size_t out_size, qem_error *error)
 {
     qem_error_clear(error);
     if (!p)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_products_weighted_sums: NULL");
+    uint64_t values;
+    if (__builtin_mul_overflow(count, (uint64_t)planes, &values))
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "weighted sums: too many values");
+    QEM_TRY(prod_check_buffer(out_size, values, sizeof *out, "the sums", error));
     return prod_weighted_sums(p, first, count, weights, planes, out, error);
 }
 
@@ -291,18 +329,19 @@ static qem_status pixel_sums_window(void *user, uint64_t first, uint64_t count, 
 }
 
 qem_status qem_products_pixel_sums(qem_products *p, uint64_t first, uint64_t count,
-                                   uint64_t *sums, qem_error *error)
+                                   uint64_t *sums, size_t sums_size, qem_error *error)
 {
     qem_error_clear(error);
     if (!p || !sums)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_products_pixel_sums: NULL");
+    QEM_TRY(prod_check_buffer(sums_size, p->pixels, sizeof *sums, "the pixel sums", error));
     if (p->data == QEM_DATA_FLOAT)
         return qem_fail(error, QEM_E_WRONG_CODEC, "float32 data have no exact pixel sums");
     if (first > p->scans || count > p->scans - first)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "scans [%llu, +%llu) outside the %llu",
                         (unsigned long long)first, (unsigned long long)count,
                         (unsigned long long)p->scans);
-    if (p->options.path == QEM_PATH_FAST && p->ops->pixel_sums)
+    if (p->path == QEM_PATH_FAST && p->ops->pixel_sums)
         return p->ops->pixel_sums(p->impl, first, count, sums, NULL, p->threads, error);
     pixel_sums s = {p, sums};
     QEM_TRY(prod_for_windows(p, first, count, pixel_sums_window, &s, error));

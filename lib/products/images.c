@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/options.h"
 #include "products/calibration.h"
 #include "products/dpc.h"
 #include "products/products.h"
@@ -169,7 +170,7 @@ static qem_status reduce_rect(qem_products *p, uint64_t r0, uint64_t r1, uint64_
                         reduce == QEM_REDUCE_MAX ? calloc((size_t)P, sizeof(uint32_t)) : NULL};
         if (!s.sum || (reduce == QEM_REDUCE_MAX && !s.max))
             st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
-        const int fast = p->options.path == QEM_PATH_FAST && p->ops->pixel_sums;
+        const int fast = p->path == QEM_PATH_FAST && p->ops->pixel_sums;
         /* Full-width rectangles are one contiguous range of scans. */
         const int whole_rows = c0 == 0 && c1 == p->scan_cols;
         for (uint64_t r = r0; st == QEM_OK && r < r1; r += whole_rows ? r1 - r0 : 1) {
@@ -385,11 +386,23 @@ void qem_dpc_result_free(qem_dpc_result *r)
     memset(r, 0, sizeof *r);
 }
 
+static qem_status dpc_into(qem_products *p, const uint8_t *mask, double fixed_rotation_degrees,
+                           qem_dpc_result *r, qem_error *error);
+
 qem_status qem_products_dpc(qem_products *p, const uint8_t *mask, double fixed_rotation_degrees,
-                            qem_dpc_result *r, qem_error *error)
+                            qem_dpc_result *out, qem_error *error)
 {
-    QEM_TRY(check_open(p, r, "qem_products_dpc", error));
-    memset(r, 0, sizeof *r);
+    QEM_TRY(check_open(p, out, "qem_products_dpc", error));
+    QEM_TRY(qem_result_check(out, "qem_dpc_result", error));
+    qem_dpc_result r;
+    memset(&r, 0, sizeof r);
+    QEM_TRY(dpc_into(p, mask, fixed_rotation_degrees, &r, error));
+    return qem_result_deliver(out, &r, sizeof r, "qem_dpc_result", error);
+}
+
+static qem_status dpc_into(qem_products *p, const uint8_t *mask, double fixed_rotation_degrees,
+                           qem_dpc_result *r, qem_error *error)
+{
     const uint64_t n = p->scans, rows = p->scan_rows, cols = p->scan_cols;
     QEM_TRY(qem_products_com(p, mask, 1, &r->com, error));
     float *split = malloc((size_t)(4 * n) * sizeof *split);
@@ -441,10 +454,11 @@ qem_status qem_products_estimate_calibration(qem_products *p, qem_detector_calib
     qem_image_free(&mean);
     if (st != QEM_OK)
         return st;
-    memset(c, 0, sizeof *c);
-    c->center_row = est.center_row;
-    c->center_column = est.center_col;
-    c->bright_field_radius = est.radius;
-    snprintf(c->method, sizeof c->method, "%s", PRODUCT_CALIBRATION_METHOD);
-    return QEM_OK;
+    qem_detector_calibration made;
+    memset(&made, 0, sizeof made);
+    made.center_row = est.center_row;
+    made.center_column = est.center_col;
+    made.bright_field_radius = est.radius;
+    snprintf(made.method, sizeof made.method, "%s", PRODUCT_CALIBRATION_METHOD);
+    return qem_result_deliver(c, &made, sizeof made, "qem_detector_calibration", error);
 }

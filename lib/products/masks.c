@@ -32,11 +32,13 @@ static const char *detector_name(qem_detector d)
 }
 
 qem_status qem_products_detector_mask(const qem_products *p, const qem_detector_geometry *geometry,
-                                      double radius_px, uint8_t *mask, qem_error *error)
+                                      double radius_px, uint8_t *mask, size_t mask_size,
+                                      qem_error *error)
 {
     qem_error_clear(error);
     if (!p || !geometry || !mask)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_products_detector_mask: NULL");
+    QEM_TRY(prod_check_buffer(mask_size, p->pixels, 1, "the mask", error));
     qem_detector_geometry g;
     qem_detector_geometry_init(&g);
     QEM_TRY(qem_options_overlay(&g, sizeof g, geometry, "qem_detector_geometry", error));
@@ -100,12 +102,12 @@ qem_status qem_products_detector_mask(const qem_products *p, const qem_detector_
 }
 
 qem_status qem_products_mask_from_npy(const qem_products *p, const char *path, uint8_t *mask,
-                                      qem_error *error)
+                                      size_t mask_size, qem_error *error)
 {
     qem_error_clear(error);
     if (!p || !path || !mask)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_products_mask_from_npy: NULL");
-    QEM_TRY(qem_npy_read_mask(path, p->det_rows, p->det_cols, mask, error));
+    QEM_TRY(qem_npy_read_mask(path, p->det_rows, p->det_cols, mask, mask_size, error));
     for (uint64_t px = 0; px < p->pixels; px++)
         mask[px] = (uint8_t)(mask[px] && p->valid[px]);
     return QEM_OK;

@@ -5,6 +5,7 @@
 #define QEM_PRODUCTS_PRODUCTS_H
 
 #include "qem.h"
+#include "qem_experimental.h"
 #include "source/representation.h"
 
 struct qem_products {
@@ -18,6 +19,7 @@ struct qem_products {
     uint64_t valid_count;
     float *dark;      /* float data: the mean-dark plane, or NULL */
     qem_products_options options;
+    qem_products_path path; /* fast, or the dense reference (qem_experimental.h) */
     int threads;
 };
 
@@ -76,5 +78,10 @@ qem_status prod_float_masked_sums(qem_products *p, uint64_t first, uint64_t coun
 /* An image of the scan shape (2-D) or with `components` (3-D). */
 qem_status prod_image_new(qem_image *image, qem_dtype dtype, uint64_t rows, uint64_t cols,
                           uint64_t components, qem_error *error);
+
+/* QEM_E_INVALID_ARGUMENT unless `size` bytes hold `count` items of `item`
+ * bytes ("<what> needs N bytes, M given"). */
+qem_status prod_check_buffer(size_t size, uint64_t count, size_t item, const char *what,
+                             qem_error *error);
 
 #endif

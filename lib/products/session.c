@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/options.h"
 #include "products/products.h"
 
 struct qem_detector_session {
@@ -212,9 +213,11 @@ qem_status qem_detector_session_image(const qem_detector_session *s, size_t inde
     return QEM_OK;
 }
 
-void qem_detector_session_stats(const qem_detector_session *s, qem_session_stats *stats)
+qem_status qem_detector_session_stats(const qem_detector_session *s, qem_session_stats *stats,
+                                      qem_error *error)
 {
-    memset(stats, 0, sizeof *stats);
-    if (s)
-        *stats = s->stats;
+    qem_error_clear(error);
+    if (!s)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_detector_session_stats: NULL");
+    return qem_result_deliver(stats, &s->stats, sizeof s->stats, "qem_session_stats", error);
 }

@@ -105,7 +105,8 @@ static qem_status fill_from_npy(void *source, uint64_t first, uint64_t count, vo
                                 qem_error *error)
 {
     npy_source *s = source;
-    QEM_TRY(qem_npy_read(s->npy, first * s->pixels, count * s->pixels, window, error));
+    QEM_TRY(qem_npy_read(s->npy, first * s->pixels, count * s->pixels, window,
+                         (size_t)(count * s->pixels * s->item), error));
     /* The window holds the file's bytes as stored (C order, little-endian). */
     const uint64_t bytes = count * s->pixels * s->item;
     if (qem_sha256_update(s->digest, window, (size_t)bytes) != 0)
@@ -136,8 +137,7 @@ static qem_status save_from_npy(const char *source, const char *dest,
 {
     qem_npy *npy = NULL;
     QEM_TRY(qem_npy_open(source, &npy, error));
-    qem_npy_info info;
-    qem_npy_get_info(npy, &info);
+    qem_npy_info info = *qem_npy_info_of(npy);
     if (strstr(info.descr, "b1")) {
         qem_npy_close(npy);
         return qem_fail(error, QEM_E_NPY,
@@ -300,8 +300,7 @@ qem_status qem_source_shape(const char *path, uint64_t shape[4], qem_dtype *dtyp
     }
     qem_npy *npy = NULL;
     QEM_TRY(qem_npy_open(path, &npy, error));
-    qem_npy_info info;
-    qem_npy_get_info(npy, &info);
+    qem_npy_info info = *qem_npy_info_of(npy);
     qem_npy_close(npy);
     if (info.ndim != 4)
         return qem_fail(error, QEM_E_NPY, "'%s' is not a 4D array", path);
@@ -311,15 +310,19 @@ qem_status qem_source_shape(const char *path, uint64_t shape[4], qem_dtype *dtyp
 }
 
 qem_status qem_dark_from_npy(const char *path, uint64_t rows, uint64_t columns, float *plane,
-                             char identity[65], qem_error *error)
+                             size_t plane_size, char *identity, size_t identity_size,
+                             qem_error *error)
 {
     qem_error_clear(error);
     if (!path || !plane || !identity)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_dark_from_npy: NULL argument");
+    if (identity_size < 65 || (rows && columns > plane_size / sizeof *plane / rows))
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "qem_dark_from_npy: the plane needs %llu bytes and the identity 65",
+                        (unsigned long long)(rows * columns * sizeof *plane));
     qem_npy *npy = NULL;
     QEM_TRY(qem_npy_open(path, &npy, error));
-    qem_npy_info info;
-    qem_npy_get_info(npy, &info);
+    qem_npy_info info = *qem_npy_info_of(npy);
     const uint64_t P = rows * columns;
     const int stack = info.ndim == 3;
     qem_status st = QEM_OK;
@@ -345,7 +348,7 @@ qem_status qem_dark_from_npy(const char *path, uint64_t rows, uint64_t columns, 
     if (st == QEM_OK)
         qem_sha256_update(ctx, "empad-mean-dark/v1", sizeof "empad-mean-dark/v1");
     for (uint64_t k = 0; k < (stack ? frames : 1) && st == QEM_OK; k++) {
-        st = qem_npy_read(npy, k * P, P, frame, error);
+        st = qem_npy_read(npy, k * P, P, frame, (size_t)(P * item), error);
         if (st != QEM_OK)
             break;
         if (stack)

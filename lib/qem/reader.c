@@ -170,8 +170,21 @@ static qem_status requested_decode_path(qem_decode_path *path, qem_error *error)
     return QEM_OK;
 }
 
+void qem_experimental_open_options_init(qem_experimental_open_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->struct_size = sizeof *o;
+}
+
 qem_status qem_open(const char *path, const qem_open_options *options, qem_file **out,
                     qem_error *error)
+{
+    return qem_open_experimental(path, options, NULL, out, error);
+}
+
+qem_status qem_open_experimental(const char *path, const qem_open_options *options,
+                                 const qem_experimental_open_options *experimental,
+                                 qem_file **out, qem_error *error)
 {
     qem_error_clear(error);
     if (!path || !out)
@@ -181,6 +194,10 @@ qem_status qem_open(const char *path, const qem_open_options *options, qem_file 
     qem_open_options_init(&local);
     QEM_TRY(qem_options_overlay(&local, sizeof local, options, "qem_open_options", error));
     options = &local;
+    qem_experimental_open_options x;
+    qem_experimental_open_options_init(&x);
+    QEM_TRY(qem_options_overlay(&x, sizeof x, experimental, "qem_experimental_open_options",
+                                error));
     qem_file *f = calloc(1, sizeof *f);
     if (!f)
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
@@ -197,7 +214,7 @@ qem_status qem_open(const char *path, const qem_open_options *options, qem_file 
     qem_file_stamp_from_stat(&sb, &f->stamp);
     f->file_size = (uint64_t)sb.st_size;
     f->threads = options->threads;
-    qem_decode_path requested = options->decode_path;
+    qem_decode_path requested = x.decode_path;
     st = requested_decode_path(&requested, error);
     if (st != QEM_OK)
         goto fail;
@@ -230,34 +247,52 @@ fail:
     return st;
 }
 
-void qem_get_info(const qem_file *f, qem_file_info *info)
+qem_status qem_get_info(const qem_file *f, qem_file_info *out, qem_error *error)
 {
-    memset(info, 0, sizeof *info);
-    info->codec = f->codec;
-    info->dtype = f->dtype;
-    memcpy(info->shape, f->shape, sizeof info->shape);
-    info->scans = f->scans;
-    info->pixels = f->pixels;
-    info->file_bytes = f->file_size;
-    info->header_bytes = f->header_bytes;
-    info->body_bytes = f->body_bytes;
-    info->logical_bytes = f->scans * f->pixels * qem_dtype_size(f->dtype);
-    info->chunk_count = f->chunk_count;
-    info->valid_pixels = f->valid_count;
-    info->spatial_fields = f->codec == QEM_CODEC_INTEGER ? f->geometry.fields : 0;
-    info->has_dark = f->dark != NULL;
-    info->region_count = f->region_count;
+    qem_error_clear(error);
+    if (!f)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_get_info: NULL file");
+    qem_file_info info;
+    memset(&info, 0, sizeof info);
+    info.codec = f->codec;
+    info.dtype = f->dtype;
+    memcpy(info.shape, f->shape, sizeof info.shape);
+    info.scans = f->scans;
+    info.pixels = f->pixels;
+    info.file_bytes = f->file_size;
+    info.header_bytes = f->header_bytes;
+    info.body_bytes = f->body_bytes;
+    info.logical_bytes = f->scans * f->pixels * qem_dtype_size(f->dtype);
+    info.chunk_count = f->chunk_count;
+    info.valid_pixels = f->valid_count;
+    info.spatial_fields = f->codec == QEM_CODEC_INTEGER ? f->geometry.fields : 0;
+    info.has_dark = f->dark != NULL;
+    info.region_count = f->region_count;
+    return qem_result_deliver(out, &info, sizeof info, "qem_file_info", error);
 }
 
-void qem_get_calibration(const qem_file *f, qem_calibration *calibration)
+qem_status qem_get_calibration(const qem_file *f, qem_calibration *out, qem_error *error)
 {
-    qem_metadata_calibration(json_object_get(f->header, "scientific_metadata"), calibration);
+    qem_error_clear(error);
+    if (!f)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_get_calibration: NULL file");
+    qem_calibration calibration;
+    qem_metadata_calibration(json_object_get(f->header, "scientific_metadata"), &calibration);
+    return qem_result_deliver(out, &calibration, sizeof calibration, "qem_calibration", error);
 }
 
-qem_status qem_get_dark(const qem_file *f, float *plane, size_t count)
+qem_status qem_get_dark(const qem_file *f, float *plane, size_t plane_size, qem_error *error)
 {
-    if (!f || !f->dark || !plane || count < f->pixels)
-        return QEM_E_INVALID_ARGUMENT;
+    qem_error_clear(error);
+    if (!f || !plane)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_get_dark: NULL argument");
+    if (!f->dark)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "'%s' records no mean-dark plane",
+                        f->path);
+    if (plane_size / sizeof *plane < f->pixels)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "qem_get_dark: the plane needs %llu bytes, %zu given",
+                        (unsigned long long)(f->pixels * sizeof *plane), plane_size);
     memcpy(plane, f->dark, (size_t)f->pixels * sizeof *plane);
     return QEM_OK;
 }
@@ -269,18 +304,28 @@ const char *qem_header_json(const qem_file *f, size_t *length)
     return f->header_text;
 }
 
-qem_status qem_get_valid_mask(const qem_file *f, uint8_t *mask, size_t size)
+qem_status qem_get_valid_mask(const qem_file *f, uint8_t *mask, size_t size, qem_error *error)
 {
-    if (!f || !mask || size < f->pixels)
-        return QEM_E_INVALID_ARGUMENT;
+    qem_error_clear(error);
+    if (!f || !mask)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_get_valid_mask: NULL argument");
+    if (size < f->pixels)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "qem_get_valid_mask: the mask needs %llu bytes, %zu given",
+                        (unsigned long long)f->pixels, size);
     memcpy(mask, f->valid, (size_t)f->pixels);
     return QEM_OK;
 }
 
-qem_status qem_get_chunk(const qem_file *f, uint64_t index, uint64_t *first, uint64_t *scans)
+qem_status qem_get_chunk(const qem_file *f, uint64_t index, uint64_t *first, uint64_t *scans,
+                         qem_error *error)
 {
-    if (!f || index >= f->chunk_count)
-        return QEM_E_INVALID_ARGUMENT;
+    qem_error_clear(error);
+    if (!f)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_get_chunk: NULL file");
+    if (index >= f->chunk_count)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "chunk %llu of %llu does not exist",
+                        (unsigned long long)index, (unsigned long long)f->chunk_count);
     if (first)
         *first = f->chunks[index].first;
     if (scans)
@@ -304,4 +349,9 @@ uint64_t qem_chunk_index_of(const qem_file *f, uint64_t scan)
             hi = mid;
     }
     return lo;
+}
+
+qem_decode_path qem_file_decode_path(const qem_file *f)
+{
+    return f->rans_path;
 }

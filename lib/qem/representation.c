@@ -143,8 +143,9 @@ static int detector_calibration_of(const void *impl, qem_detector_calibration *c
 
 static int semiangle_of(const void *impl, double *mrad)
 {
+    const qem_file *f = impl;
     qem_calibration cal;
-    qem_get_calibration(impl, &cal);
+    qem_metadata_calibration(json_object_get(f->header, "scientific_metadata"), &cal);
     if (cal.semiangle.source == QEM_CALIBRATION_ABSENT)
         return 0;
     *mrad = cal.semiangle.value;

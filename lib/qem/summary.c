@@ -1,6 +1,7 @@
 /* The machine-readable summary behind `qem info`. */
 #include <stdlib.h>
 
+#include "common/error.h"
 #include "common/json.h"
 #include "qem/qem_internal.h"
 
@@ -64,10 +65,12 @@ static json_t *metadata_summary(const json_t *sm)
     return out;
 }
 
-char *qem_summary_json(const qem_file *f)
+char *qem_summary_json(const qem_file *f, qem_error *error)
 {
-    qem_file_info info;
-    qem_get_info(f, &info);
+    qem_error_clear(error);
+    qem_file_info info = {.struct_size = sizeof info};
+    if (qem_get_info(f, &info, error) != QEM_OK)
+        return NULL;
     json_t *chunks = json_array();
     for (uint64_t i = 0; i < f->chunk_count; i++)
         json_array_append_new(chunks, json_pack("{s:I, s:I}", "first",
@@ -87,8 +90,10 @@ char *qem_summary_json(const qem_file *f)
         chunks, "valid_pixels", "valid", (json_int_t)info.valid_pixels, "total",
         (json_int_t)info.pixels, "scientific_metadata",
         metadata_summary(json_object_get(f->header, "scientific_metadata")));
-    if (!root)
+    if (!root) {
+        qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
         return NULL;
+    }
     if (f->codec == QEM_CODEC_FLOAT32) {
         const json_t *bg = json_object_get(json_object_get(f->header, "empad"), "background");
         json_object_set_new(root, "dark",
@@ -108,5 +113,7 @@ char *qem_summary_json(const qem_file *f)
     }
     char *text = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
     json_decref(root);
+    if (!text)
+        qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     return text;
 }

@@ -118,19 +118,32 @@ static qem_status verify_block_integer(qem_file *f, const qem_chunk_view *v, uin
     return QEM_OK;
 }
 
-qem_status qem_verify(qem_file *f, const qem_verify_options *options, qem_verify_report *report,
+static qem_status verify_file(qem_file *f, const qem_verify_options *options,
+                              qem_verify_report *report, qem_error *error);
+
+qem_status qem_verify(qem_file *f, const qem_verify_options *options, qem_verify_report *out,
                       qem_error *error)
 {
     qem_error_clear(error);
+    if (out)
+        QEM_TRY(qem_result_check(out, "qem_verify_report", error));
+    qem_verify_report report;
+    memset(&report, 0, sizeof report);
+    const qem_status st = verify_file(f, options, &report, error);
+    /* Delivered on failure too: the counts show how far it got. */
+    if (out)
+        qem_result_deliver(out, &report, sizeof report, "qem_verify_report", NULL);
+    return st;
+}
+
+static qem_status verify_file(qem_file *f, const qem_verify_options *options,
+                              qem_verify_report *report, qem_error *error)
+{
     qem_verify_options local_options;
     qem_verify_options_init(&local_options);
     QEM_TRY(qem_options_overlay(&local_options, sizeof local_options, options,
                                 "qem_verify_options", error));
     options = &local_options;
-    qem_verify_report local = {0};
-    if (!report)
-        report = &local;
-    memset(report, 0, sizeof *report);
     if (!f)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_verify: NULL file");
     QEM_TRY(qem_body_check_range(f, 0, f->body_bytes, 1, &report->body_blocks_checked, error));

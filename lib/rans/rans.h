@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "qem.h"
+#include "qem_experimental.h"
 
 #define QEM_RANS_MODELS 64
 #define QEM_RANS_SYMBOLS 33

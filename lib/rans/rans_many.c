@@ -45,6 +45,11 @@ int qem_decode_path_supported(qem_decode_path path)
     return path == QEM_DECODE_AUTO || qem_rans_path_supported(path);
 }
 
+const char *qem_decode_path_name(qem_decode_path path)
+{
+    return qem_rans_path_name(path);
+}
+
 qem_rans_path qem_rans_path_resolve(qem_rans_path requested)
 {
     if (requested == QEM_RANS_PATH_AUTO) {

@@ -115,10 +115,15 @@ void qem_source_close(qem_source *s)
     free(s);
 }
 
-void qem_source_get_info(const qem_source *s, qem_source_info *info)
+qem_status qem_source_get_info(const qem_source *s, qem_source_info *out, qem_error *error)
 {
-    memset(info, 0, sizeof *info);
-    s->ops->describe(s->impl, info);
+    qem_error_clear(error);
+    if (!s)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_source_get_info: NULL source");
+    qem_source_info info;
+    memset(&info, 0, sizeof info);
+    s->ops->describe(s->impl, &info);
+    return qem_result_deliver(out, &info, sizeof info, "qem_source_info", error);
 }
 
 qem_file *qem_source_file(qem_source *s)
@@ -134,7 +139,8 @@ qem_pack *qem_source_pack(qem_source *s)
 uint64_t qem_source_read_bound(const qem_source *s, qem_values values, uint64_t scans)
 {
     qem_source_info info;
-    qem_source_get_info(s, &info);
+    memset(&info, 0, sizeof info);
+    s->ops->describe(s->impl, &info);
     return scans * info.pixels *
            qem_dtype_size(values == QEM_VALUES_RAW ? info.raw_dtype : info.working_dtype);
 }
@@ -158,7 +164,8 @@ static qem_status qem_source_export_npy_body(qem_source *s, const char *dest, qe
         return s->ops->export_npy(s->impl, dest, values, s->threads, progress, progress_user,
                                   error);
     qem_source_info info;
-    qem_source_get_info(s, &info);
+    memset(&info, 0, sizeof info);
+    s->ops->describe(s->impl, &info);
     const qem_dtype dtype = values == QEM_VALUES_RAW ? info.raw_dtype : info.working_dtype;
     if (values == QEM_VALUES_RAW && !info.raw_available) {
         /* Let the container say why, before any file exists. */

@@ -179,8 +179,8 @@ qem_status pack_open_load(const char *path, qem_error *error, int *loaded)
     if (st == QEM_OK)
         st = qem_pack_load(p, NULL, error);
     if (p) {
-        qem_pack_info info;
-        qem_pack_get_info(p, &info);
+        qem_pack_info info = {.struct_size = sizeof info};
+        qem_pack_get_info(p, &info, NULL);
         *loaded = info.loaded;
     }
     qem_pack_close(p);

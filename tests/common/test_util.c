@@ -166,3 +166,11 @@ json_t *test_load_json(const char *path)
         fprintf(stderr, "%s: %s\n", path, jerr.text);
     return j;
 }
+
+size_t npy_read_size(const qem_npy *npy, uint64_t count)
+{
+    qem_npy_info info = {.struct_size = sizeof info};
+    if (qem_npy_get_info(npy, &info, NULL) != QEM_OK)
+        return 0;
+    return (size_t)(count * qem_dtype_size(info.dtype));
+}

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "qem.h"
+#include "qem_experimental.h"
 
 extern int test_failures;
 extern int test_checks;
@@ -72,6 +73,10 @@ const char *spec_path(const char *relative);
 
 /* Reads a whole file; returns NULL on failure. Caller frees. */
 uint8_t *read_file(const char *path, size_t *size);
+
+/* Bytes of `count` elements of an open .npy: the out_size of a read into
+ * a buffer allocated for exactly that many of the file's elements. */
+size_t npy_read_size(const qem_npy *npy, uint64_t count);
 int write_file(const char *path, const void *data, size_t size);
 int file_exists(const char *path);
 /* Number of entries in `dir` whose name starts with `prefix`. */

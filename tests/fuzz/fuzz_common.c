@@ -55,8 +55,8 @@ void fuzz_pack_exercise(const char *path)
     qem_pack_load_options_init(&lo);
     lo.check_stored_digests = 1;
     if (qem_pack_load(p, &lo, &e) == QEM_OK) {
-        qem_pack_info info;
-        qem_pack_get_info(p, &info);
+        qem_pack_info info = {.struct_size = sizeof info};
+        qem_pack_get_info(p, &info, NULL);
         if (info.scans * info.pixels <= FUZZ_MAX_VALUES && info.pixels) {
             const size_t bytes = (size_t)qem_pack_read_bound(p, QEM_PACK_RAW, info.scans);
             void *out = malloc(bytes ? bytes : 1);

@@ -14,17 +14,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     qem_npy *n = NULL;
     if (qem_npy_open(path, &n, &e) != QEM_OK)
         return 0;
-    qem_npy_info info;
-    qem_npy_get_info(n, &info);
+    qem_npy_info info = {.struct_size = sizeof info};
+    qem_npy_get_info(n, &info, NULL);
     if (info.elements <= FUZZ_MAX_VALUES) {
         void *out = malloc((size_t)info.elements * 4 + 1);
         if (out)
-            qem_npy_read(n, 0, info.elements, out, &e);
+            qem_npy_read(n, 0, info.elements, out, (size_t)info.elements * 4 + 1, &e);
         free(out);
         if (info.ndim == 2 && info.elements) {
             uint8_t *mask = malloc((size_t)info.elements);
             if (mask)
-                qem_npy_read_mask(path, info.shape[0], info.shape[1], mask, &e);
+                qem_npy_read_mask(path, info.shape[0], info.shape[1], mask, (size_t)info.elements, &e);
             free(mask);
         }
     }

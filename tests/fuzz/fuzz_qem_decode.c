@@ -68,10 +68,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     qem_file *f = NULL;
     if (qem_open(path, NULL, &f, &e) != QEM_OK)
         return 0;
-    qem_verify_report report;
+    qem_verify_report report = {.struct_size = sizeof report};
     qem_verify(f, NULL, &report, &e);
-    qem_file_info info;
-    qem_get_info(f, &info);
+    qem_file_info info = {.struct_size = sizeof info};
+    qem_get_info(f, &info, NULL);
     if (info.pixels && info.scans * info.pixels <= FUZZ_MAX_VALUES) {
         float *out = malloc((size_t)(info.scans * info.pixels) * sizeof *out);
         if (out)

@@ -7,8 +7,8 @@
 
 static void read_all(qem_file *f)
 {
-    qem_file_info info;
-    qem_get_info(f, &info);
+    qem_file_info info = {.struct_size = sizeof info};
+    qem_get_info(f, &info, NULL);
     if (info.scans * info.pixels > FUZZ_MAX_VALUES || info.pixels == 0)
         return;
     float *out = malloc((size_t)(info.scans * info.pixels) * sizeof *out);
@@ -26,7 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     qem_error e;
     qem_file *f = NULL;
     if (qem_open(path, NULL, &f, &e) == QEM_OK) {
-        qem_verify_report report;
+        qem_verify_report report = {.struct_size = sizeof report};
         qem_verify(f, NULL, &report, &e);
         read_all(f);
         qem_close(f);

@@ -63,8 +63,8 @@ static void check_fixture(const char *name)
     CHECK_OK(qem_pack_open(fixture_path(rel), &p, &e), &e);
     if (!facts || !excl || !npy || !p)
         goto out;
-    qem_pack_info info;
-    qem_pack_get_info(p, &info);
+    qem_pack_info info = {.struct_size = sizeof info};
+    qem_pack_get_info(p, &info, NULL);
     json_t *shape = json_object_get(facts, "shape");
     for (size_t i = 0; i < 4; i++)
         CHECK_EQ_U64(info.shape[i], json_integer_value(json_array_get(shape, i)));
@@ -83,18 +83,18 @@ static void check_fixture(const char *name)
     CHECK_STATUS(qem_pack_read_scans(p, 0, 1, QEM_PACK_MASK_APPLIED, one, sizeof one, &e),
                  QEM_E_INVALID_ARGUMENT, &e);
     CHECK_OK(qem_pack_load(p, NULL, &e), &e);
-    qem_pack_get_info(p, &info);
+    qem_pack_get_info(p, &info, NULL);
     CHECK(info.loaded);
-    qem_pack_timings t;
-    qem_pack_get_timings(p, &t);
+    qem_pack_timings t = {.struct_size = sizeof t};
+    qem_pack_get_timings(p, &t, NULL);
     CHECK_EQ_U64(t.decoded_digests_checked, info.shard_count);
     CHECK(t.resident_ready >= t.metadata && t.metadata >= 0);
 
-    qem_npy_info ninfo;
-    qem_npy_get_info(npy, &ninfo);
+    qem_npy_info ninfo = {.struct_size = sizeof ninfo};
+    qem_npy_get_info(npy, &ninfo, NULL);
     const uint64_t n = ninfo.elements, P = info.pixels;
     uint16_t *source = malloc((size_t)n * 2);
-    CHECK_OK(qem_npy_read(npy, 0, n, source, &e), &e);
+    CHECK_OK(qem_npy_read(npy, 0, n, source, npy_read_size(npy, n), &e), &e);
     uint8_t *excluded = calloc((size_t)P, 1);
     for (size_t i = 0; i < json_array_size(flat); i++)
         excluded[json_integer_value(json_array_get(flat, i))] = 1;
@@ -178,10 +178,10 @@ static void check_fixture(const char *name)
 
     /* The detector calibration, when the manifest carries one. */
     json_t *cal = json_object_get(json_object_get(facts, "manifest_values"), "detector_calibration");
-    qem_detector_calibration dc;
+    qem_detector_calibration dc = {.struct_size = sizeof dc};
     if (json_is_object(cal)) {
         CHECK(info.has_detector_calibration);
-        CHECK_OK(qem_pack_get_detector_calibration(p, &dc), NULL);
+        CHECK_OK(qem_pack_get_detector_calibration(p, &dc, NULL), NULL);
         json_t *c = json_object_get(cal, "detector_center_px");
         CHECK(dc.center_row == json_number_value(json_array_get(c, 0)));
         CHECK(dc.center_column == json_number_value(json_array_get(c, 1)));
@@ -189,7 +189,7 @@ static void check_fixture(const char *name)
         CHECK(dc.has_dpc && dc.dpc_rotation_degrees ==
                                 json_number_value(json_object_get(cal, "dpc_rotation_degrees")));
     } else {
-        CHECK_STATUS(qem_pack_get_detector_calibration(p, &dc), QEM_E_INVALID_ARGUMENT, NULL);
+        CHECK_STATUS(qem_pack_get_detector_calibration(p, &dc, NULL), QEM_E_INVALID_ARGUMENT, NULL);
     }
     free(source);
     free(excluded);
@@ -249,8 +249,8 @@ static void check_corrupt(void)
                     fprintf(stderr, "corrupt '%s' (load)\n", file);
                 CHECK_STATUS(st, expected[k].at_load, &e);
                 /* Nothing was published. */
-                qem_pack_info info;
-                qem_pack_get_info(p, &info);
+                qem_pack_info info = {.struct_size = sizeof info};
+                qem_pack_get_info(p, &info, NULL);
                 CHECK(!info.loaded);
                 uint8_t dp[8];
                 CHECK_STATUS(qem_pack_read_scans(p, 0, 1, QEM_PACK_MASK_APPLIED, dp, 0, &e),

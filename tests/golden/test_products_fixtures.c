@@ -62,10 +62,9 @@ static qem_products *open_products(const char *rel, int path_kind, qem_source **
     CHECK_OK(qem_source_open(fixture_path(rel), NULL, src, &e), &e);
     qem_products_options o;
     qem_products_options_init(&o);
-    o.path = (qem_products_path)path_kind;
     qem_products *p = NULL;
     if (*src)
-        CHECK_OK(qem_products_open(*src, &o, &p, &e), &e);
+        CHECK_OK(qem_products_open_path(*src, &o, (qem_products_path)path_kind, &p, &e), &e);
     return p;
 }
 
@@ -83,11 +82,11 @@ static void check_qem_fixture(const char *name, int path_kind)
     const json_t *prod = json_object_get(facts, "products"), *shape = json_object_get(facts, "shape");
     const uint64_t sc = (uint64_t)json_integer_value(json_array_get(shape, 1));
     const uint64_t dc = (uint64_t)json_integer_value(json_array_get(shape, 3));
-    qem_source_info info;
-    qem_source_get_info(src, &info);
+    qem_source_info info = {.struct_size = sizeof info};
+    qem_source_get_info(src, &info, NULL);
     const uint64_t P = info.pixels, S = info.scans;
     uint8_t *valid = malloc((size_t)P), *mask = malloc((size_t)P);
-    qem_products_valid(p, valid);
+    qem_products_valid(p, valid, (size_t)P, NULL);
     const json_t *vm = json_object_get(prod, "virtual_mask");
     for (uint64_t px = 0; px < P; px++)
         mask[px] = (uint8_t)json_integer_value(at2(vm, px, dc));
@@ -120,7 +119,7 @@ static void check_qem_fixture(const char *name, int path_kind)
         for (uint64_t px = 0; px < P; px++)
             w[px] = mask[px];
         const int32_t *planes[1] = {w};
-        CHECK_OK(qem_products_weighted_sums(p, 0, S, planes, 1, sums, &e), &e);
+        CHECK_OK(qem_products_weighted_sums(p, 0, S, planes, 1, sums, (size_t)S * sizeof *sums, &e), &e);
         want = json_object_get(prod, "masked_code_sum_uint64");
         for (uint64_t s = 0; s < S; s++)
             bad += sums[s] != json_integer_value(at2(want, s, sc));
@@ -159,7 +158,7 @@ static void check_qem_fixture(const char *name, int path_kind)
     /* Exact per-pixel totals of valid pixels. */
     if ((want = json_object_get(prod, "detector_total_uint64"))) {
         uint64_t *sums = calloc((size_t)P, sizeof *sums);
-        CHECK_OK(qem_products_pixel_sums(p, 0, S, sums, &e), &e);
+        CHECK_OK(qem_products_pixel_sums(p, 0, S, sums, (size_t)P * sizeof *sums, &e), &e);
         bad = 0;
         for (uint64_t px = 0; px < P; px++)
             bad += valid[px] && (json_int_t)sums[px] != json_integer_value(at2(want, px, dc));
@@ -185,11 +184,11 @@ static void check_qem_fixture(const char *name, int path_kind)
             snprintf(rel, sizeof rel, "qem/%s.npy", name);
             qem_npy *npy = NULL;
             CHECK_OK(qem_npy_open(fixture_path(rel), &npy, &e), &e);
-            qem_npy_info ni;
-            qem_npy_get_info(npy, &ni);
+            qem_npy_info ni = {.struct_size = sizeof ni};
+            qem_npy_get_info(npy, &ni, NULL);
             uint16_t *v = malloc((size_t)(S * P) * 2);
             CHECK(ni.dtype == QEM_DTYPE_UINT16);
-            CHECK_OK(qem_npy_read(npy, 0, S * P, v, &e), &e);
+            CHECK_OK(qem_npy_read(npy, 0, S * P, v, npy_read_size(npy, S * P), &e), &e);
             qem_npy_close(npy);
             dense = malloc((size_t)(2 * S) * sizeof *dense);
             for (uint64_t s = 0; s < S; s++) {
@@ -251,8 +250,8 @@ static void check_pack_fixture(const char *name, int path_kind)
     qem_source *src = NULL;
     qem_products *p = open_products(rel, path_kind, &src);
     if (facts && p) {
-        qem_source_info info;
-        qem_source_get_info(src, &info);
+        qem_source_info info = {.struct_size = sizeof info};
+        qem_source_get_info(src, &info, NULL);
         size_t i;
         json_t *vi;
         int images = 0;

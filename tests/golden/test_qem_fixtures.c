@@ -48,10 +48,10 @@ static void check_integer_fixture(const char *name)
         json_decref(facts);
         return;
     }
-    qem_file_info info;
-    qem_get_info(f, &info);
-    qem_npy_info ninfo;
-    qem_npy_get_info(npy, &ninfo);
+    qem_file_info info = {.struct_size = sizeof info};
+    qem_get_info(f, &info, NULL);
+    qem_npy_info ninfo = {.struct_size = sizeof ninfo};
+    qem_npy_get_info(npy, &ninfo, NULL);
     json_t *shape = json_object_get(facts, "shape");
     for (size_t i = 0; i < 4; i++) {
         CHECK_EQ_U64(info.shape[i], json_integer_value(json_array_get(shape, i)));
@@ -68,7 +68,7 @@ static void check_integer_fixture(const char *name)
     size_t bytes = (size_t)qem_read_scans_bound(f, info.scans);
     uint8_t *decoded = malloc(bytes), *original = malloc(bytes);
     CHECK_OK(qem_read_scans(f, 0, info.scans, decoded, bytes, &e), &e);
-    CHECK_OK(qem_npy_read(npy, 0, ninfo.elements, original, &e), &e);
+    CHECK_OK(qem_npy_read(npy, 0, ninfo.elements, original, npy_read_size(npy, ninfo.elements), &e), &e);
     CHECK(memcmp(decoded, original, bytes) == 0);
     uint8_t digest[32];
     char hex[65];
@@ -78,7 +78,7 @@ static void check_integer_fixture(const char *name)
 
     /* The validity mask as the reference decoded it. */
     uint8_t *mask = malloc((size_t)info.pixels);
-    CHECK_OK(qem_get_valid_mask(f, mask, (size_t)info.pixels), NULL);
+    CHECK_OK(qem_get_valid_mask(f, mask, (size_t)info.pixels, NULL), NULL);
     json_t *vrows = json_object_get(facts, "valid_pixels_decoded");
     int mask_bad = 0;
     for (uint64_t p = 0; p < info.pixels; p++) {
@@ -103,7 +103,7 @@ static void check_integer_fixture(const char *name)
     }
     CHECK_EQ_U64(field_bad, 0);
 
-    qem_verify_report report;
+    qem_verify_report report = {.struct_size = sizeof report};
     CHECK_OK(qem_verify(f, NULL, &report, &e), &e);
     CHECK_EQ_U64(report.samples_decoded, info.scans * info.pixels);
 
@@ -130,9 +130,9 @@ static uint8_t *fixture_array(const char *rel, qem_npy_info *info)
     CHECK_OK(qem_npy_open(fixture_path(rel), &npy, &e), &e);
     if (!npy)
         return NULL;
-    qem_npy_get_info(npy, info);
+    qem_npy_get_info(npy, info, NULL);
     uint8_t *data = malloc((size_t)(info->elements * qem_dtype_size(info->dtype)));
-    CHECK_OK(qem_npy_read(npy, 0, info->elements, data, &e), &e);
+    CHECK_OK(qem_npy_read(npy, 0, info->elements, data, npy_read_size(npy, info->elements), &e), &e);
     qem_npy_close(npy);
     return data;
 }
@@ -157,7 +157,7 @@ static void check_float_fixture(const char *name)
     qem_file *f = NULL;
     CHECK_OK(qem_open(fixture_path(rel), NULL, &f, &e), &e);
     snprintf(rel, sizeof rel, "qem/%s.npy", name);
-    qem_npy_info ninfo;
+    qem_npy_info ninfo = {.struct_size = sizeof ninfo};
     uint8_t *original = fixture_array(rel, &ninfo);
     if (!f || !original || !facts) {
         qem_close(f);
@@ -165,8 +165,8 @@ static void check_float_fixture(const char *name)
         json_decref(facts);
         return;
     }
-    qem_file_info info;
-    qem_get_info(f, &info);
+    qem_file_info info = {.struct_size = sizeof info};
+    qem_get_info(f, &info, NULL);
     CHECK_EQ_U64(info.codec, QEM_CODEC_FLOAT32);
     CHECK_EQ_U64(info.dtype, QEM_DTYPE_FLOAT32);
     CHECK_EQ_U64(ninfo.dtype, QEM_DTYPE_FLOAT32);
@@ -199,7 +199,7 @@ static void check_float_fixture(const char *name)
     CHECK(memcmp(decoded, original + 3 * info.pixels * 4, 2 * info.pixels * 4) == 0);
     uint16_t codes[4];
     CHECK_STATUS(qem_read_codes(f, 0, 1, codes, sizeof codes, &e), QEM_E_WRONG_CODEC, &e);
-    qem_verify_report report;
+    qem_verify_report report = {.struct_size = sizeof report};
     CHECK_OK(qem_verify(f, NULL, &report, &e), &e);
     CHECK_EQ_U64(report.streams_decoded, 2 * 2 * info.pixels);
     free(values);
@@ -220,7 +220,8 @@ static void check_scaled_fixture(const char *name)
     qem_error e = {0};
     qem_file *f = NULL;
     CHECK_OK(qem_open(fixture_path(rel), NULL, &f, &e), &e);
-    qem_npy_info vinfo, cinfo;
+    qem_npy_info vinfo = {.struct_size = sizeof vinfo};
+    qem_npy_info cinfo = {.struct_size = sizeof cinfo};
     snprintf(rel, sizeof rel, "qem/%s.npy", name);
     uint8_t *values = fixture_array(rel, &vinfo);
     snprintf(rel, sizeof rel, "qem/%s.codes.npy", name);
@@ -232,8 +233,8 @@ static void check_scaled_fixture(const char *name)
         json_decref(facts);
         return;
     }
-    qem_file_info info;
-    qem_get_info(f, &info);
+    qem_file_info info = {.struct_size = sizeof info};
+    qem_get_info(f, &info, NULL);
     CHECK_EQ_U64(info.codec, QEM_CODEC_SCALED);
     CHECK_EQ_U64(info.dtype, QEM_DTYPE_FLOAT32);
     CHECK_EQ_U64(info.region_count, 2);
@@ -306,8 +307,8 @@ static void check_corrupt(void)
             qem_status st = qem_open(fixture_path(rel), NULL, &f, &e);
             CHECK_STATUS(st, expected[k].at_open, &e);
             if (st == QEM_OK) {
-                qem_file_info info;
-                qem_get_info(f, &info);
+                qem_file_info info = {.struct_size = sizeof info};
+                qem_get_info(f, &info, NULL);
                 size_t n = (size_t)qem_read_scans_bound(f, info.scans);
                 void *buf = malloc(n);
                 CHECK_STATUS(qem_read_scans(f, 0, info.scans, buf, n, &e), expected[k].at_read, &e);

@@ -50,10 +50,10 @@ int main(void)
     qem_file *f = NULL;
     CHECK_OK(qem_open(path, NULL, &f, &e), &e);
     if (f) {
-        qem_file_info info;
-        qem_get_info(f, &info);
+        qem_file_info info = {.struct_size = sizeof info};
+        qem_get_info(f, &info, NULL);
         CHECK(info.body_bytes > (1ull << 26));
-        qem_verify_report report;
+        qem_verify_report report = {.struct_size = sizeof report};
         CHECK_OK(qem_verify(f, NULL, &report, &e), &e);
         CHECK_EQ_U64(report.body_blocks_checked, (info.body_bytes + (1ull << 26) - 1) >> 26);
         /* The last scans decode to the last rows written. */

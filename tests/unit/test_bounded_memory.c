@@ -87,7 +87,7 @@ int main(void)
         qem_pack_plan_options_init(&po);
         po.profile = k ? QEM_PACK_UINT8_BITPACKED : QEM_PACK_UINT16_LZ4;
         po.destination = pack;
-        qem_pack_plan plan = {0};
+        qem_pack_plan plan = {.struct_size = sizeof plan};
         CHECK_OK(qem_pack_plan_make(in, &po, &plan, &e), &e);
         qem_pack_inspection_free(in);
         char *produce[] = {QEM_CLI, "pack",       "produce", (char *)src,
@@ -112,7 +112,7 @@ int main(void)
         uint16_t *x = malloc((size_t)P * 256 * 2), *y = malloc((size_t)P * 256 * 2);
         int differ = 0;
         for (uint64_t s = 0; p && a && s < scans; s += 256) {
-            CHECK_OK(qem_npy_read(a, s * P, 256 * P, x, &e), &e);
+            CHECK_OK(qem_npy_read(a, s * P, 256 * P, x, npy_read_size(a, 256 * P), &e), &e);
             CHECK_OK(qem_pack_read_scans(p, s, 256, QEM_PACK_RAW, y, (size_t)P * 256 * 2, &e),
                      &e);
             differ += memcmp(x, y, (size_t)P * 256 * 2) != 0;
@@ -131,8 +131,8 @@ int main(void)
     uint16_t *x = malloc((size_t)P * 256 * 2), *y = malloc((size_t)P * 256 * 2);
     int differ = 0;
     for (uint64_t s = 0; a && b && s < scans; s += 256) {
-        CHECK_OK(qem_npy_read(a, s * P, 256 * P, x, &e), &e);
-        CHECK_OK(qem_npy_read(b, s * P, 256 * P, y, &e), &e);
+        CHECK_OK(qem_npy_read(a, s * P, 256 * P, x, npy_read_size(a, 256 * P), &e), &e);
+        CHECK_OK(qem_npy_read(b, s * P, 256 * P, y, npy_read_size(b, 256 * P), &e), &e);
         differ += memcmp(x, y, (size_t)P * 256 * 2) != 0;
     }
     CHECK_EQ_U64(differ, 0);

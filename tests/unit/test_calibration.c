@@ -194,8 +194,8 @@ static json_t *manifest_of(const char *path)
 /* All scans of a loaded pack in `values`; NULL when the file refuses. */
 static uint8_t *read_all(qem_pack *p, qem_pack_values values, uint64_t *bytes)
 {
-    qem_pack_info info;
-    qem_pack_get_info(p, &info);
+    qem_pack_info info = {.struct_size = sizeof info};
+    qem_pack_get_info(p, &info, NULL);
     *bytes = qem_pack_read_bound(p, values, info.scans);
     uint8_t *out = malloc((size_t)*bytes);
     qem_error err;
@@ -218,8 +218,8 @@ static void check_copy(const char *orig, const char *copy, const pack_calibratio
         qem_pack_close(b);
         return;
     }
-    qem_detector_calibration c;
-    CHECK_OK(qem_pack_get_detector_calibration(b, &c), NULL);
+    qem_detector_calibration c = {.struct_size = sizeof c};
+    CHECK_OK(qem_pack_get_detector_calibration(b, &c, NULL), NULL);
     CHECK(c.center_row == cal->center_row && c.center_column == cal->center_col);
     CHECK(c.bright_field_radius == cal->radius);
     CHECK(strcmp(c.method, cal->method) == 0);
@@ -227,9 +227,10 @@ static void check_copy(const char *orig, const char *copy, const pack_calibratio
     if (cal->has_dpc)
         CHECK(c.dpc_rotation_degrees == cal->dpc_rotation_degrees &&
               c.dpc_component_order_exchanged == !!cal->dpc_component_order_exchanged);
-    qem_pack_info ia, ib;
-    qem_pack_get_info(a, &ia);
-    qem_pack_get_info(b, &ib);
+    qem_pack_info ia = {.struct_size = sizeof ia};
+    qem_pack_info ib = {.struct_size = sizeof ib};
+    qem_pack_get_info(a, &ia, NULL);
+    qem_pack_get_info(b, &ib, NULL);
     CHECK(ib.has_detector_calibration);
     CHECK(strcmp(ia.source_identity_sha256, ib.source_identity_sha256) == 0);
     CHECK_EQ_U64(ia.file_bytes, ib.file_bytes);
@@ -327,8 +328,8 @@ static void test_copy_fixtures(void)
         CHECK_OK(qem_pack_open(src, &p, &err), &err);
         if (!p)
             continue;
-        qem_pack_info info;
-        qem_pack_get_info(p, &info);
+        qem_pack_info info = {.struct_size = sizeof info};
+        qem_pack_get_info(p, &info, NULL);
         qem_pack_close(p);
         const double rows = (double)info.shape[2], cols = (double)info.shape[3];
 
@@ -415,8 +416,8 @@ static void test_manifest_splice(void)
     size_t na = 0, nb = 0;
     const char *ta = qem_pack_manifest_json(a, &na), *tb = qem_pack_manifest_json(b, &nb);
     char hex[65];
-    qem_pack_info info;
-    qem_pack_get_info(a, &info);
+    qem_pack_info info = {.struct_size = sizeof info};
+    qem_pack_get_info(a, &info, NULL);
     memcpy(hex, info.source_identity_sha256, 65);
     char member[512];
     snprintf(member, sizeof member,

@@ -70,17 +70,17 @@ static void check_file(const char *path)
         qem_source_close(src);
         return;
     }
-    qem_source_info info;
-    qem_source_get_info(src, &info);
+    qem_source_info info = {.struct_size = sizeof info};
+    qem_source_get_info(src, &info, NULL);
     uint8_t *disk = calloc((size_t)info.pixels, 1), *ring = calloc((size_t)info.pixels, 1);
     qem_detector_geometry g;
     qem_detector_geometry_init(&g);
     g.center_row = (double)info.shape[2] / 2;
     g.center_column = (double)info.shape[3] / 2;
     g.radius = 9;
-    CHECK_OK(qem_products_detector_mask(p, &g, 0, disk, &e), &e);
+    CHECK_OK(qem_products_detector_mask(p, &g, 0, disk, (size_t)info.pixels, &e), &e);
     g.detector = QEM_DETECTOR_ADF;
-    CHECK_OK(qem_products_detector_mask(p, &g, 0, ring, &e), &e);
+    CHECK_OK(qem_products_detector_mask(p, &g, 0, ring, (size_t)info.pixels, &e), &e);
     job j = {p, {disk, ring}, {{0}}, 0, 0};
     CHECK(compute(p, j.masks, j.want));
     pthread_t t[THREADS];

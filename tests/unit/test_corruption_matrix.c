@@ -174,12 +174,12 @@ static qem_status qem_decode(const char *path, qem_body_check check, int verify,
         qem_verify_options vo;
         qem_verify_options_init(&vo);
         vo.threads = 1;
-        qem_verify_report report;
+        qem_verify_report report = {.struct_size = sizeof report};
         st = qem_verify(f, &vo, &report, e);
     }
     if (st == QEM_OK) {
-        qem_file_info info;
-        qem_get_info(f, &info);
+        qem_file_info info = {.struct_size = sizeof info};
+        qem_get_info(f, &info, NULL);
         const uint64_t n = info.scans * info.pixels;
         if (info.codec == QEM_CODEC_SCALED) {
             d->size[0] = (size_t)(n * 2);
@@ -241,8 +241,8 @@ static qem_status pack_decode(const char *path, const char *expect, decoded *d, 
     qem_source *src = NULL;
     st = qem_source_open(path, &so, &src, e);
     if (st == QEM_OK) {
-        qem_source_info info;
-        qem_source_get_info(src, &info);
+        qem_source_info info = {.struct_size = sizeof info};
+        qem_source_get_info(src, &info, NULL);
         for (int i = 0; i < 1 + !!info.raw_available && st == QEM_OK; i++) {
             const qem_values v = i ? QEM_VALUES_RAW : QEM_VALUES_WORKING;
             const uint64_t bytes = qem_source_read_bound(src, v, info.scans);
@@ -627,7 +627,7 @@ static int produce_v3(const char *dest)
     po.profile = QEM_PACK_UINT8_BITPACKED;
     po.destination = dest;
     po.exclude = exclude;
-    qem_pack_plan plan;
+    qem_pack_plan plan = {.struct_size = sizeof plan};
     ok = in && qem_pack_plan_make(in, &po, &plan, &e) == QEM_OK &&
          qem_pack_produce(in, &po, dest, NULL, &e) == QEM_OK;
     if (!ok)

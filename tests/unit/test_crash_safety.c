@@ -271,11 +271,11 @@ static int qem_complete(const char *path)
     CHECK_OK(qem_open(path, NULL, &f, &e), &e);
     if (!f)
         return 0;
-    qem_file_info info;
-    qem_get_info(f, &info);
+    qem_file_info info = {.struct_size = sizeof info};
+    qem_get_info(f, &info, NULL);
     CHECK(info.dtype == QEM_DTYPE_UINT16 && info.shape[0] == SR && info.shape[1] == SC &&
           info.shape[2] == DR && info.shape[3] == DC);
-    qem_verify_report report;
+    qem_verify_report report = {.struct_size = sizeof report};
     CHECK_OK(qem_verify(f, NULL, &report, &e), &e);
     memset(readback, 0, SAMPLES * 2);
     CHECK_OK(qem_read_scans(f, 0, SCANS, readback, SAMPLES * 2, &e), &e);
@@ -319,8 +319,8 @@ static int pack_complete(const char *pack, const char *receipt, qem_pack_profile
         lo.expect_sha256 = out_sha;
         lo.check_stored_digests = 1;
         CHECK_OK(qem_pack_load(p, &lo, &e), &e);
-        qem_pack_info info;
-        qem_pack_get_info(p, &info);
+        qem_pack_info info = {.struct_size = sizeof info};
+        qem_pack_get_info(p, &info, NULL);
         CHECK(info.loaded && info.profile == profile);
         memset(readback, 0, SAMPLES * 2);
         CHECK_OK(qem_pack_read_scans(p, 0, SCANS, QEM_PACK_RAW, readback, SAMPLES * 2, &e), &e);

@@ -65,8 +65,8 @@ static void roundtrip(const char *name, const uint64_t shape[4], uint32_t chunk_
     qem_file *f = NULL;
     CHECK_OK(qem_open(path, NULL, &f, &e), &e);
     if (f) {
-        qem_file_info info;
-        qem_get_info(f, &info);
+        qem_file_info info = {.struct_size = sizeof info};
+        qem_get_info(f, &info, NULL);
         CHECK_EQ_U64(info.codec, QEM_CODEC_FLOAT32);
         CHECK_EQ_U64(info.chunk_count, expect_chunks);
         uint32_t *back = malloc((size_t)(scans * P) * 4);
@@ -79,7 +79,7 @@ static void roundtrip(const char *name, const uint64_t shape[4], uint32_t chunk_
         CHECK_EQ_U64(info.has_dark, dark != NULL);
         if (dark) {
             float *plane = malloc((size_t)P * 4);
-            CHECK_OK(qem_get_dark(f, plane, (size_t)P), NULL);
+            CHECK_OK(qem_get_dark(f, plane, (size_t)P * sizeof *plane, NULL), NULL);
             CHECK(memcmp(plane, dark, (size_t)P * 4) == 0);
             free(plane);
             size_t hlen = 0;
@@ -87,7 +87,7 @@ static void roundtrip(const char *name, const uint64_t shape[4], uint32_t chunk_
             CHECK(strstr(h, "mean_dark_subtraction") && strstr(h, "empad-mean-dark/v1"));
         } else {
             float plane[1];
-            CHECK_STATUS(qem_get_dark(f, plane, 1), QEM_E_INVALID_ARGUMENT, NULL);
+            CHECK_STATUS(qem_get_dark(f, plane, 4, NULL), QEM_E_INVALID_ARGUMENT, NULL);
         }
         /* Export keeps every bit. */
         char npy[64];
@@ -96,7 +96,7 @@ static void roundtrip(const char *name, const uint64_t shape[4], uint32_t chunk_
         qem_npy *n = NULL;
         CHECK_OK(qem_npy_open(test_path(npy), &n, &e), &e);
         if (n) {
-            CHECK_OK(qem_npy_read(n, 0, scans * P, back, &e), &e);
+            CHECK_OK(qem_npy_read(n, 0, scans * P, back, npy_read_size(n, scans * P), &e), &e);
             CHECK(memcmp(back, bits, (size_t)(scans * P) * 4) == 0);
             qem_npy_close(n);
         }
@@ -206,9 +206,9 @@ static void test_dark_from_npy(void)
     CHECK_OK(qem_npy_writer_append(w, frames, 12, &e), &e);
     CHECK_OK(qem_npy_writer_finish(w, &e), &e);
     qem_npy_writer_free(w);
-    float plane[4];
+    float plane[6]; /* room for the 2x3 and 3x2 requests refused below */
     char identity[65];
-    CHECK_OK(qem_dark_from_npy(test_path("stack.npy"), 2, 2, plane, identity, &e), &e);
+    CHECK_OK(qem_dark_from_npy(test_path("stack.npy"), 2, 2, plane, sizeof plane, identity, sizeof identity, &e), &e);
     const float mean[4] = {1.0f, 2.0f, (float)(10.0 / 3.0), (float)(14.0 / 3.0)};
     CHECK(memcmp(plane, mean, sizeof mean) == 0);
     uint8_t buf[19 + 24 + 16], digest[32];
@@ -225,10 +225,10 @@ static void test_dark_from_npy(void)
     CHECK_OK(qem_npy_writer_append(w, mean, 4, &e), &e);
     CHECK_OK(qem_npy_writer_finish(w, &e), &e);
     qem_npy_writer_free(w);
-    CHECK_OK(qem_dark_from_npy(test_path("plane.npy"), 2, 2, plane, identity, &e), &e);
+    CHECK_OK(qem_dark_from_npy(test_path("plane.npy"), 2, 2, plane, sizeof plane, identity, sizeof identity, &e), &e);
     CHECK(memcmp(plane, mean, sizeof mean) == 0);
-    CHECK_STATUS(qem_dark_from_npy(test_path("plane.npy"), 2, 3, plane, identity, &e), QEM_E_NPY, &e);
-    CHECK_STATUS(qem_dark_from_npy(test_path("stack.npy"), 3, 2, plane, identity, &e), QEM_E_NPY, &e);
+    CHECK_STATUS(qem_dark_from_npy(test_path("plane.npy"), 2, 3, plane, sizeof plane, identity, sizeof identity, &e), QEM_E_NPY, &e);
+    CHECK_STATUS(qem_dark_from_npy(test_path("stack.npy"), 3, 2, plane, sizeof plane, identity, sizeof identity, &e), QEM_E_NPY, &e);
 }
 
 int main(void)

@@ -95,12 +95,12 @@ static void check_npy(const char *name, qem_dtype dtype, const char *descr, cons
             qem_npy *n = NULL;
             CHECK_OK(qem_npy_open(path, &n, &e), &e);
             if (n) {
-                qem_npy_info info;
-                qem_npy_get_info(n, &info);
+                qem_npy_info info = {.struct_size = sizeof info};
+                qem_npy_get_info(n, &info, NULL);
                 CHECK_EQ_U64(info.dtype, dtype);
                 CHECK_EQ_U64(info.ndim, ndim);
                 uint8_t back[24 * 8];
-                CHECK_OK(qem_npy_read(n, 0, 12 * k, back, &e), &e);
+                CHECK_OK(qem_npy_read(n, 0, 12 * k, back, npy_read_size(n, 12 * k), &e), &e);
                 CHECK(memcmp(back, data, 12 * k * item) == 0);
                 qem_npy_close(n);
             }

@@ -1126,7 +1126,7 @@ static void run_schema1(void)
      * (pixel_size_row 0.7 A against axis 0.5 A). */
     expect_ok("schema 1 with source units", sm, NULL, b, NULL);
     CHECK(json_equal(before, sm));
-    qem_calibration cal;
+    qem_calibration cal = {.struct_size = sizeof cal};
     qem_metadata_calibration(sm, &cal);
     CHECK_Q(cal.scan_step[0], 0.5, "angstrom", QEM_CALIBRATION_RECORDED);
     CHECK_Q(cal.scan_step[1], 0.25, "angstrom", QEM_CALIBRATION_RECORDED);
@@ -1213,7 +1213,7 @@ static void run_schema1(void)
 
 static void run_calibration(void)
 {
-    qem_calibration cal;
+    qem_calibration cal = {.struct_size = sizeof cal};
     /* u16_dense_highdose: recorded values only. */
     qem_metadata_calibration(bases[0].sm, &cal);
     CHECK_Q(cal.scan_step[0], 0.5, "angstrom", QEM_CALIBRATION_RECORDED);
@@ -1328,7 +1328,7 @@ static void run_new(void)
     CHECK(json_equal(json_object_get(sm, "source_metadata"), source));
     for (size_t i = 0; i < 4; i++)
         CHECK(sampling(sm, i) == NULL);
-    qem_calibration cal;
+    qem_calibration cal = {.struct_size = sizeof cal};
     qem_metadata_calibration(sm, &cal);
     CHECK_ABSENT(cal.scan_step[0]);
     CHECK_ABSENT(cal.voltage);
@@ -1394,7 +1394,7 @@ static void run_apply(void)
     CHECK(strcmp(json_string_value(json_object_get(ovq(sm, COL_PATH), "evidence")),
                  "grating replica") == 0);
 
-    qem_calibration cal;
+    qem_calibration cal = {.struct_size = sizeof cal};
     qem_metadata_calibration(sm, &cal);
     CHECK_Q(cal.scan_step[0], 2, "angstrom", QEM_CALIBRATION_OVERRIDE);
     CHECK_Q(cal.scan_step[1], 3, "angstrom", QEM_CALIBRATION_OVERRIDE);

@@ -134,7 +134,7 @@ static void produce_and_check(source_case *sc, qem_pack_profile profile)
         exclude[bad[0]] = exclude[bad[1]] = 1;
         po.exclude = exclude;
     }
-    qem_pack_plan plan;
+    qem_pack_plan plan = {.struct_size = sizeof plan};
     CHECK_OK(qem_pack_plan_make(in, &po, &plan, &e), &e);
     CHECK_EQ_U64(plan.scans_per_shard * plan.shard_count, SCANS);
     CHECK_OK(qem_pack_produce(in, &po, dest, NULL, &e), &e);
@@ -147,8 +147,8 @@ static void produce_and_check(source_case *sc, qem_pack_profile profile)
     if (!p)
         return;
     CHECK_OK(qem_pack_load(p, NULL, &e), &e);
-    qem_pack_info info;
-    qem_pack_get_info(p, &info);
+    qem_pack_info info = {.struct_size = sizeof info};
+    qem_pack_get_info(p, &info, NULL);
     CHECK_EQ_U64(info.profile, profile);
     CHECK_EQ_U64(info.excluded_count, excluded);
     CHECK_EQ_U64(info.raw_access, !excluded                        ? QEM_RAW_EXACT_NO_EXCLUSIONS
@@ -256,7 +256,7 @@ static void refusals(source_case *npy)
     remove(receipt);
 
     /* Short disk or memory: the plan says so with both figures. */
-    qem_pack_plan plan;
+    qem_pack_plan plan = {.struct_size = sizeof plan};
     po.available_disk = 1000;
     CHECK_STATUS(qem_pack_plan_make(in, &po, &plan, &e), QEM_E_INSUFFICIENT_DISK, &e);
     CHECK(strstr(e.message, "1000 are available") != NULL);
@@ -361,7 +361,7 @@ static void multi_shard(uint64_t sr, uint64_t sc, qem_pack_profile profile, uint
     qem_pack_plan_options po;
     qem_pack_plan_options_init(&po);
     po.profile = profile;
-    qem_pack_plan plan;
+    qem_pack_plan plan = {.struct_size = sizeof plan};
     if (!want_shards) {
         CHECK_STATUS(qem_pack_plan_make(in, &po, &plan, &e), QEM_E_INVALID_ARGUMENT, &e);
         CHECK(strstr(e.message, "multiple of 32") != NULL);
@@ -456,8 +456,8 @@ static void killed_mid_produce(void)
             if (p)
                 CHECK_OK(qem_pack_load(p, NULL, &e), &e);
             if (p) {
-                qem_pack_info info;
-                qem_pack_get_info(p, &info);
+                qem_pack_info info = {.struct_size = sizeof info};
+                qem_pack_get_info(p, &info, NULL);
                 loaded = info.loaded;
             }
             qem_pack_close(p);

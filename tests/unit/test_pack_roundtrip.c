@@ -60,8 +60,8 @@ static void check_loaded(const variant *v, const char *name, const uint16_t *dat
     qem_pack_load_options_init(&o);
     o.threads = threads;
     CHECK_OK(qem_pack_load(p, &o, &e), &e);
-    qem_pack_info info;
-    qem_pack_get_info(p, &info);
+    qem_pack_info info = {.struct_size = sizeof info};
+    qem_pack_get_info(p, &info, NULL);
     CHECK_EQ_U64(info.raw_access, v->raw_access);
     CHECK_EQ_U64(info.shard_count, scans / s->sps);
     const int u8 = info.working_dtype == QEM_DTYPE_UINT8;
@@ -97,8 +97,8 @@ static void check_loaded(const variant *v, const char *name, const uint16_t *dat
         CHECK_EQ_U64(bad, 0);
     }
     /* Staging never held more than one shard per loading thread. */
-    qem_pack_timings t;
-    qem_pack_get_timings(p, &t);
+    qem_pack_timings t = {.struct_size = sizeof t};
+    qem_pack_get_timings(p, &t, NULL);
     if (threads == 1)
         CHECK_EQ_U64(t.peak_transient_bytes, one_shard_max);
     else
@@ -133,8 +133,8 @@ static void check_sums(const char *name, const uint16_t *data, const uint8_t *ex
     for (uint64_t px = 0; px < P; px++)
         weight[px] = (int32_t)(px % 3) - 1; /* -1, 0, 1 */
     const int32_t *planes[1] = {weight};
-    CHECK_OK(qem_products_pixel_sums(pr, first, count, sums, &e), &e);
-    CHECK_OK(qem_products_weighted_sums(pr, first, count, planes, 1, image, &e), &e);
+    CHECK_OK(qem_products_pixel_sums(pr, first, count, sums, (size_t)P * sizeof *sums, &e), &e);
+    CHECK_OK(qem_products_weighted_sums(pr, first, count, planes, 1, image, (size_t)count * sizeof *image, &e), &e);
     int bad = 0;
     for (uint64_t px = 0; px < P; px++) {
         uint64_t want = 0;

@@ -29,8 +29,8 @@ static void expect(const char *path, const char *what, stage where, qem_status s
     CHECK_STATUS(st, status, &e);
     CHECK(strstr(e.message, words) != NULL);
     if (p) {
-        qem_pack_info info;
-        qem_pack_get_info(p, &info);
+        qem_pack_info info = {.struct_size = sizeof info};
+        qem_pack_get_info(p, &info, NULL);
         CHECK(!info.loaded);
     }
     qem_pack_close(p);
@@ -344,15 +344,15 @@ static void load_rules(void)
     lo.expect_sha256 = hex;
     CHECK_OK(qem_pack_open(v3_path, &p, &e), &e);
     CHECK_OK(qem_pack_load(p, &lo, &e), &e);
-    qem_pack_timings t;
-    qem_pack_get_timings(p, &t);
+    qem_pack_timings t = {.struct_size = sizeof t};
+    qem_pack_get_timings(p, &t, NULL);
     CHECK(t.whole_file_integrity >= 0);
     qem_pack_close(p);
     hex[5] = hex[5] == '0' ? '1' : '0';
     CHECK_OK(qem_pack_open(v3_path, &p, &e), &e);
     CHECK_STATUS(qem_pack_load(p, &lo, &e), QEM_E_FILE_DIGEST, &e);
-    qem_pack_info info;
-    qem_pack_get_info(p, &info);
+    qem_pack_info info = {.struct_size = sizeof info};
+    qem_pack_get_info(p, &info, NULL);
     CHECK(!info.loaded);
     qem_pack_close(p);
 }
@@ -552,9 +552,9 @@ int main(void)
     qem_pack *p = NULL;
     qem_error e = {0};
     CHECK_OK(qem_pack_open(legacy, &p, &e), &e);
-    qem_pack_info info;
+    qem_pack_info info = {.struct_size = sizeof info};
     if (p) {
-        qem_pack_get_info(p, &info);
+        qem_pack_get_info(p, &info, NULL);
         CHECK_EQ_U64(info.raw_access, QEM_RAW_MASK_APPLIED_ONLY);
         CHECK_OK(qem_pack_load(p, NULL, &e), &e);
         uint16_t dp[6];
@@ -572,7 +572,7 @@ int main(void)
     qem_pack_load_options_init(&lo);
     lo.progress = cancel_second;
     CHECK_STATUS(qem_pack_load(p, &lo, &e), QEM_E_CANCELLED, &e);
-    qem_pack_get_info(p, &info);
+    qem_pack_get_info(p, &info, NULL);
     CHECK(!info.loaded);
     qem_pack_close(p);
     load_rules();

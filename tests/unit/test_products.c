@@ -49,10 +49,9 @@ static qem_source *open_source(const char *path, qem_products **products, qem_pr
     CHECK_OK(qem_source_open(path, NULL, &src, &e), &e);
     qem_products_options o;
     qem_products_options_init(&o);
-    o.path = path_kind;
     *products = NULL;
     if (src)
-        CHECK_OK(qem_products_open(src, &o, products, &e), &e);
+        CHECK_OK(qem_products_open_path(src, &o, path_kind, products, &e), &e);
     return src;
 }
 
@@ -132,7 +131,7 @@ static void check_products(const char *path, const dense *d)
                 w[px] = (int32_t)(test_rand(&seed) % 7) - 3;
             const int32_t *planes[1] = {w};
             int64_t out[SCANS];
-            CHECK_OK(qem_products_weighted_sums(p, 5, 50, planes, 1, out, &e), &e);
+            CHECK_OK(qem_products_weighted_sums(p, 5, 50, planes, 1, out, sizeof out, &e), &e);
             wrong = 0;
             for (uint64_t i = 0; i < 50; i++) {
                 int64_t want = 0;
@@ -149,9 +148,9 @@ static void check_products(const char *path, const dense *d)
             static uint64_t whole[PIXELS], parts[PIXELS];
             memset(whole, 0, sizeof whole);
             memset(parts, 0, sizeof parts);
-            CHECK_OK(qem_products_pixel_sums(p, 0, SCANS, whole, &e), &e);
-            CHECK_OK(qem_products_pixel_sums(p, 0, 41, parts, &e), &e);
-            CHECK_OK(qem_products_pixel_sums(p, 41, SCANS - 41, parts, &e), &e);
+            CHECK_OK(qem_products_pixel_sums(p, 0, SCANS, whole, sizeof whole, &e), &e);
+            CHECK_OK(qem_products_pixel_sums(p, 0, 41, parts, sizeof parts, &e), &e);
+            CHECK_OK(qem_products_pixel_sums(p, 41, SCANS - 41, parts, sizeof parts, &e), &e);
             CHECK(memcmp(whole, parts, sizeof whole) == 0);
             wrong = 0;
             for (uint64_t px = 0; px < PIXELS; px++) {
@@ -257,7 +256,7 @@ static void check_products(const char *path, const dense *d)
         qem_image_free(&im);
 
         /* DPC runs end to end and counts its FFTs. */
-        qem_dpc_result dpc;
+        qem_dpc_result dpc = {.struct_size = sizeof dpc};
         CHECK_OK(qem_products_dpc(p, NULL, NAN, &dpc, &e), &e);
         CHECK(dpc.ffts > 0 && dpc.phase.shape[0] == SR && dpc.phase.shape[1] == SC);
         qem_dpc_result_free(&dpc);
@@ -282,13 +281,13 @@ static void check_masks(const char *path)
     g.center_column = 17;
     g.radius = 5; /* (20, 22) and (25, 17) lie exactly at r */
     uint8_t bf[PIXELS], adf[PIXELS], df[PIXELS], abf[PIXELS];
-    CHECK_OK(qem_products_detector_mask(p, &g, 0, bf, &e), &e);
+    CHECK_OK(qem_products_detector_mask(p, &g, 0, bf, sizeof bf, &e), &e);
     g.detector = QEM_DETECTOR_ADF;
-    CHECK_OK(qem_products_detector_mask(p, &g, 0, adf, &e), &e);
+    CHECK_OK(qem_products_detector_mask(p, &g, 0, adf, sizeof adf, &e), &e);
     g.detector = QEM_DETECTOR_DF;
-    CHECK_OK(qem_products_detector_mask(p, &g, 0, df, &e), &e);
+    CHECK_OK(qem_products_detector_mask(p, &g, 0, df, sizeof df, &e), &e);
     g.detector = QEM_DETECTOR_ABF;
-    CHECK_OK(qem_products_detector_mask(p, &g, 0, abf, &e), &e);
+    CHECK_OK(qem_products_detector_mask(p, &g, 0, abf, sizeof abf, &e), &e);
     const uint64_t edge = 20 * DC + 22, edge2 = 25 * DC + 17;
     CHECK(bf[edge] && adf[edge] && df[edge] && abf[edge]);
     CHECK(bf[edge2] && adf[edge2] && df[edge2]);
@@ -308,15 +307,15 @@ static void check_masks(const char *path)
     /* mrad needs a semi-angle. */
     g.detector = QEM_DETECTOR_BF;
     g.unit_mrad = 1;
-    CHECK_STATUS(qem_products_detector_mask(p, &g, 10, bf, &e), QEM_E_INVALID_ARGUMENT, &e);
+    CHECK_STATUS(qem_products_detector_mask(p, &g, 10, bf, sizeof bf, &e), QEM_E_INVALID_ARGUMENT, &e);
     CHECK(strstr(e.message, "semi-angle") != NULL);
     g.semiangle_mrad = 20; /* 10 mrad with r = 10 px at 20 mrad: 5 px */
     g.radius = 10;
-    CHECK_OK(qem_products_detector_mask(p, &g, 10, bf, &e), &e);
+    CHECK_OK(qem_products_detector_mask(p, &g, 10, bf, sizeof bf, &e), &e);
     CHECK(bf[edge] && !bf[20 * DC + 23]);
     g.unit_mrad = 0;
     g.radius = -1;
-    CHECK_STATUS(qem_products_detector_mask(p, &g, 0, bf, &e), QEM_E_INVALID_ARGUMENT, &e);
+    CHECK_STATUS(qem_products_detector_mask(p, &g, 0, bf, sizeof bf, &e), QEM_E_INVALID_ARGUMENT, &e);
     /* .npy masks: 0/1 only, shape checked, invalid cleared. */
     uint8_t m[PIXELS];
     memset(m, 1, sizeof m);
@@ -327,14 +326,14 @@ static void check_masks(const char *path)
     CHECK_OK(qem_npy_writer_finish(w, &e), &e);
     qem_npy_writer_free(w);
     uint8_t got[PIXELS];
-    CHECK_OK(qem_products_mask_from_npy(p, test_path("ones.npy"), got, &e), &e);
+    CHECK_OK(qem_products_mask_from_npy(p, test_path("ones.npy"), got, sizeof got, &e), &e);
     CHECK(memcmp(got, valid, PIXELS) == 0);
     m[3] = 2;
     CHECK_OK(qem_npy_writer_create(test_path("twos.npy"), QEM_DTYPE_UINT8, 2, shape2, &w, &e), &e);
     CHECK_OK(qem_npy_writer_append(w, m, PIXELS, &e), &e);
     CHECK_OK(qem_npy_writer_finish(w, &e), &e);
     qem_npy_writer_free(w);
-    CHECK_STATUS(qem_products_mask_from_npy(p, test_path("twos.npy"), got, &e), QEM_E_NPY, &e);
+    CHECK_STATUS(qem_products_mask_from_npy(p, test_path("twos.npy"), got, sizeof got, &e), QEM_E_NPY, &e);
     CHECK(strstr(e.message, "only 0 and 1") != NULL);
     qem_products_close(p);
     qem_source_close(src);
@@ -390,8 +389,8 @@ static void check_sessions(const char *qem_path, const char *pack_path)
     qem_detector_session_free(s);
 
     CHECK_OK(qem_detector_session_create(&a, 1, &s, &e), &e);
-    qem_session_stats st;
-    qem_detector_session_stats(s, &st);
+    qem_session_stats st = {.struct_size = sizeof st};
+    qem_detector_session_stats(s, &st, NULL);
     CHECK_EQ_U64(st.sources, 1);
     CHECK(st.resident_bytes > 0);
     uint64_t seed = 5;
@@ -406,9 +405,9 @@ static void check_sessions(const char *qem_path, const char *pack_path)
         g.inner = (double)(test_rand(&seed) % 60) / 10;
         g.outer = g.inner + 1 + (double)(test_rand(&seed) % 100) / 10;
         uint8_t mask[PIXELS];
-        CHECK_OK(qem_products_detector_mask(a, &g, 0, mask, &e), &e);
+        CHECK_OK(qem_products_detector_mask(a, &g, 0, mask, sizeof mask, &e), &e);
         CHECK_OK(qem_detector_session_set_mask(s, mask, &e), &e);
-        qem_detector_session_stats(s, &st);
+        qem_detector_session_stats(s, &st, NULL);
         CHECK(st.ffts == 0 && st.full_recomputation == (move == 0));
         qem_image got, want;
         CHECK_OK(qem_detector_session_image(s, 0, &got, &e), &e);
@@ -444,9 +443,9 @@ static void check_sessions(const char *qem_path, const char *pack_path)
         g.center_row = 20;
         g.center_column = 18;
         g.radius = 8;
-        CHECK_OK(qem_products_detector_mask(a, &g, 0, m1, &e), &e);
+        CHECK_OK(qem_products_detector_mask(a, &g, 0, m1, sizeof m1, &e), &e);
         g.radius = 11;
-        CHECK_OK(qem_products_detector_mask(a, &g, 0, m2, &e), &e);
+        CHECK_OK(qem_products_detector_mask(a, &g, 0, m2, sizeof m2, &e), &e);
         CHECK_OK(qem_detector_session_set_mask(s, m1, &e), &e);
         qem_image before0, before1, after0, after1;
         CHECK_OK(qem_detector_session_image(s, 0, &before0, &e), &e);
@@ -457,7 +456,7 @@ static void check_sessions(const char *qem_path, const char *pack_path)
         CHECK_OK(qem_detector_session_image(s, 1, &after1, &e), &e);
         CHECK(memcmp(before0.data, after0.data, SCANS * 4) == 0);
         CHECK(memcmp(before1.data, after1.data, SCANS * 4) == 0);
-        qem_detector_session_stats(s, &st);
+        qem_detector_session_stats(s, &st, NULL);
         CHECK_EQ_U64(st.sources, 2);
         qem_image_free(&before0);
         qem_image_free(&before1);

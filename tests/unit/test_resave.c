@@ -41,9 +41,10 @@ static void resave(const char *fixture, uint32_t chunk_scans)
         qem_close(b);
         return;
     }
-    qem_file_info ia, ib;
-    qem_get_info(a, &ia);
-    qem_get_info(b, &ib);
+    qem_file_info ia = {.struct_size = sizeof ia};
+    qem_file_info ib = {.struct_size = sizeof ib};
+    qem_get_info(a, &ia, NULL);
+    qem_get_info(b, &ib, NULL);
     CHECK_EQ_U64(ib.codec, ia.codec);
     CHECK_EQ_U64(ib.dtype, ia.dtype);
     CHECK(memcmp(ia.shape, ib.shape, sizeof ia.shape) == 0);
@@ -104,8 +105,8 @@ int main(void)
         CHECK(!strcmp(json_string_value(json_object_get(sm, "source_format")), "npy"));
         /* Nothing guessed: no calibration appears from nowhere. */
         CHECK_EQ_U64(json_object_size(json_object_get(sm, "electron_microscope")), 0);
-        qem_calibration cal;
-        qem_get_calibration(f, &cal);
+        qem_calibration cal = {.struct_size = sizeof cal};
+        qem_get_calibration(f, &cal, NULL);
         CHECK_EQ_U64(cal.voltage.source, QEM_CALIBRATION_ABSENT);
         CHECK_EQ_U64(cal.scan_step[0].source, QEM_CALIBRATION_ABSENT);
         json_decref(h);

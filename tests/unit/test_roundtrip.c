@@ -105,8 +105,8 @@ static void roundtrip(const dataset *d, int threads, const char *suffix, uint8_t
     oo.threads = threads;
     CHECK_OK(qem_open(path, &oo, &f, &e), &e);
     if (f) {
-        qem_file_info info;
-        qem_get_info(f, &info);
+        qem_file_info info = {.struct_size = sizeof info};
+        qem_get_info(f, &info, NULL);
         CHECK_EQ_U64(info.dtype, d->dtype);
         CHECK(memcmp(info.shape, d->shape, sizeof info.shape) == 0);
         uint64_t chunk = d->chunk_scans ? d->chunk_scans : 512;
@@ -116,7 +116,7 @@ static void roundtrip(const dataset *d, int threads, const char *suffix, uint8_t
             valid_count += valid[p];
         CHECK_EQ_U64(info.valid_pixels, valid_count);
         uint8_t *mask = malloc((size_t)P);
-        CHECK_OK(qem_get_valid_mask(f, mask, (size_t)P), NULL);
+        CHECK_OK(qem_get_valid_mask(f, mask, (size_t)P, NULL), NULL);
         CHECK(memcmp(mask, valid, (size_t)P) == 0);
         free(mask);
 
@@ -139,7 +139,7 @@ static void roundtrip(const dataset *d, int threads, const char *suffix, uint8_t
                      QEM_E_INVALID_ARGUMENT, &e);
         free(back);
 
-        qem_verify_report report;
+        qem_verify_report report = {.struct_size = sizeof report};
         CHECK_OK(qem_verify(f, NULL, &report, &e), &e);
         CHECK_EQ_U64(report.samples_decoded, scans * P);
         CHECK_EQ_U64(report.body_blocks_checked, 1);
@@ -152,7 +152,7 @@ static void roundtrip(const dataset *d, int threads, const char *suffix, uint8_t
         CHECK_OK(qem_npy_open(npy_path, &npy, &e), &e);
         if (npy) {
             uint8_t *exported = malloc((size_t)(scans * P * item));
-            CHECK_OK(qem_npy_read(npy, 0, scans * P, exported, &e), &e);
+            CHECK_OK(qem_npy_read(npy, 0, scans * P, exported, npy_read_size(npy, scans * P), &e), &e);
             CHECK(memcmp(exported, data, (size_t)(scans * P * item)) == 0);
             free(exported);
             qem_npy_close(npy);

@@ -102,15 +102,15 @@ int main(void)
     qem_file *f = NULL;
     CHECK_OK(qem_open(test_path("base.qem"), NULL, &f, &e), &e);
     if (f) {
-        qem_file_info info;
-        qem_get_info(f, &info);
+        qem_file_info info = {.struct_size = sizeof info};
+        qem_get_info(f, &info, NULL);
         CHECK_EQ_U64(info.codec, QEM_CODEC_SCALED);
         CHECK_EQ_U64(info.region_count, 2);
         CHECK_EQ_U64(info.chunk_count, 4);
         const uint64_t firsts[4] = {0, 3, 4, 7};
         for (uint64_t c = 0; c < 4 && c < info.chunk_count; c++) {
             uint64_t first = 0;
-            qem_get_chunk(f, c, &first, NULL);
+            qem_get_chunk(f, c, &first, NULL, NULL);
             CHECK_EQ_U64(first, firsts[c]);
         }
         uint16_t back[10 * 64];
@@ -138,14 +138,14 @@ int main(void)
         CHECK_OK(qem_npy_open(test_path("codes.npy"), &n, &e), &e);
         if (n) {
             memset(back, 0, sizeof back);
-            CHECK_OK(qem_npy_read(n, 0, scans * P, back, &e), &e);
+            CHECK_OK(qem_npy_read(n, 0, scans * P, back, npy_read_size(n, scans * P), &e), &e);
             CHECK(memcmp(back, codes, sizeof codes) == 0);
             qem_npy_close(n);
         }
         CHECK_OK(qem_npy_open(test_path("values.npy"), &n, &e), &e);
         if (n) {
             float exported[10 * 64];
-            CHECK_OK(qem_npy_read(n, 0, scans * P, exported, &e), &e);
+            CHECK_OK(qem_npy_read(n, 0, scans * P, exported, npy_read_size(n, scans * P), &e), &e);
             CHECK(memcmp(exported, values, sizeof values) == 0);
             qem_npy_close(n);
         }
