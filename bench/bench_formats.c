@@ -42,17 +42,17 @@ static double json_seconds(const char *text)
 static int pack_decode(const char *path, int threads, double *sec)
 {
     qem_error e = {0};
-    qem_source_options so;
-    qem_source_options_init(&so);
+    qem_container_options so;
+    qem_container_options_init(&so);
     so.threads = threads;
     const double t0 = now();
-    qem_source *s = NULL;
-    if (qem_source_open(path, &so, &s, &e) != QEM_OK)
+    qem_container *s = NULL;
+    if (qem_container_open(path, &so, &s, &e) != QEM_OK)
         return die("pack open", &e);
-    qem_source_info info = {.struct_size = sizeof info};
-    qem_source_get_info(s, &info, NULL);
+    qem_container_info info = {.struct_size = sizeof info};
+    qem_container_get_info(s, &info, NULL);
     const uint64_t window = 512;
-    const size_t bytes = (size_t)qem_source_read_bound(s, QEM_VALUES_WORKING, window);
+    const size_t bytes = (size_t)qem_container_read_bound(s, QEM_VALUES_WORKING, window);
     /* The caller's buffer, faulted in (nonzero: a zero memset may become
      * calloc), is not part of the decode: its time is taken out. */
     const double a0 = now();
@@ -63,11 +63,11 @@ static int pack_decode(const char *path, int threads, double *sec)
     qem_status st = buf ? QEM_OK : QEM_E_NO_MEMORY;
     for (uint64_t at = 0; st == QEM_OK && at < info.scans; at += window) {
         const uint64_t n = info.scans - at < window ? info.scans - at : window;
-        st = qem_source_read(s, at, n, QEM_VALUES_WORKING, buf, bytes, &e);
+        st = qem_container_read(s, at, n, QEM_VALUES_WORKING, buf, bytes, &e);
     }
     *sec = now() - t0 - allocating;
     free(buf);
-    qem_source_close(s);
+    qem_container_close(s);
     return st == QEM_OK ? 0 : die("pack decode", &e);
 }
 

@@ -36,20 +36,20 @@ static void dense_virtual(const uint16_t *cube, uint64_t scans, uint64_t P, cons
 }
 
 /* A products session on `threads` over the file at `path`, or NULL. */
-static qem_products *open_products(const char *path, int threads, qem_source **src)
+static qem_products *open_products(const char *path, int threads, qem_container **src)
 {
     qem_error e = {0};
-    qem_source_options so;
-    qem_source_options_init(&so);
+    qem_container_options so;
+    qem_container_options_init(&so);
     so.threads = threads;
     qem_products_options po;
     qem_products_options_init(&po);
     po.threads = threads;
     qem_products *p = NULL;
     *src = NULL;
-    if (qem_source_open(path, &so, src, &e) != QEM_OK ||
+    if (qem_container_open(path, &so, src, &e) != QEM_OK ||
         qem_products_open(*src, &po, &p, &e) != QEM_OK) {
-        qem_source_close(*src);
+        qem_container_close(*src);
         *src = NULL;
         die("open", &e);
         return NULL;
@@ -61,7 +61,7 @@ static int time_products(const config *c, const char *path, const mask_case *m, 
                          uint64_t *check, double *best)
 {
     qem_error e = {0};
-    qem_source *src = NULL;
+    qem_container *src = NULL;
     qem_products *p = open_products(path, threads, &src);
     if (!p)
         return 1;
@@ -84,7 +84,7 @@ static int time_products(const config *c, const char *path, const mask_case *m, 
         qem_image_free(&im);
     }
     qem_products_close(p);
-    qem_source_close(src);
+    qem_container_close(src);
     if (!ok)
         return die("virtual", &e);
     double med;
@@ -97,7 +97,7 @@ static int time_mean_com(const config *c, const char *path, int threads, double 
                          double *com_s)
 {
     qem_error e = {0};
-    qem_source *src = NULL;
+    qem_container *src = NULL;
     qem_products *p = open_products(path, threads, &src);
     if (!p)
         return 1;
@@ -115,7 +115,7 @@ static int time_mean_com(const config *c, const char *path, int threads, double 
         qem_image_free(&im);
     }
     qem_products_close(p);
-    qem_source_close(src);
+    qem_container_close(src);
     if (!ok)
         return die("mean/com", &e);
     summarise(tm, c->runs, mean_s, &med);

@@ -35,7 +35,7 @@ int need_container(const char *command, const char *path, qem_file_kind kind);
  * every block, and each is authenticated before it is decoded). */
 qem_file *open_deferred(const char *command, const char *path, const char *expect_sha256);
 /* Opens the first positional argument as any container (.qem or pack). */
-qem_source *open_source(const args *a);
+qem_container *open_source(const args *a);
 /* Reads a whole small text file (at most 64 MiB, a regular file); NULL
  * after printing why. */
 char *read_text_file(const char *command, const char *what, const char *path);

@@ -253,14 +253,14 @@ static int run_export(const args *a)
         return rc;
     if (given(a, OPT_RAW) && given(a, OPT_CODES))
         return usage_fail("export", "give --raw or --codes, not both (they are one request)");
-    qem_source *s = open_source(a);
+    qem_container *s = open_source(a);
     if (!s)
         return EXIT_FAILED;
     if (given(a, OPT_CODES)) {
-        qem_file *f = qem_source_file(s);
+        qem_file *f = qem_container_file(s);
         qem_file_info info = {.struct_size = sizeof info};
         if (!f || qem_get_info(f, &info, NULL) != QEM_OK || info.codec != QEM_CODEC_SCALED) {
-            qem_source_close(s);
+            qem_container_close(s);
             return usage_fail("export",
                               "--codes applies to scaled .qem files (their stored codes); use "
                               "--raw for the stored values of this file");
@@ -273,8 +273,8 @@ static int run_export(const args *a)
     qem_error e = {0};
     const qem_values values =
         given(a, OPT_RAW) || given(a, OPT_CODES) ? QEM_VALUES_RAW : QEM_VALUES_WORKING;
-    qem_status st = qem_source_export_npy(s, out, values, fn, user, &e);
-    qem_source_close(s);
+    qem_status st = qem_container_export_npy(s, out, values, fn, user, &e);
+    qem_container_close(s);
     return st == QEM_OK ? EXIT_OK : fail("export", &e);
 }
 

@@ -15,7 +15,7 @@
 
 /* An open file with its products session. */
 typedef struct product_run {
-    qem_source *source;
+    qem_container *source;
     qem_products *products;
     progress_state load_progress, progress;
     const char *command;
@@ -26,13 +26,13 @@ static int run_open(product_run *r, const args *a)
     memset(r, 0, sizeof *r);
     r->command = a->command;
     qem_error e = {0};
-    qem_source_options so;
-    qem_source_options_init(&so);
+    qem_container_options so;
+    qem_container_options_init(&so);
     so.threads = (int)a->v[OPT_THREADS].i[0];
     so.expect_sha256 = text_of(a, OPT_EXPECT_SHA256);
     progress_setup(&r->load_progress, "loading shards", "shards", given(a, OPT_QUIET), &so.progress,
                    &so.progress_user);
-    if (qem_source_open(a->positional[0], &so, &r->source, &e) != QEM_OK) {
+    if (qem_container_open(a->positional[0], &so, &r->source, &e) != QEM_OK) {
         fail(a->command, &e);
         return 0;
     }
@@ -44,7 +44,7 @@ static int run_open(product_run *r, const args *a)
                    &po.progress_user);
     if (qem_products_open_path(r->source, &po, path, &r->products, &e) != QEM_OK) {
         fail(a->command, &e);
-        qem_source_close(r->source);
+        qem_container_close(r->source);
         return 0;
     }
     return 1;
@@ -53,7 +53,7 @@ static int run_open(product_run *r, const args *a)
 static void run_close(product_run *r)
 {
     qem_products_close(r->products);
-    qem_source_close(r->source);
+    qem_container_close(r->source);
 }
 
 /* What the file written holds: the product's dtype in a .npy, 32-bit
@@ -132,8 +132,8 @@ static int run_dp(const args *a)
     product_run r;
     if (!run_open(&r, a))
         return EXIT_FAILED;
-    qem_source_info info = {.struct_size = sizeof info};
-    qem_source_get_info(r.source, &info, NULL);
+    qem_container_info info = {.struct_size = sizeof info};
+    qem_container_get_info(r.source, &info, NULL);
     qem_error e = {0};
     qem_image im = {0};
     qem_status st = QEM_OK;
@@ -156,9 +156,9 @@ static int run_dp(const args *a)
             im.ndim = 2;
             im.shape[0] = info.shape[2];
             im.shape[1] = info.shape[3];
-            const size_t bytes = (size_t)qem_source_read_bound(r.source, QEM_VALUES_RAW, 1);
+            const size_t bytes = (size_t)qem_container_read_bound(r.source, QEM_VALUES_RAW, 1);
             im.data = malloc(bytes);
-            st = im.data ? qem_source_read(r.source, scan, 1, QEM_VALUES_RAW, im.data, bytes, &e)
+            st = im.data ? qem_container_read(r.source, scan, 1, QEM_VALUES_RAW, im.data, bytes, &e)
                          : QEM_E_NO_MEMORY;
             json_object_set_new(summary, "values", json_string("raw"));
         } else {
@@ -265,8 +265,8 @@ static uint8_t *build_mask(product_run *r, const args *a, json_t *summary, int *
 {
     *none = 0;
     *code = EXIT_OK;
-    qem_source_info info = {.struct_size = sizeof info};
-    qem_source_get_info(r->source, &info, NULL);
+    qem_container_info info = {.struct_size = sizeof info};
+    qem_container_get_info(r->source, &info, NULL);
     qem_error e = {0};
     if (!given(a, OPT_MASK) && !given(a, OPT_DETECTOR)) {
         *none = 1;

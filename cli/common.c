@@ -63,9 +63,9 @@ int need_container(const char *command, const char *path, qem_file_kind kind)
         return EXIT_OK;
     /* The library says what the file is instead. */
     qem_error e = {0};
-    qem_source *s = NULL;
-    if (qem_source_open(path, NULL, &s, &e) == QEM_OK) {
-        qem_source_close(s);
+    qem_container *s = NULL;
+    if (qem_container_open(path, NULL, &s, &e) == QEM_OK) {
+        qem_container_close(s);
         return EXIT_OK;
     }
     return fail(command, &e);
@@ -84,15 +84,15 @@ qem_file *open_deferred(const char *command, const char *path, const char *expec
     return f;
 }
 
-qem_source *open_source(const args *a)
+qem_container *open_source(const args *a)
 {
     qem_error e = {0};
-    qem_source *s = NULL;
-    qem_source_options so;
-    qem_source_options_init(&so);
+    qem_container *s = NULL;
+    qem_container_options so;
+    qem_container_options_init(&so);
     so.threads = (int)a->v[OPT_THREADS].i[0];
     so.expect_sha256 = text_of(a, OPT_EXPECT_SHA256);
-    if (qem_source_open(a->positional[0], &so, &s, &e) != QEM_OK)
+    if (qem_container_open(a->positional[0], &so, &s, &e) != QEM_OK)
         fail(a->command, &e);
     return s;
 }

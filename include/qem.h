@@ -607,12 +607,12 @@ QEM_API qem_status qem_pack_produce(qem_pack_inspection *inspection,
 /* ------------------------------------------------------------------------ */
 /* Any source: the representation interface shared by .qem and packs       */
 
-typedef struct qem_source qem_source;
+typedef struct qem_container qem_container;
 
-typedef enum qem_source_kind {
-    QEM_SOURCE_QEM = 1,
-    QEM_SOURCE_PACK = 2
-} qem_source_kind;
+typedef enum qem_container_kind {
+    QEM_CONTAINER_QEM = 1,
+    QEM_CONTAINER_PACK = 2
+} qem_container_kind;
 
 typedef enum qem_values {
     /* Scientific working values: .qem counts, float32 bits or restored
@@ -634,45 +634,45 @@ typedef enum qem_file_kind {
 
 QEM_API qem_status qem_identify(const char *path, qem_file_kind *kind, qem_error *error);
 
-typedef struct qem_source_info {
+typedef struct qem_container_info {
     size_t struct_size; /* set by the caller */
-    qem_source_kind kind;
+    qem_container_kind kind;
     uint64_t shape[4];
     uint64_t scans, pixels;
     qem_dtype working_dtype;
     qem_dtype raw_dtype;
     int raw_available;
-} qem_source_info;
+} qem_container_info;
 
-typedef struct qem_source_options {
+typedef struct qem_container_options {
     size_t struct_size;
     int threads;               /* 0 = OpenMP default */
     const char *expect_sha256; /* required whole-file identity (both formats), or NULL */
     qem_progress_fn progress;  /* packs: per loaded shard */
     void *progress_user;
-} qem_source_options;
+} qem_container_options;
 
-QEM_API void qem_source_options_init(qem_source_options *options);
+QEM_API void qem_container_options_init(qem_container_options *options);
 
 /* Opens a .qem file or a pack, recognised by signature. A pack is loaded
  * (the whole bounded lifecycle) before this returns. */
-QEM_API qem_status qem_source_open(const char *path, const qem_source_options *options,
-                                   qem_source **out, qem_error *error);
-QEM_API void qem_source_close(qem_source *source);
-QEM_API qem_status qem_source_get_info(const qem_source *source, qem_source_info *info,
+QEM_API qem_status qem_container_open(const char *path, const qem_container_options *options,
+                                   qem_container **out, qem_error *error);
+QEM_API void qem_container_close(qem_container *source);
+QEM_API qem_status qem_container_get_info(const qem_container *source, qem_container_info *info,
                                        qem_error *error);
 /* The underlying handle, or NULL when the source is of the other kind. */
-QEM_API qem_file *qem_source_file(qem_source *source);
-QEM_API qem_pack *qem_source_pack(qem_source *source);
+QEM_API qem_file *qem_container_file(qem_container *source);
+QEM_API qem_pack *qem_container_pack(qem_container *source);
 
-QEM_API uint64_t qem_source_read_bound(const qem_source *source, qem_values values,
+QEM_API uint64_t qem_container_read_bound(const qem_container *source, qem_values values,
                                        uint64_t scans);
 /* Reads scans [first, first + count) of `values`, C order. */
-QEM_API qem_status qem_source_read(qem_source *source, uint64_t first, uint64_t count,
+QEM_API qem_status qem_container_read(qem_container *source, uint64_t first, uint64_t count,
                                    qem_values values, void *out, size_t out_size,
                                    qem_error *error);
 /* Writes `values` of every scan as a 4D .npy, one bounded window at a time. */
-QEM_API qem_status qem_source_export_npy(qem_source *source, const char *dest, qem_values values,
+QEM_API qem_status qem_container_export_npy(qem_container *source, const char *dest, qem_values values,
                                          qem_progress_fn progress, void *progress_user,
                                          qem_error *error);
 
@@ -734,7 +734,7 @@ typedef struct qem_products_options {
 } qem_products_options;
 
 QEM_API void qem_products_options_init(qem_products_options *options);
-QEM_API qem_status qem_products_open(qem_source *source, const qem_products_options *options,
+QEM_API qem_status qem_products_open(qem_container *source, const qem_products_options *options,
                                      qem_products **out, qem_error *error);
 QEM_API void qem_products_close(qem_products *products);
 

@@ -61,7 +61,7 @@ typedef enum qem_products_path {
     QEM_PATH_REFERENCE = 1 /* decode windows and sum densely: the check of the fast path */
 } qem_products_path;
 
-QEM_API qem_status qem_products_open_path(qem_source *source, const qem_products_options *options,
+QEM_API qem_status qem_products_open_path(qem_container *source, const qem_products_options *options,
                                           qem_products_path path, qem_products **out,
                                           qem_error *error);
 

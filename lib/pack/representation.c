@@ -1,12 +1,12 @@
 /* A loaded pack behind the representation interface. */
 #include "common/error.h"
 #include "pack/pack_internal.h"
-#include "source/representation.h"
+#include "container/representation.h"
 
-static void describe(const void *impl, qem_source_info *info)
+static void describe(const void *impl, qem_container_info *info)
 {
     const qem_pack *p = impl;
-    info->kind = QEM_SOURCE_PACK;
+    info->kind = QEM_CONTAINER_PACK;
     for (int i = 0; i < 4; i++)
         info->shape[i] = p->shape[i];
     info->scans = p->scans;
@@ -111,7 +111,7 @@ static void file_id_of(const void *impl, uint64_t id[2])
 }
 
 const qem_representation_ops qem_pack_representation = {
-    .kind = QEM_SOURCE_PACK,
+    .kind = QEM_CONTAINER_PACK,
     .describe = describe,
     .read = read,
     .window = window,

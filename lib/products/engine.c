@@ -52,13 +52,13 @@ qem_status prod_image_new(qem_image *image, qem_dtype dtype, uint64_t rows, uint
     return QEM_OK;
 }
 
-qem_status qem_products_open(qem_source *source, const qem_products_options *options,
+qem_status qem_products_open(qem_container *source, const qem_products_options *options,
                              qem_products **out, qem_error *error)
 {
     return qem_products_open_path(source, options, QEM_PATH_FAST, out, error);
 }
 
-qem_status qem_products_open_path(qem_source *source, const qem_products_options *options,
+qem_status qem_products_open_path(qem_container *source, const qem_products_options *options,
                                   qem_products_path path, qem_products **out, qem_error *error)
 {
     qem_error_clear(error);

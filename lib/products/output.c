@@ -1,6 +1,6 @@
 /* The public entry point that hands product images to files, by the
  * path's extension. (Calibrated copies of files are format work:
- * lib/source/dispatch.c.) */
+ * lib/container/dispatch.c.) */
 #include "common/error.h"
 #include "products/image_out.h"
 

@@ -6,13 +6,13 @@
 
 #include "qem.h"
 #include "qem_experimental.h"
-#include "source/representation.h"
+#include "container/representation.h"
 
 struct qem_products {
-    qem_source *source;
+    qem_container *source;
     const qem_representation_ops *ops;
     void *impl;
-    qem_source_info info;
+    qem_container_info info;
     uint64_t scan_rows, scan_cols, det_rows, det_cols, scans, pixels;
     qem_product_data data;
     uint8_t *valid;   /* pixels bytes */

@@ -186,16 +186,16 @@ static qem_status save_from_npy(const char *source, const char *dest,
     return st;
 }
 
-typedef struct qem_source {
+typedef struct resave_source {
     qem_file *file;
     qem_output kind;
     int threads;
-} qem_source;
+} resave_source;
 
 static qem_status fill_from_qem(void *source, uint64_t first, uint64_t count, void *window,
                                 qem_error *error)
 {
-    qem_source *s = source;
+    resave_source *s = source;
     size_t bytes = (size_t)(count * s->file->pixels * qem_output_item(s->file, s->kind));
     return qem_read_into(s->file, first, count, s->kind, window, bytes, s->threads, error);
 }
@@ -204,7 +204,7 @@ static qem_status fill_from_qem(void *source, uint64_t first, uint64_t count, vo
 static qem_status settle_qem(void *source, qem_writer *w, qem_error *error)
 {
     (void)w;
-    const qem_source *s = source;
+    const resave_source *s = source;
     return qem_file_stamp_check(s->file->fd, &s->file->stamp, s->file->path, "saved", error);
 }
 
@@ -227,7 +227,7 @@ static qem_status save_from_qem(const char *source, const char *dest,
     if (!local.metadata_json)
         local.metadata_json = kept[1] = dump_member(f->header, "metadata");
     qem_dtype dtype = f->dtype;
-    qem_source src = {f, QEM_OUTPUT_NATIVE, options->threads};
+    resave_source src = {f, QEM_OUTPUT_NATIVE, options->threads};
     if (f->codec == QEM_CODEC_INTEGER) {
         if (!local.valid)
             local.valid = f->valid;

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "qem/qem_internal.h"
-#include "source/representation.h"
+#include "container/representation.h"
 
 static qem_output output_of(const qem_file *f, qem_values values)
 {
@@ -22,10 +22,10 @@ static qem_dtype dtype_of(const qem_file *f, qem_values values)
     return f->dtype;
 }
 
-static void describe(const void *impl, qem_source_info *info)
+static void describe(const void *impl, qem_container_info *info)
 {
     const qem_file *f = impl;
-    info->kind = QEM_SOURCE_QEM;
+    info->kind = QEM_CONTAINER_QEM;
     for (int i = 0; i < 4; i++)
         info->shape[i] = f->shape[i];
     info->scans = f->scans;
@@ -167,7 +167,7 @@ static void file_id_of(const void *impl, uint64_t id[2])
 }
 
 const qem_representation_ops qem_file_representation = {
-    .kind = QEM_SOURCE_QEM,
+    .kind = QEM_CONTAINER_QEM,
     .describe = describe,
     .read = read,
     .window = window,

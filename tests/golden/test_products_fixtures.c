@@ -55,11 +55,11 @@ static int64_t image_int(const qem_image *im, uint64_t k)
 }
 
 /* Opens a fixture as a source with a products session on `path_kind`. */
-static qem_products *open_products(const char *rel, int path_kind, qem_source **src)
+static qem_products *open_products(const char *rel, int path_kind, qem_container **src)
 {
     qem_error e = {0};
     *src = NULL;
-    CHECK_OK(qem_source_open(fixture_path(rel), NULL, src, &e), &e);
+    CHECK_OK(qem_container_open(fixture_path(rel), NULL, src, &e), &e);
     qem_products_options o;
     qem_products_options_init(&o);
     qem_products *p = NULL;
@@ -75,15 +75,15 @@ static void check_qem_fixture(const char *name, int path_kind)
     json_t *facts = test_load_json(fixture_path(rel));
     snprintf(rel, sizeof rel, "qem/%s.qem", name);
     qem_error e = {0};
-    qem_source *src = NULL;
+    qem_container *src = NULL;
     qem_products *p = open_products(rel, path_kind, &src);
     if (!facts || !p)
         goto out;
     const json_t *prod = json_object_get(facts, "products"), *shape = json_object_get(facts, "shape");
     const uint64_t sc = (uint64_t)json_integer_value(json_array_get(shape, 1));
     const uint64_t dc = (uint64_t)json_integer_value(json_array_get(shape, 3));
-    qem_source_info info = {.struct_size = sizeof info};
-    qem_source_get_info(src, &info, NULL);
+    qem_container_info info = {.struct_size = sizeof info};
+    qem_container_get_info(src, &info, NULL);
     const uint64_t P = info.pixels, S = info.scans;
     uint8_t *valid = malloc((size_t)P), *mask = malloc((size_t)P);
     qem_products_valid(p, valid, (size_t)P, NULL);
@@ -235,7 +235,7 @@ static void check_qem_fixture(const char *name, int path_kind)
     free(mask);
 out:
     qem_products_close(p);
-    qem_source_close(src);
+    qem_container_close(src);
     json_decref(facts);
 }
 
@@ -247,11 +247,11 @@ static void check_pack_fixture(const char *name, int path_kind)
     json_t *facts = test_load_json(fixture_path(rel));
     snprintf(rel, sizeof rel, "pack/%s.h5", name);
     qem_error e = {0};
-    qem_source *src = NULL;
+    qem_container *src = NULL;
     qem_products *p = open_products(rel, path_kind, &src);
     if (facts && p) {
-        qem_source_info info = {.struct_size = sizeof info};
-        qem_source_get_info(src, &info, NULL);
+        qem_container_info info = {.struct_size = sizeof info};
+        qem_container_get_info(src, &info, NULL);
         size_t i;
         json_t *vi;
         int images = 0;
@@ -274,7 +274,7 @@ static void check_pack_fixture(const char *name, int path_kind)
         CHECK(images > 0);
     }
     qem_products_close(p);
-    qem_source_close(src);
+    qem_container_close(src);
     json_decref(facts);
 }
 

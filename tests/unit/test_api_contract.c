@@ -56,7 +56,7 @@ static void test_null_frees(void)
     qem_writer_free(NULL);
     qem_pack_close(NULL);
     qem_pack_inspection_free(NULL);
-    qem_source_close(NULL);
+    qem_container_close(NULL);
     qem_npy_close(NULL);
     qem_npy_writer_free(NULL);
     qem_products_close(NULL);
@@ -164,8 +164,8 @@ static void test_result_structs(void)
     qem_pack_load_options_init(&lo);
     CHECK_OK(qem_pack_open(pack, &p, &e), &e);
     CHECK_OK(qem_pack_load(p, &lo, &e), &e);
-    qem_source *src = NULL;
-    CHECK_OK(qem_source_open(qem, NULL, &src, &e), &e);
+    qem_container *src = NULL;
+    CHECK_OK(qem_container_open(qem, NULL, &src, &e), &e);
     qem_products *pr = NULL;
     CHECK_OK(qem_products_open(src, NULL, &pr, &e), &e);
     qem_npy *n = NULL;
@@ -203,8 +203,8 @@ static void test_result_structs(void)
                  qem_pack_get_detector_calibration(p, out, &e_));
     CHECK_GROWTH(qem_pack_timings, offsetof(qem_pack_timings, source_read),
                  qem_pack_get_timings(p, out, &e_));
-    CHECK_GROWTH(qem_source_info, offsetof(qem_source_info, scans),
-                 qem_source_get_info(src, out, &e_));
+    CHECK_GROWTH(qem_container_info, offsetof(qem_container_info, scans),
+                 qem_container_get_info(src, out, &e_));
     CHECK_GROWTH(qem_npy_info, offsetof(qem_npy_info, ndim), qem_npy_get_info(n, out, &e_));
     CHECK_GROWTH(qem_detector_calibration, offsetof(qem_detector_calibration, center_column),
                  qem_products_estimate_calibration(pr, out, &e_));
@@ -267,7 +267,7 @@ static void test_result_structs(void)
     qem_pack_inspection_free(in);
     qem_npy_close(n);
     qem_products_close(pr);
-    qem_source_close(src);
+    qem_container_close(src);
     qem_pack_close(p);
     qem_close(f);
 }

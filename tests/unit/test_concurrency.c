@@ -55,11 +55,11 @@ static void *worker(void *arg)
 static void check_file(const char *path)
 {
     qem_error e = {0};
-    qem_source_options so;
-    qem_source_options_init(&so);
+    qem_container_options so;
+    qem_container_options_init(&so);
     so.threads = 1;
-    qem_source *src = NULL;
-    CHECK_OK(qem_source_open(path, &so, &src, &e), &e);
+    qem_container *src = NULL;
+    CHECK_OK(qem_container_open(path, &so, &src, &e), &e);
     qem_products_options po;
     qem_products_options_init(&po);
     po.threads = 1;
@@ -67,11 +67,11 @@ static void check_file(const char *path)
     if (src)
         CHECK_OK(qem_products_open(src, &po, &p, &e), &e);
     if (!p) {
-        qem_source_close(src);
+        qem_container_close(src);
         return;
     }
-    qem_source_info info = {.struct_size = sizeof info};
-    qem_source_get_info(src, &info, NULL);
+    qem_container_info info = {.struct_size = sizeof info};
+    qem_container_get_info(src, &info, NULL);
     uint8_t *disk = calloc((size_t)info.pixels, 1), *ring = calloc((size_t)info.pixels, 1);
     qem_detector_geometry g;
     qem_detector_geometry_init(&g);
@@ -97,7 +97,7 @@ static void check_file(const char *path)
     free(disk);
     free(ring);
     qem_products_close(p);
-    qem_source_close(src);
+    qem_container_close(src);
 }
 
 int main(void)

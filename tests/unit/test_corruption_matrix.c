@@ -215,7 +215,7 @@ static qem_status qem_decode(const char *path, qem_body_check check, int verify,
 /* Opens and loads as a plain reader (`expect` NULL) or as qem verify does
  * (whole-file identity and stored digests). When `d` is given and the load
  * passed, reads every scan of the mask-applied array and, where the file
- * admits it, the raw one - through qem_source, whose reads honour
+ * admits it, the raw one - through qem_container, whose reads honour
  * threads = 1 (tiny files; qem_pack_read_scans would start OpenMP's
  * default team, whose idle spinning dominates such short calls). */
 static qem_status pack_decode(const char *path, const char *expect, decoded *d, qem_error *e)
@@ -235,17 +235,17 @@ static qem_status pack_decode(const char *path, const char *expect, decoded *d, 
     qem_pack_close(p);
     if (st != QEM_OK || !d)
         return st;
-    qem_source_options so;
-    qem_source_options_init(&so);
+    qem_container_options so;
+    qem_container_options_init(&so);
     so.threads = 1;
-    qem_source *src = NULL;
-    st = qem_source_open(path, &so, &src, e);
+    qem_container *src = NULL;
+    st = qem_container_open(path, &so, &src, e);
     if (st == QEM_OK) {
-        qem_source_info info = {.struct_size = sizeof info};
-        qem_source_get_info(src, &info, NULL);
+        qem_container_info info = {.struct_size = sizeof info};
+        qem_container_get_info(src, &info, NULL);
         for (int i = 0; i < 1 + !!info.raw_available && st == QEM_OK; i++) {
             const qem_values v = i ? QEM_VALUES_RAW : QEM_VALUES_WORKING;
-            const uint64_t bytes = qem_source_read_bound(src, v, info.scans);
+            const uint64_t bytes = qem_container_read_bound(src, v, info.scans);
             if (bytes == 0 || bytes > DECODE_CAP) {
                 fprintf(stderr, "%s: implausible read size %llu accepted\n", path,
                         (unsigned long long)bytes);
@@ -255,11 +255,11 @@ static qem_status pack_decode(const char *path, const char *expect, decoded *d, 
             }
             d->size[i] = (size_t)bytes;
             d->part[i] = malloc(d->size[i]);
-            st = d->part[i] ? qem_source_read(src, 0, info.scans, v, d->part[i], d->size[i], e)
+            st = d->part[i] ? qem_container_read(src, 0, info.scans, v, d->part[i], d->size[i], e)
                             : QEM_E_NO_MEMORY;
         }
     }
-    qem_source_close(src);
+    qem_container_close(src);
     if (st != QEM_OK)
         decoded_free(d);
     return st;

@@ -117,13 +117,13 @@ static void check_sums(const char *name, const uint16_t *data, const uint8_t *ex
                        uint64_t P, uint64_t scans)
 {
     qem_error e = {0};
-    qem_source *src = NULL;
+    qem_container *src = NULL;
     qem_products *pr = NULL;
-    CHECK_OK(qem_source_open(test_path(name), NULL, &src, &e), &e);
+    CHECK_OK(qem_container_open(test_path(name), NULL, &src, &e), &e);
     if (src)
         CHECK_OK(qem_products_open(src, NULL, &pr, &e), &e);
     if (!pr) {
-        qem_source_close(src);
+        qem_container_close(src);
         return;
     }
     const uint64_t first = scans > 40 ? 37 : 0, count = scans - first - (scans > 80 ? 3 : 0);
@@ -155,7 +155,7 @@ static void check_sums(const char *name, const uint16_t *data, const uint8_t *ex
     free(weight);
     free(image);
     qem_products_close(pr);
-    qem_source_close(src);
+    qem_container_close(src);
 }
 
 static void check_variant(const variant *v)

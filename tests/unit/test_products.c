@@ -42,11 +42,11 @@ static double dense_at(const dense *d, uint64_t s, uint64_t px)
     }
 }
 
-static qem_source *open_source(const char *path, qem_products **products, qem_products_path path_kind)
+static qem_container *open_source(const char *path, qem_products **products, qem_products_path path_kind)
 {
     qem_error e = {0};
-    qem_source *src = NULL;
-    CHECK_OK(qem_source_open(path, NULL, &src, &e), &e);
+    qem_container *src = NULL;
+    CHECK_OK(qem_container_open(path, NULL, &src, &e), &e);
     qem_products_options o;
     qem_products_options_init(&o);
     *products = NULL;
@@ -88,9 +88,9 @@ static void check_products(const char *path, const dense *d)
             mask[r * DC + c] = 1;
     for (int path_kind = 0; path_kind < 2; path_kind++) {
         qem_products *p = NULL;
-        qem_source *src = open_source(path, &p, (qem_products_path)path_kind);
+        qem_container *src = open_source(path, &p, (qem_products_path)path_kind);
         if (!p) {
-            qem_source_close(src);
+            qem_container_close(src);
             return;
         }
         /* Virtual images: the random mask, then a disk and a ring whose
@@ -262,7 +262,7 @@ static void check_products(const char *path, const dense *d)
         qem_dpc_result_free(&dpc);
 
         qem_products_close(p);
-        qem_source_close(src);
+        qem_container_close(src);
     }
 }
 
@@ -272,7 +272,7 @@ static void check_masks(const char *path)
 {
     qem_error e = {0};
     qem_products *p = NULL;
-    qem_source *src = open_source(path, &p, QEM_PATH_FAST);
+    qem_container *src = open_source(path, &p, QEM_PATH_FAST);
     if (!p)
         return;
     qem_detector_geometry g;
@@ -336,7 +336,7 @@ static void check_masks(const char *path)
     CHECK_STATUS(qem_products_mask_from_npy(p, test_path("twos.npy"), got, sizeof got, &e), QEM_E_NPY, &e);
     CHECK(strstr(e.message, "only 0 and 1") != NULL);
     qem_products_close(p);
-    qem_source_close(src);
+    qem_container_close(src);
 }
 
 static int cancel_now(void *user, uint64_t done, uint64_t total)
@@ -352,9 +352,9 @@ static void check_sessions(const char *qem_path, const char *pack_path)
 {
     qem_error e = {0};
     qem_products *a = NULL, *b = NULL, *dup = NULL;
-    qem_source *sa = open_source(qem_path, &a, QEM_PATH_FAST);
-    qem_source *sb = open_source(pack_path, &b, QEM_PATH_FAST);
-    qem_source *sd = open_source(qem_path, &dup, QEM_PATH_FAST);
+    qem_container *sa = open_source(qem_path, &a, QEM_PATH_FAST);
+    qem_container *sb = open_source(pack_path, &b, QEM_PATH_FAST);
+    qem_container *sd = open_source(qem_path, &dup, QEM_PATH_FAST);
     if (!a || !b || !dup)
         goto out;
     qem_detector_session *s = NULL;
@@ -373,7 +373,7 @@ static void check_sessions(const char *qem_path, const char *pack_path)
         CHECK_OK(qem_writer_finish(w, &e2), &e2);
         qem_writer_free(w);
         qem_products *other = NULL;
-        qem_source *so = open_source(test_path("small.qem"), &other, QEM_PATH_FAST);
+        qem_container *so = open_source(test_path("small.qem"), &other, QEM_PATH_FAST);
         qem_products *mixed[2] = {a, other};
         if (other) {
             CHECK_STATUS(qem_detector_session_create(mixed, 2, &s, &e), QEM_E_INVALID_ARGUMENT,
@@ -381,7 +381,7 @@ static void check_sessions(const char *qem_path, const char *pack_path)
             CHECK(strstr(e.message, "8 x 8 detector") != NULL);
         }
         qem_products_close(other);
-        qem_source_close(so);
+        qem_container_close(so);
     }
     /* A pack and a .qem of one detector shape make a series. */
     qem_products *series[2] = {a, b};
@@ -421,13 +421,13 @@ static void check_sessions(const char *qem_path, const char *pack_path)
 
     /* A series of two: a failure in the second leaves both images. */
     qem_products *pair[2] = {a, NULL};
-    qem_source *sc = NULL;
+    qem_container *sc = NULL;
     qem_products *c = NULL;
     int cancel = 0;
     {
-        qem_source_options so;
-        qem_source_options_init(&so);
-        CHECK_OK(qem_source_open(test_path("u8.qem"), &so, &sc, &e), &e);
+        qem_container_options so;
+        qem_container_options_init(&so);
+        CHECK_OK(qem_container_open(test_path("u8.qem"), &so, &sc, &e), &e);
         qem_products_options o;
         qem_products_options_init(&o);
         o.progress = cancel_now;
@@ -467,14 +467,14 @@ static void check_sessions(const char *qem_path, const char *pack_path)
         qem_detector_session_free(s);
     }
     qem_products_close(c);
-    qem_source_close(sc);
+    qem_container_close(sc);
 out:
     qem_products_close(a);
     qem_products_close(b);
     qem_products_close(dup);
-    qem_source_close(sa);
-    qem_source_close(sb);
-    qem_source_close(sd);
+    qem_container_close(sa);
+    qem_container_close(sb);
+    qem_container_close(sd);
 }
 
 static int write_qem(const char *path, qem_dtype dtype, const void *values, const uint8_t *v,

@@ -18,7 +18,7 @@ static int checks, failures;
         }                                                                                          \
     } while (0)
 
-/* Every scan of `container` read through qem_source as `values` equals
+/* Every scan of `container` read through qem_container as `values` equals
  * `reference`. */
 static void check_fixture(const char *dir, const char *container, const char *reference,
                           qem_values values)
@@ -27,32 +27,32 @@ static void check_fixture(const char *dir, const char *container, const char *re
     snprintf(path, sizeof path, "%s/%s", dir, container);
     snprintf(ref, sizeof ref, "%s/%s", dir, reference);
     qem_error e = {0};
-    qem_source *s = NULL;
+    qem_container *s = NULL;
     qem_npy *n = NULL;
-    CHECK(qem_source_open(path, NULL, &s, &e) == QEM_OK);
+    CHECK(qem_container_open(path, NULL, &s, &e) == QEM_OK);
     CHECK(qem_npy_open(ref, &n, &e) == QEM_OK);
     if (!s || !n) {
         fprintf(stderr, "  %s: %s\n", container, e.message);
-        qem_source_close(s);
+        qem_container_close(s);
         qem_npy_close(n);
         return;
     }
-    qem_source_info info = {.struct_size = sizeof info};
+    qem_container_info info = {.struct_size = sizeof info};
     qem_npy_info ninfo = {.struct_size = sizeof ninfo};
-    CHECK(qem_source_get_info(s, &info, &e) == QEM_OK);
+    CHECK(qem_container_get_info(s, &info, &e) == QEM_OK);
     CHECK(qem_npy_get_info(n, &ninfo, &e) == QEM_OK);
-    const size_t bytes = (size_t)qem_source_read_bound(s, values, info.scans);
+    const size_t bytes = (size_t)qem_container_read_bound(s, values, info.scans);
     void *got = malloc(bytes), *want = malloc(bytes);
     CHECK(got && want && ninfo.elements * qem_dtype_size(ninfo.dtype) == bytes);
     if (got && want && ninfo.elements * qem_dtype_size(ninfo.dtype) == bytes) {
-        CHECK(qem_source_read(s, 0, info.scans, values, got, bytes, &e) == QEM_OK);
+        CHECK(qem_container_read(s, 0, info.scans, values, got, bytes, &e) == QEM_OK);
         CHECK(qem_npy_read(n, 0, ninfo.elements, want, bytes, &e) == QEM_OK);
         CHECK(memcmp(got, want, bytes) == 0);
     }
     free(got);
     free(want);
     qem_npy_close(n);
-    qem_source_close(s);
+    qem_container_close(s);
 }
 
 int main(void)

@@ -10,9 +10,9 @@
 #include "common/error.h"
 #include "common/fileio.h"
 #include "common/options.h"
-#include "source/representation.h"
+#include "container/representation.h"
 
-void qem_source_options_init(qem_source_options *o)
+void qem_container_options_init(qem_container_options *o)
 {
     memset(o, 0, sizeof *o);
     o->struct_size = sizeof *o;
@@ -49,16 +49,16 @@ qem_status qem_identify(const char *path, qem_file_kind *kind, qem_error *error)
     return st;
 }
 
-qem_status qem_source_open(const char *path, const qem_source_options *options,
-                           qem_source **out, qem_error *error)
+qem_status qem_container_open(const char *path, const qem_container_options *options,
+                           qem_container **out, qem_error *error)
 {
     qem_error_clear(error);
     if (!path || !out)
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_source_open: NULL argument");
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_container_open: NULL argument");
     *out = NULL;
-    qem_source_options o;
-    qem_source_options_init(&o);
-    QEM_TRY(qem_options_overlay(&o, sizeof o, options, "qem_source_options", error));
+    qem_container_options o;
+    qem_container_options_init(&o);
+    QEM_TRY(qem_options_overlay(&o, sizeof o, options, "qem_container_options", error));
     qem_file_kind kind;
     QEM_TRY(qem_identify(path, &kind, error));
     if (kind != QEM_KIND_QEM && kind != QEM_KIND_PACK)
@@ -69,7 +69,7 @@ qem_status qem_source_open(const char *path, const qem_source_options *options,
                         : kind == QEM_KIND_HDF5 ? "an HDF5 file without a pack index: qem pack "
                                                   "produce it first"
                                                 : "not a format qem reads");
-    qem_source *s = calloc(1, sizeof *s);
+    qem_container *s = calloc(1, sizeof *s);
     if (!s)
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     s->threads = o.threads;
@@ -107,7 +107,7 @@ qem_status qem_source_open(const char *path, const qem_source_options *options,
     return QEM_OK;
 }
 
-void qem_source_close(qem_source *s)
+void qem_container_close(qem_container *s)
 {
     if (!s)
         return;
@@ -115,55 +115,55 @@ void qem_source_close(qem_source *s)
     free(s);
 }
 
-qem_status qem_source_get_info(const qem_source *s, qem_source_info *out, qem_error *error)
+qem_status qem_container_get_info(const qem_container *s, qem_container_info *out, qem_error *error)
 {
     qem_error_clear(error);
     if (!s)
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_source_get_info: NULL source");
-    qem_source_info info;
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_container_get_info: NULL source");
+    qem_container_info info;
     memset(&info, 0, sizeof info);
     s->ops->describe(s->impl, &info);
-    return qem_result_deliver(out, &info, sizeof info, "qem_source_info", error);
+    return qem_result_deliver(out, &info, sizeof info, "qem_container_info", error);
 }
 
-qem_file *qem_source_file(qem_source *s)
+qem_file *qem_container_file(qem_container *s)
 {
-    return s && s->ops->kind == QEM_SOURCE_QEM ? s->impl : NULL;
+    return s && s->ops->kind == QEM_CONTAINER_QEM ? s->impl : NULL;
 }
 
-qem_pack *qem_source_pack(qem_source *s)
+qem_pack *qem_container_pack(qem_container *s)
 {
-    return s && s->ops->kind == QEM_SOURCE_PACK ? s->impl : NULL;
+    return s && s->ops->kind == QEM_CONTAINER_PACK ? s->impl : NULL;
 }
 
-uint64_t qem_source_read_bound(const qem_source *s, qem_values values, uint64_t scans)
+uint64_t qem_container_read_bound(const qem_container *s, qem_values values, uint64_t scans)
 {
-    qem_source_info info;
+    qem_container_info info;
     memset(&info, 0, sizeof info);
     s->ops->describe(s->impl, &info);
     return scans * info.pixels *
            qem_dtype_size(values == QEM_VALUES_RAW ? info.raw_dtype : info.working_dtype);
 }
 
-qem_status qem_source_read(qem_source *s, uint64_t first, uint64_t count, qem_values values,
+qem_status qem_container_read(qem_container *s, uint64_t first, uint64_t count, qem_values values,
                            void *out, size_t out_size, qem_error *error)
 {
     qem_error_clear(error);
     if (!s)
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_source_read: NULL source");
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_container_read: NULL source");
     return s->ops->read(s->impl, first, count, values, out, out_size, s->threads, error);
 }
 
-static qem_status qem_source_export_npy_body(qem_source *s, const char *dest, qem_values values,
+static qem_status qem_container_export_npy_body(qem_container *s, const char *dest, qem_values values,
                                  qem_progress_fn progress, void *progress_user, qem_error *error)
 {
     qem_error_clear(error);
     if (!s || !dest)
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_source_export_npy: NULL argument");
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_container_export_npy: NULL argument");
     if (s->ops->export_npy)
         return s->ops->export_npy(s->impl, dest, values, s->threads, progress, progress_user,
                                   error);
-    qem_source_info info;
+    qem_container_info info;
     memset(&info, 0, sizeof info);
     s->ops->describe(s->impl, &info);
     const qem_dtype dtype = values == QEM_VALUES_RAW ? info.raw_dtype : info.working_dtype;
@@ -200,10 +200,10 @@ static qem_status qem_source_export_npy_body(qem_source *s, const char *dest, qe
     return st;
 }
 
-qem_status qem_source_export_npy(qem_source *s, const char *dest, qem_values values,
+qem_status qem_container_export_npy(qem_container *s, const char *dest, qem_values values,
                                  qem_progress_fn progress, void *progress_user, qem_error *error)
 {
-    const qem_status st = qem_source_export_npy_body(s, dest, values, progress, progress_user, error);
+    const qem_status st = qem_container_export_npy_body(s, dest, values, progress, progress_user, error);
     qem_error_name_destination(error, dest);
     return st;
 }

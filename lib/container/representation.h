@@ -2,8 +2,8 @@
  * consumes their data (the CLI, products). A container implements these
  * operations over its own still-encoded resident; consumers never learn
  * the format. A new container is a new implementation, not a new caller. */
-#ifndef QEM_SOURCE_REPRESENTATION_H
-#define QEM_SOURCE_REPRESENTATION_H
+#ifndef QEM_CONTAINER_REPRESENTATION_H
+#define QEM_CONTAINER_REPRESENTATION_H
 
 #include "qem.h"
 
@@ -16,8 +16,8 @@ typedef enum qem_product_data {
 } qem_product_data;
 
 typedef struct qem_representation_ops {
-    qem_source_kind kind;
-    void (*describe)(const void *impl, qem_source_info *info);
+    qem_container_kind kind;
+    void (*describe)(const void *impl, qem_container_info *info);
     /* Scans [first, first + count) of `values` into `out`, C order. */
     qem_status (*read)(void *impl, uint64_t first, uint64_t count, qem_values values, void *out,
                        size_t out_size, int threads, qem_error *error);
@@ -59,7 +59,7 @@ typedef struct qem_representation_ops {
     void (*file_id)(const void *impl, uint64_t id[2]);
 } qem_representation_ops;
 
-struct qem_source {
+struct qem_container {
     const qem_representation_ops *ops;
     void *impl;
     int threads;
