@@ -84,6 +84,17 @@ const option_spec option_specs[OPT_COUNT] = {
                            "subtract the scan mean (the DPC components)"},
     [OPT_REFERENCE] = {"--reference", NULL, ARG_FLAG, NULL, 0, 0, 0, 0, 0, NULL,
                        "compute by decoding windows and summing densely (a check)"},
+    [OPT_RAW_SHAPE] = {"--raw-shape", NULL, ARG_INT_QUAD, "R,C,DR,DC", 1, 4294967295LL, 0, 0, 0,
+                       NULL, "raw binary: scan rows, scan columns, detector rows, detector "
+                       "columns"},
+    [OPT_RAW_DTYPE] = {"--raw-dtype", NULL, ARG_CHOICE, "TYPE", 0, 0, 0, 0, 0,
+                       "uint8|uint16|uint32|float32|u1|<u2|>u2|<u4|>u4|<f4|>f4",
+                       "raw binary: the sample type, little-endian unless >: uint8, uint16, "
+                       "uint32, float32, <u2, >u2, <u4, >u4, <f4, >f4"},
+    [OPT_RAW_OFFSET] = {"--raw-offset", NULL, ARG_INT, "BYTES", 0, BYTES_MAX, 0, 0, 0, NULL,
+                        "raw binary: bytes before the first frame (default 0)"},
+    [OPT_RAW_FRAME_HEADER] = {"--raw-frame-header", NULL, ARG_INT, "BYTES", 0, 1 << 30, 0, 0, 0,
+                              NULL, "raw binary: bytes before each frame (default 0)"},
 };
 /* clang-format on */
 
@@ -202,6 +213,9 @@ static int bad_value(const char *command, const option_spec *s, const char *valu
     case ARG_INT_PAIR:
         return usage_fail(command, "%s needs %s: two whole numbers %s, not '%s'", s->name,
                           s->metavar, range, SAFE(value));
+    case ARG_INT_QUAD:
+        return usage_fail(command, "%s needs %s: four whole numbers %s, not '%s'", s->name,
+                          s->metavar, range, SAFE(value));
     case ARG_RANGES:
         return usage_fail(command,
                           "%s needs %s (half-open ranges, whole numbers %s, start <= stop), "
@@ -269,6 +283,16 @@ static int parse_value(const char *command, const option_spec *s, const char *va
             parse_int(comma + 1, end, &v->i[1]) != 1 || !int_in_range(s, v->i[0]) ||
             !int_in_range(s, v->i[1]))
             return bad_value(command, s, value);
+        return 0;
+    }
+    case ARG_INT_QUAD: {
+        const char *p = value;
+        for (int k = 0; k < 4; k++) {
+            const char *comma = k < 3 ? strchr(p, ',') : end;
+            if (!comma || parse_int(p, comma, &v->i[k]) != 1 || !int_in_range(s, v->i[k]))
+                return bad_value(command, s, value);
+            p = comma + 1;
+        }
         return 0;
     }
     case ARG_RANGES: {

@@ -46,6 +46,10 @@ typedef enum option_id {
     OPT_ROTATION,
     OPT_SUBTRACT_MEAN,
     OPT_REFERENCE,
+    OPT_RAW_SHAPE,
+    OPT_RAW_DTYPE,
+    OPT_RAW_OFFSET,
+    OPT_RAW_FRAME_HEADER,
     OPT_COUNT
 } option_id;
 
@@ -56,6 +60,7 @@ typedef enum arg_kind {
     ARG_CHOICE,    /* one word of `choices` */
     ARG_INT,       /* a whole number in [ilo, ihi] */
     ARG_INT_PAIR,  /* A,B: whole numbers in [ilo, ihi] */
+    ARG_INT_QUAD,  /* A,B,C,D: whole numbers in [ilo, ihi] */
     ARG_RANGES,    /* R0:R1,C0:C1: whole numbers in [ilo, ihi] */
     ARG_REAL,      /* a finite number in [rlo, rhi] (above rlo if rlo_open) */
     ARG_REAL_PAIR, /* A,B: finite numbers in [rlo, rhi] */

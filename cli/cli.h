@@ -8,6 +8,7 @@
 
 #include "args.h"
 #include "qem.h"
+#include "terminal.h"
 
 enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2 };
 
@@ -36,6 +37,12 @@ int need_container(const char *command, const char *path, qem_file_kind kind);
 qem_file *open_deferred(const char *command, const char *path, const char *expect_sha256);
 /* Opens the first positional argument as any container (.qem or pack). */
 qem_container *open_source(const args *a);
+/* The acquisition options (--dataset, --scan-shape, --raw-*) as given;
+ * progress reports hashing through `ps`. */
+void acquisition_options(const args *a, qem_acquisition_options *o, progress_state *ps);
+/* 1 if any of those options is given. */
+int has_acquisition_options(const args *a);
+
 /* Reads a whole small text file (at most 64 MiB, a regular file); NULL
  * after printing why. */
 char *read_text_file(const char *command, const char *what, const char *path);

@@ -16,6 +16,46 @@ static int threads_of(const args *a)
 
 /* --- save ------------------------------------------------------------------- */
 
+/* The shape and stored dtype of what `qem save` reads: a .qem to re-save,
+ * or an acquisition (left open in *acq). */
+static int save_input(const args *a, const char *in, qem_acquisition **acq,
+                      progress_state *hashing, uint64_t shape[4], qem_dtype *stored)
+{
+    *acq = NULL;
+    qem_file_kind kind;
+    if (!identify("save", in, &kind))
+        return EXIT_FAILED;
+    qem_error e = {0};
+    if (kind == QEM_KIND_QEM) {
+        if (has_acquisition_options(a))
+            return usage_fail("save",
+                              "'%s' is a .qem file, re-saved as it is; --dataset, --scan-shape "
+                              "and --raw-* apply to acquisitions",
+                              SAFE(in));
+        qem_file *f = open_deferred("save", in, NULL);
+        if (!f)
+            return EXIT_FAILED;
+        qem_file_info info = {.struct_size = sizeof info};
+        const qem_status st = qem_get_info(f, &info, &e);
+        qem_close(f);
+        if (st != QEM_OK)
+            return fail("save", &e);
+        memcpy(shape, info.shape, 4 * sizeof *shape);
+        *stored = info.codec == QEM_CODEC_INTEGER ? info.dtype : QEM_DTYPE_FLOAT32;
+        return EXIT_OK;
+    }
+    qem_acquisition_options ao;
+    acquisition_options(a, &ao, hashing);
+    if (qem_acquisition_open(in, &ao, acq, &e) != QEM_OK)
+        return fail("save", &e);
+    qem_acquisition_info info = {.struct_size = sizeof info};
+    if (qem_acquisition_get_info(*acq, &info, &e) != QEM_OK)
+        return fail("save", &e);
+    memcpy(shape, info.shape, 4 * sizeof *shape);
+    *stored = info.stored_dtype;
+    return EXIT_OK;
+}
+
 static int run_save(const args *a)
 {
     const char *in = a->positional[0], *out = a->positional[1];
@@ -23,22 +63,30 @@ static int run_save(const args *a)
     if (rc)
         return rc;
     qem_error e = {0};
-    uint64_t shape[4];
-    qem_dtype dtype;
-    if (qem_source_shape(in, shape, &dtype, &e) != QEM_OK)
-        return fail("save", &e);
+    uint64_t shape[4] = {0, 0, 0, 0};
+    qem_dtype dtype = QEM_DTYPE_NONE;
+    qem_acquisition *acq = NULL;
+    progress_state hashing;
+    if ((rc = save_input(a, in, &acq, &hashing, shape, &dtype))) {
+        qem_acquisition_close(acq);
+        return rc;
+    }
     /* Options that cannot apply to this data are refused, never ignored. */
     const int counts = dtype == QEM_DTYPE_UINT8 || dtype == QEM_DTYPE_UINT16;
     if (given(a, OPT_VALID) && !counts)
-        return usage_fail("save",
-                          "--valid applies to uint8/uint16 counts; '%s' holds %s values, whose "
-                          "codec stores no validity mask",
-                          SAFE(in), qem_dtype_name(dtype));
-    if (given(a, OPT_DARK) && dtype != QEM_DTYPE_FLOAT32)
-        return usage_fail("save",
-                          "--dark applies to float32 data; '%s' holds %s counts, which are "
-                          "stored without a dark recipe",
-                          SAFE(in), qem_dtype_name(dtype));
+        rc = usage_fail("save",
+                        "--valid applies to uint8/uint16 counts; '%s' holds %s values, whose "
+                        "codec stores no validity mask",
+                        SAFE(in), qem_dtype_name(dtype));
+    else if (given(a, OPT_DARK) && dtype != QEM_DTYPE_FLOAT32)
+        rc = usage_fail("save",
+                        "--dark applies to float32 data; '%s' holds %s counts, which are "
+                        "stored without a dark recipe",
+                        SAFE(in), qem_dtype_name(dtype));
+    if (rc) {
+        qem_acquisition_close(acq);
+        return rc;
+    }
     qem_save_options so;
     qem_save_options_init(&so);
     so.threads = threads_of(a);
@@ -75,9 +123,12 @@ static int run_save(const args *a)
         progress_state ps;
         progress_setup(&ps, "saving", "scan positions", given(a, OPT_QUIET), &so.progress,
                        &so.progress_user);
-        if (qem_save_file(in, out, &so, &e) != QEM_OK)
+        const qem_status st = acq ? qem_save_acquisition(acq, out, &so, &e)
+                                  : qem_save_file(in, out, &so, &e);
+        if (st != QEM_OK)
             code = fail("save", &e);
     }
+    qem_acquisition_close(acq);
     free(mask);
     free(dark);
     free(calibration);
@@ -96,6 +147,40 @@ static int run_save(const args *a)
            qem_dtype_name(info.dtype), (unsigned long long)info.file_bytes,
            (double)info.logical_bytes / (double)info.file_bytes);
     return EXIT_OK;
+}
+
+/* --- inspect ---------------------------------------------------------------- */
+
+static int run_inspect(const args *a)
+{
+    const char *in = a->positional[0];
+    qem_acquisition_options ao;
+    progress_state hashing;
+    acquisition_options(a, &ao, &hashing);
+    qem_error e = {0};
+    qem_acquisition *acq = NULL;
+    if (qem_acquisition_open(in, &ao, &acq, &e) != QEM_OK ||
+        qem_acquisition_authenticate(acq, &e) != QEM_OK) {
+        qem_acquisition_close(acq);
+        return fail("inspect", &e);
+    }
+    char *text = qem_acquisition_json(acq, &e);
+    qem_acquisition_close(acq);
+    if (!text)
+        return fail("inspect", &e);
+    int rc = EXIT_OK;
+    if (given(a, OPT_JSON)) {
+        rc = print_json_text(text);
+    } else {
+        json_t *j = json_loads(text, 0, NULL);
+        json_t *safe = j ? term_safe_json(j) : NULL;
+        if (safe)
+            print_acquisition(safe, in);
+        json_decref(safe);
+        json_decref(j);
+    }
+    qem_free(text);
+    return rc;
 }
 
 /* --- info ------------------------------------------------------------------- */
@@ -280,7 +365,12 @@ static int run_export(const args *a)
 
 /* --- the table ---------------------------------------------------------------- */
 
+#define ACQUISITION_OPTIONS                                                                        \
+    {OPT_DATASET, NULL}, {OPT_SCAN_SHAPE, NULL}, {OPT_RAW_SHAPE, NULL}, {OPT_RAW_DTYPE, NULL},   \
+        {OPT_RAW_OFFSET, NULL}, {OPT_RAW_FRAME_HEADER, NULL}
+
 static const command_option save_options[] = {
+    ACQUISITION_OPTIONS,
     {OPT_CHUNK_SCANS, "scan positions per chunk, 1 to 16777216 (default 512); memory\n"
                       "used is about 3 x N x detector pixels x 4 bytes"},
     {OPT_VALID, "detector validity mask (bool or uint8 0/1, detector shape;\n"
@@ -292,6 +382,9 @@ static const command_option save_options[] = {
     {OPT_CALIBRATION, "JSON with recorded quantities and user overrides (see\n"
                       "doc/metadata.md); overrides never replace the record"},
     {OPT_NONE, NULL}};
+
+static const command_option inspect_options[] = {ACQUISITION_OPTIONS, {OPT_JSON, NULL},
+                                                 {OPT_NONE, NULL}};
 
 static const command_option info_options[] = {
     {OPT_JSON, NULL},
@@ -311,19 +404,40 @@ static const command_option export_options[] = {
     {OPT_EXPECT_SHA256, NULL},
     {OPT_NONE, NULL}};
 
+#define ACQUISITION_KINDS                                                                          \
+    "  - a 4D .npy, or a 3D frame stack with --scan-shape (uint8, uint16,\n"                       \
+    "    uint32 or float32, either byte order);\n"                                                 \
+    "  - a dense 3D/4D dataset in an HDF5 file (--dataset), any filter\n"                          \
+    "    libhdf5 decodes here;\n"                                                                  \
+    "  - a Dectris Arina/Eiger master with its data files (beside it);\n"                          \
+    "  - a Quantum Detectors Merlin .mib (its .hdr beside it, when present);\n"                    \
+    "  - an EMPAD acquisition .xml with the .raw it names;\n"                                      \
+    "  - raw binary: --raw-shape and --raw-dtype (--raw-offset, --raw-frame-header).\n"
+
 const command_spec file_commands[] = {
-    {"save", "IN OUT.qem [options]",
-     "store a 4D .npy (uint8/uint16 counts, float32) or re-save a .qem, losslessly",
-     "Saves IN losslessly as .qem. IN is recognised by its signature:\n"
-     "  - a C-order little-endian 4D .npy of uint8/uint16 counts (codec\n"
-     "    runtime-column-rans-spatial-v2) or float32 values (codec\n"
-     "    float32-bit-lanes-rans-v1: every bit pattern kept, NaN payloads\n"
-     "    included); its header and SHA-256 are kept under source_metadata;\n"
+    {"save", "SRC OUT.qem [options]",
+     "store any detector file (or re-save a .qem) losslessly as .qem",
+     "Saves SRC losslessly as .qem. SRC is recognised by its content:\n"
+     ACQUISITION_KINDS
      "  - a .qem file, re-saved with its own codec, data and metadata.\n"
-     "IN is authenticated while it is read (every byte hashed, its stat\n"
-     "compared before and after): a source that changes during the save\n"
-     "is refused and nothing is written.\n",
-     2, 2, "IN and OUT.qem", save_options, run_save},
+     "uint8/uint16 counts take the integer codec, uint32 counts are stored as\n"
+     "uint16 when every admitted value fits (else refused, naming the scan\n"
+     "position, pixel and value), float32 values the float codec (every bit\n"
+     "kept). Pixels the detector flags are marked invalid. The source's\n"
+     "family, files, digests and facts go to source_metadata, and its\n"
+     "certain calibration (scan step, camera length, voltage, ...) to the\n"
+     "scientific metadata, beneath --calibration. SRC is authenticated while\n"
+     "it is read (every byte hashed, each file's stat compared before and\n"
+     "after): a source that changes during the save is refused and nothing\n"
+     "is written.\n",
+     2, 2, "SRC and OUT.qem", save_options, run_save},
+    {"inspect", "SRC [options]", "describe any detector file: shape, type, flagged pixels, sizes",
+     "Recognises SRC by its content, authenticates every file it consists of\n"
+     "(SHA-256, stat before and after) and describes it: family, shape,\n"
+     "sample type and what a .qem would store, flagged pixels, files and\n"
+     "digests, source identity, the facts read from it, calibration, and a\n"
+     "bound on the .qem size. SRC is:\n" ACQUISITION_KINDS,
+     1, 1, "SRC", inspect_options, run_inspect},
     {"info", "FILE [options]", "container, codec/profile, shape, sizes, ratio, metadata",
      "A .qem file is validated (envelope, header checksum, layout, body\n"
      "checksums) and described: container, codec, shape, dtype, chunks, sizes,\n"

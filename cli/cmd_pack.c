@@ -15,18 +15,11 @@
 /* Inspects SRC: every member hashed, with progress (Ctrl-C stops it). */
 static qem_pack_inspection *inspect_source(const args *a, progress_state *ps)
 {
-    qem_pack_source_options so;
-    qem_pack_source_options_init(&so);
-    so.dataset = text_of(a, OPT_DATASET);
-    if (given(a, OPT_SCAN_SHAPE)) {
-        so.scan_shape[0] = (uint64_t)a->v[OPT_SCAN_SHAPE].i[0];
-        so.scan_shape[1] = (uint64_t)a->v[OPT_SCAN_SHAPE].i[1];
-    }
-    progress_setup(ps, "hashing the source", "bytes", given(a, OPT_QUIET), &so.progress,
-                   &so.progress_user);
+    qem_acquisition_options ao;
+    acquisition_options(a, &ao, ps);
     qem_error e = {0};
     qem_pack_inspection *in = NULL;
-    if (qem_pack_inspect(a->positional[0], &so, &in, &e) != QEM_OK) {
+    if (qem_pack_inspect(a->positional[0], &ao, &in, &e) != QEM_OK) {
         fail(a->command, &e);
         return NULL;
     }
@@ -167,7 +160,9 @@ static int run_produce(const args *a)
     return code;
 }
 
-#define SOURCE_OPTIONS {OPT_DATASET, NULL}, {OPT_SCAN_SHAPE, NULL}
+#define SOURCE_OPTIONS                                                                             \
+    {OPT_DATASET, NULL}, {OPT_SCAN_SHAPE, NULL}, {OPT_RAW_SHAPE, NULL}, {OPT_RAW_DTYPE, NULL},   \
+        {OPT_RAW_OFFSET, NULL}, {OPT_RAW_FRAME_HEADER, NULL}
 #define PLAN_OPTIONS                                                                               \
     {OPT_PROFILE, "u16-lz4: exact uint16, LZ4 blocks (default); excluded pixels\n"                 \
                   "are retained exactly. u8-bitpacked: exact uint8, every admitted\n"             \
@@ -185,10 +180,11 @@ static const command_option plan_options[] = {SOURCE_OPTIONS,
 static const command_option produce_options[] = {SOURCE_OPTIONS, PLAN_OPTIONS, {OPT_NONE, NULL}};
 
 #define PACK_SOURCES                                                                               \
-    "SRC is a 4D .npy, a dense 3D/4D dataset in any HDF5 file (--dataset, and\n"                   \
-    "--scan-shape for 3D frame stacks) or a Dectris/Arina master with its\n"                       \
-    "bitshuffle/LZ4 data files (which must lie in the master's folder).\n"                         \
-    "Counts are uint16, or uint8 for the u8-bitpacked profile.\n"
+    "SRC is any detector file qem save reads (see qem help inspect) that holds\n"                  \
+    "counts: uint8 or uint16, or uint32 stored as uint16 when every admitted\n"                    \
+    "value fits. Pixels the detector flags are excluded. float32 data are\n"                      \
+    "refused (save them as .qem). The u8-bitpacked profile needs every\n"                         \
+    "admitted count <= 255.\n"
 
 const command_spec pack_commands[] = {
     {"pack inspect", "SRC [options]", "authenticate a source and describe it",

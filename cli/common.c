@@ -141,3 +141,33 @@ char *read_text_file(const char *command, const char *what, const char *path)
     text[used] = '\0';
     return text;
 }
+
+static const option_id acquisition_option_ids[] = {OPT_DATASET,   OPT_SCAN_SHAPE,
+                                                   OPT_RAW_SHAPE, OPT_RAW_DTYPE,
+                                                   OPT_RAW_OFFSET, OPT_RAW_FRAME_HEADER};
+
+int has_acquisition_options(const args *a)
+{
+    for (size_t k = 0; k < sizeof acquisition_option_ids / sizeof acquisition_option_ids[0]; k++)
+        if (given(a, acquisition_option_ids[k]))
+            return 1;
+    return 0;
+}
+
+void acquisition_options(const args *a, qem_acquisition_options *o, progress_state *ps)
+{
+    qem_acquisition_options_init(o);
+    o->dataset = text_of(a, OPT_DATASET);
+    if (given(a, OPT_SCAN_SHAPE)) {
+        o->scan_shape[0] = (uint64_t)a->v[OPT_SCAN_SHAPE].i[0];
+        o->scan_shape[1] = (uint64_t)a->v[OPT_SCAN_SHAPE].i[1];
+    }
+    if (given(a, OPT_RAW_SHAPE))
+        for (int k = 0; k < 4; k++)
+            o->raw_shape[k] = (uint64_t)a->v[OPT_RAW_SHAPE].i[k];
+    o->raw_dtype = text_of(a, OPT_RAW_DTYPE);
+    o->raw_offset = (uint64_t)a->v[OPT_RAW_OFFSET].i[0];
+    o->raw_frame_header = (uint64_t)a->v[OPT_RAW_FRAME_HEADER].i[0];
+    progress_setup(ps, "hashing the source", "bytes", given(a, OPT_QUIET), &o->progress,
+                   &o->progress_user);
+}

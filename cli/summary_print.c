@@ -240,3 +240,57 @@ void print_plan(const qem_pack_plan *p)
     printf("%-24s %llu bytes (available %llu)\n", "disk need",
            (unsigned long long)p->disk_need_bytes, (unsigned long long)p->available_disk);
 }
+
+void print_acquisition(const json_t *j, const char *path)
+{
+    (void)path;
+    const json_t *shape = json_object_get(j, "shape"), *would = json_object_get(j, "would_store");
+    printf("%-22s %s\n", "family", json_string_value(json_object_get(j, "family")));
+    printf("%-22s (%lld, %lld, %lld, %lld)\n", "shape",
+           (long long)json_integer_value(json_array_get(shape, 0)),
+           (long long)json_integer_value(json_array_get(shape, 1)),
+           (long long)json_integer_value(json_array_get(shape, 2)),
+           (long long)json_integer_value(json_array_get(shape, 3)));
+    printf("%-22s %s, stored as %s\n", "sample type",
+           json_string_value(json_object_get(j, "sample_type")),
+           json_string_value(json_object_get(j, "stored_as")));
+    const json_t *flagged = json_object_get(j, "flagged_pixel_indices");
+    printf("%-22s %lld", "flagged pixels",
+           (long long)json_integer_value(json_object_get(j, "flagged_pixels")));
+    for (size_t i = 0; i < json_array_size(flagged) && i < 8; i++)
+        printf("%s%lld", i ? ", " : " (", (long long)json_integer_value(json_array_get(flagged, i)));
+    printf("%s\n", json_array_size(flagged) > 8 ? ", ...)" : json_array_size(flagged) ? ")" : "");
+    size_t i;
+    const json_t *m;
+    json_array_foreach(json_object_get(j, "members"), i, m)
+        printf("%-22s %s, %lld bytes, SHA-256 %s\n", json_string_value(json_object_get(m, "role")),
+               json_string_value(json_object_get(m, "file")),
+               (long long)json_integer_value(json_object_get(m, "bytes")),
+               json_is_string(json_object_get(m, "sha256"))
+                   ? json_string_value(json_object_get(m, "sha256"))
+                   : "(not hashed)");
+    printf("%-22s %s\n", "source identity",
+           json_is_string(json_object_get(j, "identity_sha256"))
+               ? json_string_value(json_object_get(j, "identity_sha256"))
+               : "(not computed)");
+    printf("%-22s %lld bytes\n", "logical size",
+           (long long)json_integer_value(json_object_get(j, "logical_bytes")));
+    printf("%-22s %s (%s), at most %lld bytes\n", "a .qem would hold",
+           json_string_value(json_object_get(would, "dtype")),
+           json_string_value(json_object_get(would, "qem_codec")),
+           (long long)json_integer_value(json_object_get(would, "qem_bytes_at_most")));
+    printf("%-22s %s\n", "a pack", json_string_value(json_object_get(would, "pack")));
+    const json_t *cal = json_object_get(json_object_get(j, "calibration"), "quantities");
+    const char *key;
+    const json_t *q;
+    int first = 1;
+    json_object_foreach((json_t *)cal, key, q)
+    {
+        printf("%-22s %s = %.17g %s\n", first ? "calibration" : "", key,
+               json_number_value(json_object_get(q, "value")),
+               json_string_value(json_object_get(q, "unit")));
+        first = 0;
+    }
+    if (first)
+        printf("%-22s none the file states with certainty\n", "calibration");
+}

@@ -13,5 +13,7 @@ void print_pack_summary(const json_t *summary);
 /* `qem pack inspect` (qem_pack_inspection_json, escaped) and `qem pack plan`. */
 void print_inspection(const json_t *inspection);
 void print_plan(const qem_pack_plan *plan);
+/* `qem inspect` of any acquisition (qem_acquisition_json, escaped). */
+void print_acquisition(const json_t *description, const char *path);
 
 #endif

@@ -380,6 +380,10 @@ typedef struct qem_save_options {
      * attributes_json: producer provenance strings kept unchanged. */
     const char *intensity_calibration_json;
     const char *attributes_json;
+
+    /* How qem_save_file reads an acquisition (dataset, scan shape, raw
+     * binary, hashing progress); NULL = from the file alone. */
+    const struct qem_acquisition_options *input;
 } qem_save_options;
 
 QEM_API void qem_save_options_init(qem_save_options *options);
@@ -522,27 +526,85 @@ QEM_API qem_status qem_pack_read_scans(qem_pack *pack, uint64_t first, uint64_t 
 QEM_API char *qem_pack_summary_json(const qem_pack *pack, qem_error *error);
 
 /* ------------------------------------------------------------------------ */
+/* Acquisitions: the detector files both writers read                       */
+
+/* An acquisition (a "source") being read, recognised by content, never by
+ * name: a 4D .npy (or a 3D stack with a scan shape); a dense dataset in an
+ * HDF5 file; a Dectris Arina/Eiger master with the data files it links
+ * (only regular files inside its own folder); a Quantum Detectors Merlin
+ * .mib (single chip or quad, 1/6/12/24-bit counters; RAW mode refused);
+ * an EMPAD acquisition .xml with the .raw it names; or raw binary the
+ * caller describes. Sample types uint8, uint16, uint32 (stored as uint16
+ * only when every admitted value fits) and float32; pixels the detector
+ * flags become invalid (.qem) or excluded (packs). doc/inputs.md. */
+typedef struct qem_acquisition qem_acquisition;
+
+typedef struct qem_acquisition_options {
+    size_t struct_size;
+    const char *dataset;    /* HDF5 dataset of frames; NULL = the only candidate */
+    uint64_t scan_shape[2]; /* where the file does not state it; {0, 0} = the file's */
+    /* Raw binary (all of shape and dtype, or none): the 4D shape; "uint8",
+     * "uint16", "uint32", "float32" (little-endian) or a numpy descr such
+     * as ">u2" or "<f4"; bytes before the first frame; bytes before each
+     * frame. */
+    uint64_t raw_shape[4];
+    const char *raw_dtype;
+    uint64_t raw_offset;
+    uint64_t raw_frame_header;
+    /* Bytes of each member while it is hashed (done, total of that
+     * member); returning nonzero cancels. */
+    qem_progress_fn progress;
+    void *progress_user;
+} qem_acquisition_options;
+
+QEM_API void qem_acquisition_options_init(qem_acquisition_options *options);
+
+/* Recognises and describes `path`: shape, sample type, flagged pixels,
+ * the files it consists of (each stamped, so a change is seen later),
+ * facts and calibration. Nothing is hashed yet; refusals say why. */
+QEM_API qem_status qem_acquisition_open(const char *path, const qem_acquisition_options *options,
+                                        qem_acquisition **out, qem_error *error);
+QEM_API void qem_acquisition_close(qem_acquisition *acquisition);
+/* SHA-256 of every byte of every member between two stamps, and the
+ * source identity (pack notes 2.6); QEM_E_CHANGED if a member moved. */
+QEM_API qem_status qem_acquisition_authenticate(qem_acquisition *acquisition, qem_error *error);
+
+typedef struct qem_acquisition_info {
+    size_t struct_size;      /* set by the caller */
+    char family[16];         /* "npy", "hdf5", "arina", "mib", "empad", "raw" */
+    uint64_t shape[4];
+    uint64_t scans, pixels;
+    qem_dtype sample_type;   /* as stored: uint8, uint16, uint32 or float32 */
+    qem_dtype stored_dtype;  /* what a .qem or pack holds: uint8, uint16 or float32 */
+    uint64_t flagged_pixels; /* pixels the detector flags */
+    uint64_t members;        /* files it consists of */
+    uint64_t bytes;          /* of every member together */
+    int authenticated;       /* every member hashed, identity known */
+} qem_acquisition_info;
+
+QEM_API qem_status qem_acquisition_get_info(const qem_acquisition *acquisition,
+                                            qem_acquisition_info *info, qem_error *error);
+
+/* A JSON description for people and scripts (`qem inspect`): family,
+ * shape, sample type and what would be stored, flagged pixels, members
+ * (with digests once authenticated), identity, the facts read from the
+ * file, calibration, and size bounds of the .qem and pack that would be
+ * written. qem_free() it; NULL with the reason in `error`. */
+QEM_API char *qem_acquisition_json(const qem_acquisition *acquisition, qem_error *error);
+
+/* Saves an open acquisition as .qem (see qem_save_file). */
+QEM_API qem_status qem_save_acquisition(qem_acquisition *acquisition, const char *dest,
+                                        const qem_save_options *options, qem_error *error);
+
+/* ------------------------------------------------------------------------ */
 /* Producing packs: inspect -> plan -> produce                              */
 
 typedef struct qem_pack_inspection qem_pack_inspection;
 
-typedef struct qem_pack_source_options {
-    size_t struct_size;
-    const char *dataset;    /* HDF5 dataset path; NULL = the only candidate */
-    uint64_t scan_shape[2]; /* for 3D frame stacks; {0, 0} = from the file */
-    /* Bytes of each member as it is hashed (done, total of that member);
-     * returning nonzero cancels the inspection. */
-    qem_progress_fn progress;
-    void *progress_user;
-} qem_pack_source_options;
-
-QEM_API void qem_pack_source_options_init(qem_pack_source_options *options);
-
-/* Authenticates every member of `source` (a .npy, an HDF5 file with a dense
- * 3D/4D dataset, or a Dectris/Arina master with its data files): SHA-256
- * of every byte with the file's stat before and after; gathers shape,
- * dtype, bad pixels and digests; refuses what cannot be packed, saying why. */
-QEM_API qem_status qem_pack_inspect(const char *source, const qem_pack_source_options *options,
+/* Opens and authenticates an acquisition (qem_acquisition_open, then
+ * qem_acquisition_authenticate) and refuses what cannot be packed, saying
+ * why (float32 data; packs hold counts). */
+QEM_API qem_status qem_pack_inspect(const char *source, const qem_acquisition_options *options,
                                     qem_pack_inspection **out, qem_error *error);
 QEM_API void qem_pack_inspection_free(qem_pack_inspection *inspection);
 /* The inspection as JSON (members, shape, dtype, logical bytes, bad pixels
@@ -925,21 +987,22 @@ QEM_API qem_status qem_detector_session_stats(const qem_detector_session *sessio
 /* ------------------------------------------------------------------------ */
 /* Whole-file conveniences (what the CLI uses)                              */
 
-/* Saves `source` as .qem, reading one chunk of scans at a time:
- *  - a 4D .npy of uint8/uint16 counts (integer codec) or float32 values
- *    (float codec); its header is kept under source_metadata;
+/* Saves `source` as .qem, reading one window of scans at a time:
+ *  - an acquisition (qem_acquisition_open with options->input): uint8 and
+ *    uint16 counts (integer codec), uint32 counts stored exactly as uint16
+ *    (or refused naming the scan, pixel and value), float32 values (float
+ *    codec); flagged pixels are invalid; the family, members, digests,
+ *    identity, narrowing proof and the file's facts go to source_metadata,
+ *    calibration facts whose meaning is certain to schema 2 (beneath the
+ *    options' calibration file). Every member is authenticated while it is
+ *    read (or before, for HDF5), and a change refuses the save;
  *  - a .qem file: re-saved with its own codec, data, metadata, overrides,
  *    empad block or precision report (options may add calibration or a new
  *    chunk size).
- * The kind of source is recognised by its signature, never its name. Peak
- * memory: about 3 * chunk_scans * pixels * 4 bytes. */
+ * Recognised by content, never by name. Peak memory: about
+ * 3 * chunk_scans * pixels * 4 bytes. */
 QEM_API qem_status qem_save_file(const char *source, const char *dest,
                                  const qem_save_options *options, qem_error *error);
-
-/* Shape and dtype of a source qem_save_file accepts (.npy or .qem), for
- * sizing masks and dark planes before saving. */
-QEM_API qem_status qem_source_shape(const char *path, uint64_t shape[4], qem_dtype *dtype,
-                                    qem_error *error);
 
 /* Reads a mean-dark recipe for detector shape rows x columns from a .npy:
  * a 2D float32 plane, or a 3D (frames, rows, columns) float32/uint16/uint8

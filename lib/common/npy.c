@@ -158,9 +158,24 @@ bad:
     return qem_fail(error, QEM_E_NPY, "'%s' has a malformed .npy header", path);
 }
 
-static qem_status classify_descr(qem_npy_info *info, const char *path, qem_error *error)
+/* `acquisition`: also the types the input layer converts itself
+ * (uint32, and uint16/uint32/float32 stored big-endian). */
+static qem_status classify_descr(qem_npy_info *info, const char *path, int acquisition,
+                                 qem_error *error)
 {
     const char *d = info->descr;
+    if (acquisition && (!strcmp(d, "<u4") || !strcmp(d, ">u4"))) {
+        info->dtype = QEM_DTYPE_UINT32;
+        return QEM_OK;
+    }
+    if (acquisition && !strcmp(d, ">u2")) {
+        info->dtype = QEM_DTYPE_UINT16;
+        return QEM_OK;
+    }
+    if (acquisition && !strcmp(d, ">f4")) {
+        info->dtype = QEM_DTYPE_FLOAT32;
+        return QEM_OK;
+    }
     if (!strcmp(d, "|u1") || !strcmp(d, "<u1") || !strcmp(d, "=u1") || !strcmp(d, "u1") ||
         !strcmp(d, "|b1") || !strcmp(d, "b1")) {
         info->dtype = QEM_DTYPE_UINT8;
@@ -184,9 +199,21 @@ static qem_status classify_descr(qem_npy_info *info, const char *path, qem_error
     return QEM_OK;
 }
 
+static qem_status open_npy(const char *path, int acquisition, qem_npy **out, qem_error *error);
+
 qem_status qem_npy_open(const char *path, qem_npy **out, qem_error *error)
 {
     qem_error_clear(error);
+    return open_npy(path, 0, out, error);
+}
+
+qem_status qem_npy_open_acquisition(const char *path, qem_npy **out, qem_error *error)
+{
+    return open_npy(path, 1, out, error);
+}
+
+static qem_status open_npy(const char *path, int acquisition, qem_npy **out, qem_error *error)
+{
     if (!path || !out)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_npy_open: NULL argument");
     *out = NULL;
@@ -252,7 +279,7 @@ qem_status qem_npy_open(const char *path, qem_npy **out, qem_error *error)
                       path);
         goto fail;
     }
-    st = classify_descr(info, path, error);
+    st = classify_descr(info, path, acquisition, error);
     if (st != QEM_OK)
         goto fail;
     info->data_offset = header_start + header_len;

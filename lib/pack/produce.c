@@ -20,7 +20,7 @@
 #include "pack/encode.h"
 #include "pack/h5write.h"
 #include "pack/pack_internal.h"
-#include "pack/source.h"
+#include "input/input.h"
 
 #define RECEIPT_SCHEMA "quantem.gpu.lossless-pack-production/v1"
 #define FORMAT_SCHEMA "quantem.gpu.lossless-pack-format/v1"
@@ -28,14 +28,9 @@
 #define MAX_ROWS_BYTES (256ull << 20) /* uint16/LZ4: one shard of source rows */
 
 struct qem_pack_inspection {
-    pack_source *source;
+    qem_acquisition *acquisition;
+    acquisition *source;
 };
-
-void qem_pack_source_options_init(qem_pack_source_options *o)
-{
-    memset(o, 0, sizeof *o);
-    o->struct_size = sizeof *o;
-}
 
 void qem_pack_plan_options_init(qem_pack_plan_options *o)
 {
@@ -57,26 +52,31 @@ static double ms_since(const struct timespec *t0)
 
 /* --- inspect -------------------------------------------------------------- */
 
-qem_status qem_pack_inspect(const char *path, const qem_pack_source_options *options,
+qem_status qem_pack_inspect(const char *path, const qem_acquisition_options *options,
                             qem_pack_inspection **out, qem_error *error)
 {
     qem_error_clear(error);
     if (!path || !out)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_pack_inspect: NULL argument");
     *out = NULL;
-    qem_pack_source_options o;
-    qem_pack_source_options_init(&o);
-    QEM_TRY(qem_options_overlay(&o, sizeof o, options, "qem_pack_source_options", error));
-    const pack_source_options so = {o.dataset, {o.scan_shape[0], o.scan_shape[1]}, o.progress,
-                                    o.progress_user};
-    pack_source *src = NULL;
-    QEM_TRY(pack_source_inspect(path, &so, &src, error));
     qem_pack_inspection *in = calloc(1, sizeof *in);
-    if (!in) {
-        pack_source_close(src);
+    if (!in)
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    qem_status st = qem_acquisition_open(path, options, &in->acquisition, error);
+    if (st == QEM_OK) {
+        in->source = qem_acquisition_input(in->acquisition);
+        if (in->source->sample_type == QEM_DTYPE_FLOAT32)
+            st = qem_fail(error, QEM_E_UNSUPPORTED,
+                          "'%s' holds float32 values; packs hold exact uint8/uint16 counts (save "
+                          "float data as .qem, whose float codec keeps every bit)",
+                          path);
     }
-    in->source = src;
+    if (st == QEM_OK)
+        st = qem_acquisition_authenticate(in->acquisition, error);
+    if (st != QEM_OK) {
+        qem_pack_inspection_free(in);
+        return st;
+    }
     *out = in;
     return QEM_OK;
 }
@@ -85,7 +85,7 @@ void qem_pack_inspection_free(qem_pack_inspection *in)
 {
     if (!in)
         return;
-    pack_source_close(in->source);
+    qem_acquisition_close(in->acquisition);
     free(in);
 }
 
@@ -96,11 +96,11 @@ static json_t *hex_json(const uint8_t digest[32])
     return json_string(hex);
 }
 
-static json_t *members_json(const pack_source *s)
+static json_t *members_json(const acquisition *s)
 {
     json_t *list = json_array();
     for (size_t i = 0; i < s->member_count; i++) {
-        const pack_member *m = &s->members[i];
+        const input_member *m = &s->members[i];
         json_array_append_new(list, json_pack("{s:s, s:s, s:I, s:o}", "role",
                                               m->is_master ? "master" : "data", "path", m->path,
                                               "bytes", (json_int_t)m->bytes, "sha256",
@@ -138,15 +138,15 @@ char *qem_pack_inspection_json(const qem_pack_inspection *in, qem_error *error)
         qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_pack_inspection_json: NULL inspection");
         return NULL;
     }
-    const pack_source *s = in->source;
+    const acquisition *s = in->source;
     uint8_t bad_digest[32];
-    u32_list_digest(s->bad_pixels, s->bad_count, bad_digest);
+    u32_list_digest(s->flagged, s->flagged_count, bad_digest);
     const uint64_t logical = s->shape[0] * s->shape[1] * s->shape[2] * s->shape[3] * 2;
     json_t *root = json_pack(
-        "{s:s, s:o, s:[I,I,I,I], s:s, s:I, s:o, s:o, s:o, s:s, s:o, s:I}", "kind", s->kind,
+        "{s:s, s:o, s:[I,I,I,I], s:s, s:I, s:o, s:o, s:o, s:s, s:o, s:I}", "kind", s->family->name,
         "members", members_json(s), "shape", (json_int_t)s->shape[0], (json_int_t)s->shape[1],
-        (json_int_t)s->shape[2], (json_int_t)s->shape[3], "dtype", qem_dtype_name(s->dtype),
-        "logical_bytes", (json_int_t)logical, "bad_pixels", u32_list(s->bad_pixels, s->bad_count),
+        (json_int_t)s->shape[2], (json_int_t)s->shape[3], "dtype", qem_dtype_name(input_stored_dtype(s)),
+        "logical_bytes", (json_int_t)logical, "bad_pixels", u32_list(s->flagged, s->flagged_count),
         "bad_pixels_sha256", hex_json(bad_digest), "detector_mask_sha256",
         hex_json(s->detector_mask_sha256), "detector_mask_origin", s->mask_origin,
         "source_identity_sha256", hex_json(s->identity), "largest_compressed_chunk_bytes",
@@ -161,7 +161,7 @@ char *qem_pack_inspection_json(const qem_pack_inspection *in, qem_error *error)
 /* --- plan ----------------------------------------------------------------- */
 
 /* The excluded pixels: the source's bad pixels and the caller's mask. */
-static qem_status excluded_pixels(const pack_source *s, const uint8_t *extra, uint32_t **out,
+static qem_status excluded_pixels(const acquisition *s, const uint8_t *extra, uint32_t **out,
                                   uint64_t *count, qem_error *error)
 {
     const uint64_t P = s->shape[2] * s->shape[3];
@@ -172,8 +172,8 @@ static qem_status excluded_pixels(const pack_source *s, const uint8_t *extra, ui
         free(list);
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     }
-    for (uint64_t i = 0; i < s->bad_count; i++)
-        mark[s->bad_pixels[i]] = 1;
+    for (uint64_t i = 0; i < s->flagged_count; i++)
+        mark[s->flagged[i]] = 1;
     for (uint64_t p = 0; extra && p < P; p++)
         mark[p] |= extra[p] != 0;
     uint64_t n = 0;
@@ -232,18 +232,18 @@ static uint64_t disk_available(const char *dest)
     return (uint64_t)vs.f_bavail * vs.f_frsize;
 }
 
-static qem_status plan_make(const pack_source *s, const qem_pack_plan_options *o,
+static qem_status plan_make(const acquisition *s, const qem_pack_plan_options *o,
                             qem_pack_plan *plan, uint64_t excluded, qem_error *error)
 {
     memset(plan, 0, sizeof *plan);
     /* Both profiles record source_dtype uint16. uint8 counts go to the
      * uint8 profile, widened (the raw digest is of the uint16 LE array the
      * pack describes); the uint16 profile would only double their width. */
-    if (s->dtype != QEM_DTYPE_UINT16 && o->profile != QEM_PACK_UINT8_BITPACKED)
+    if (input_stored_dtype(s) != QEM_DTYPE_UINT16 && o->profile != QEM_PACK_UINT8_BITPACKED)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT,
                         "the source holds %s counts: pack them with the uint8/bitpacked profile "
                         "(--profile u8-bitpacked)",
-                        qem_dtype_name(s->dtype));
+                        qem_dtype_name(input_stored_dtype(s)));
     const uint64_t scans = s->shape[0] * s->shape[1], P = s->shape[2] * s->shape[3];
     const uint64_t cap = scans < MAX_SHARD_SCANS ? scans : MAX_SHARD_SCANS;
     plan->profile = o->profile;
@@ -346,7 +346,7 @@ qem_status qem_pack_plan_make(const qem_pack_inspection *in, const qem_pack_plan
 /* --- produce -------------------------------------------------------------- */
 
 typedef struct production {
-    pack_source *src;
+    acquisition *src;
     qem_pack_plan plan;
     qem_pack_profile profile;
     uint64_t P, sps, shards;
@@ -466,7 +466,8 @@ static qem_status build_shards(production *pr, pack_h5_writer *h5,
         struct timespec t0;
         pack_now(&t0);
         pack_encoded_shard enc = {0};
-        st = pack_source_read(pr->src, s * pr->sps, pr->sps, rows, error);
+        st = input_read(pr->src, s * pr->sps, pr->sps, QEM_DTYPE_UINT16, rows,
+                        (size_t)(pr->sps * pr->P) * sizeof *rows, error);
         if (st == QEM_OK)
             st = digest_rows(pr, rows, s * pr->sps, raw, working, frame, error);
         if (st == QEM_OK)
@@ -568,7 +569,7 @@ static json_t *manifest(production *pr)
 static json_t *receipt(production *pr, const char *dest, uint64_t output_bytes,
                        const uint8_t output_sha[32], double total_ms)
 {
-    const pack_source *s = pr->src;
+    const acquisition *s = pr->src;
     char when[32];
     time_t now = time(NULL);
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
@@ -744,7 +745,7 @@ static qem_status finish(production *pr, const char *dest, qem_publish *pack, qe
     /* The source must not have moved under us; the output must be within
      * its predicted bound; then its identity. */
     pack_now(&t0);
-    QEM_TRY(pack_source_check_unchanged(pr->src, error));
+    QEM_TRY(input_check_unchanged(pr->src, error));
     struct stat sb;
     if (fstat(pack->fd, &sb) != 0)
         return qem_fail(error, QEM_E_IO, "cannot stat the pack being written");
@@ -816,7 +817,7 @@ static qem_status qem_pack_produce_body(qem_pack_inspection *in, const qem_pack_
     }
     if (st == QEM_OK) {
         pack_now(&t0);
-        st = pack_source_reauthenticate(pr.src, o.hash_progress, o.hash_progress_user, error);
+        st = input_reauthenticate(pr.src, o.hash_progress, o.hash_progress_user, error);
         pr.t_auth = ms_since(&t0);
     }
     if (st == QEM_OK) {

@@ -1,5 +1,7 @@
-/* Whole-file conversions between .npy and .qem, one chunk of scans at a
- * time so that memory stays bounded by the window, never the dataset. */
+/* Whole-file conversions of .qem files, one chunk of scans at a time so
+ * that memory stays bounded by the window, never the dataset: re-saving a
+ * .qem, exporting to .npy, and reading dark recipes. (Saving an
+ * acquisition is the input layer's: lib/input/save.c.) */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -15,176 +17,6 @@
 #include "common/options.h"
 #include "common/sha256.h"
 #include "qem/qem_internal.h"
-
-/* The .npy header, kept as the source's metadata. */
-static char *npy_source_metadata(const qem_npy_info *info)
-{
-    json_t *shape = json_array();
-    for (unsigned i = 0; i < info->ndim; i++)
-        json_array_append_new(shape, json_integer((json_int_t)info->shape[i]));
-    char version[16];
-    snprintf(version, sizeof version, "%u.%u", info->version_major, info->version_minor);
-    json_t *meta = json_pack("{s:{s:s, s:s, s:b, s:o}}", "npy", "format_version", version, "descr",
-                             info->descr, "fortran_order", 0, "shape", shape);
-    char *text = meta ? json_dumps(meta, JSON_COMPACT) : NULL;
-    json_decref(meta);
-    return text;
-}
-
-/* Streams `rows` of the source into the writer's window, chunk by chunk;
- * `settle` runs after the last read, before anything is written: it
- * proves the source did not change under the reads. */
-typedef qem_status (*fill_fn)(void *source, uint64_t first, uint64_t count, void *window,
-                              qem_error *error);
-typedef qem_status (*settle_fn)(void *source, qem_writer *w, qem_error *error);
-
-/* Fault injection for the tests: a pause after the first window, in which
- * a test rewrites the source. */
-static void fault_pause_after_first_window(void)
-{
-    const char *env = getenv("QEM_FAULT_SAVE_PAUSE_MS");
-    const long ms = env ? strtol(env, NULL, 10) : 0;
-    if (ms > 0) {
-        struct timespec pause = {ms / 1000, (ms % 1000) * 1000000L};
-        nanosleep(&pause, NULL);
-    }
-}
-
-static qem_status pump(qem_writer *w, void *source, fill_fn fill, settle_fn settle,
-                       qem_error *error)
-{
-    uint64_t next = 0;
-    for (;;) {
-        uint64_t room;
-        void *window = qem_writer_window(w, &room);
-        if (room == 0) {
-            QEM_TRY(settle(source, w, error));
-            return qem_writer_finish(w, error);
-        }
-        QEM_TRY(fill(source, next, room, window, error));
-        QEM_TRY(qem_writer_commit(w, room, error));
-        if (next == 0)
-            fault_pause_after_first_window();
-        next += room;
-    }
-}
-
-/* A .npy being saved: every byte is hashed in file order as it is read
- * (header, each window, anything after the data) and the file's stamp is
- * compared before and after, as the pack producer authenticates sources. */
-typedef struct npy_source {
-    qem_npy *npy;
-    const char *path;
-    uint64_t pixels, item;
-    qem_file_stamp stamp;
-    qem_sha256 *digest;
-    uint64_t hashed;
-} npy_source;
-
-static qem_status hash_range(npy_source *s, uint64_t offset, uint64_t size, qem_error *error)
-{
-    enum { BUFFER = 1 << 20 };
-    uint8_t *buffer = size ? malloc(size < BUFFER ? (size_t)size : BUFFER) : NULL;
-    if (size && !buffer)
-        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
-    qem_status st = QEM_OK;
-    while (st == QEM_OK && size > 0) {
-        const size_t n = size < BUFFER ? (size_t)size : BUFFER;
-        st = qem_pread_full(qem_npy_descriptor(s->npy), buffer, n, offset, QEM_E_CHANGED, error);
-        if (st == QEM_OK && qem_sha256_update(s->digest, buffer, n) != 0)
-            st = qem_fail(error, QEM_E_NO_MEMORY, "SHA-256 failed");
-        offset += n;
-        size -= n;
-        s->hashed += n;
-    }
-    free(buffer);
-    return st;
-}
-
-static qem_status fill_from_npy(void *source, uint64_t first, uint64_t count, void *window,
-                                qem_error *error)
-{
-    npy_source *s = source;
-    QEM_TRY(qem_npy_read(s->npy, first * s->pixels, count * s->pixels, window,
-                         (size_t)(count * s->pixels * s->item), error));
-    /* The window holds the file's bytes as stored (C order, little-endian). */
-    const uint64_t bytes = count * s->pixels * s->item;
-    if (qem_sha256_update(s->digest, window, (size_t)bytes) != 0)
-        return qem_fail(error, QEM_E_NO_MEMORY, "SHA-256 failed");
-    s->hashed += bytes;
-    return QEM_OK;
-}
-
-static qem_status settle_npy(void *source, qem_writer *w, qem_error *error)
-{
-    npy_source *s = source;
-    if ((uint64_t)s->stamp.size > s->hashed)
-        QEM_TRY(hash_range(s, s->hashed, (uint64_t)s->stamp.size - s->hashed, error));
-    QEM_TRY(qem_file_stamp_check(qem_npy_descriptor(s->npy), &s->stamp, s->path, "saved", error));
-    uint8_t digest[32];
-    char hex[65];
-    if (qem_sha256_final(s->digest, digest) != 0)
-        return qem_fail(error, QEM_E_NO_MEMORY, "SHA-256 failed");
-    qem_sha256_hex(digest, hex);
-    return qem_writer_note_source(w, "source_file",
-                                  json_pack("{s:s, s:I}", "sha256", hex, "bytes",
-                                            (json_int_t)s->hashed),
-                                  error);
-}
-
-static qem_status save_from_npy(const char *source, const char *dest,
-                                const qem_save_options *options, qem_error *error)
-{
-    qem_npy *npy = NULL;
-    QEM_TRY(qem_npy_open(source, &npy, error));
-    qem_npy_info info = *qem_npy_info_of(npy);
-    if (strstr(info.descr, "b1")) {
-        qem_npy_close(npy);
-        return qem_fail(error, QEM_E_NPY,
-                        "'%s' holds booleans, not counts; if they are counts, save them as "
-                        "array.astype('u1') first",
-                        source);
-    }
-    if (info.ndim != 4) {
-        qem_npy_close(npy);
-        return qem_fail(error, QEM_E_NPY,
-                        "'%s' has %u dimensions; qem saves 4D arrays (scan_row, scan_column, "
-                        "detector_row, detector_column). Reshape a 3D frame stack with "
-                        "array.reshape(rows, columns, height, width) first",
-                        source, info.ndim);
-    }
-    qem_save_options local = *options;
-    char *source_metadata = NULL;
-    if (!local.source_format)
-        local.source_format = "npy";
-    if (!local.source_metadata_json && !local.scientific_metadata_json)
-        local.source_metadata_json = source_metadata = npy_source_metadata(&info);
-    qem_writer *w = NULL;
-    npy_source src = {.npy = npy,
-                      .path = source,
-                      .pixels = info.shape[2] * info.shape[3],
-                      .item = qem_dtype_size(info.dtype),
-                      .digest = qem_sha256_new()};
-    qem_status st = QEM_OK;
-    struct stat sb;
-    if (!src.digest)
-        st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
-    else if (fstat(qem_npy_descriptor(npy), &sb) != 0)
-        st = qem_fail(error, QEM_E_IO, "cannot stat '%s': %s", source, strerror(errno));
-    if (st == QEM_OK) {
-        qem_file_stamp_from_stat(&sb, &src.stamp);
-        st = hash_range(&src, 0, info.data_offset, error);
-    }
-    if (st == QEM_OK)
-        st = qem_writer_create(dest, info.dtype, info.shape, &local, &w, error);
-    if (st == QEM_OK)
-        st = pump(w, &src, fill_from_npy, settle_npy, error);
-    qem_writer_free(w);
-    qem_sha256_free(src.digest);
-    free(source_metadata);
-    qem_npy_close(npy);
-    return st;
-}
 
 typedef struct resave_source {
     qem_file *file;
@@ -215,8 +47,8 @@ static char *dump_member(const json_t *header, const char *key)
 }
 
 /* Re-saves a .qem file with its own codec, data and metadata. */
-static qem_status save_from_qem(const char *source, const char *dest,
-                                const qem_save_options *options, qem_error *error)
+qem_status qem_resave_file(const char *source, const char *dest, const qem_save_options *options,
+                           qem_error *error)
 {
     qem_file *f = NULL;
     QEM_TRY(qem_open(source, NULL, &f, error));
@@ -244,69 +76,12 @@ static qem_status save_from_qem(const char *source, const char *dest,
     qem_writer *w = NULL;
     qem_status st = qem_writer_create(dest, dtype, f->shape, &local, &w, error);
     if (st == QEM_OK)
-        st = pump(w, &src, fill_from_qem, settle_qem, error);
+        st = qem_writer_pump(w, &src, fill_from_qem, settle_qem, error);
     qem_writer_free(w);
     for (int i = 0; i < 5; i++)
         free(kept[i]);
     qem_close(f);
     return st;
-}
-
-static qem_status qem_save_file_body(const char *source, const char *dest, const qem_save_options *options,
-                         qem_error *error)
-{
-    qem_error_clear(error);
-    if (!source || !dest)
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_save_file: NULL argument");
-    qem_save_options local;
-    qem_save_options_init(&local);
-    QEM_TRY(qem_options_overlay(&local, sizeof local, options, "qem_save_options", error));
-    /* Recognise the source by its signature, never by its name. */
-    qem_file_kind kind;
-    QEM_TRY(qem_identify(source, &kind, error));
-    if (kind == QEM_KIND_QEM)
-        return save_from_qem(source, dest, &local, error);
-    if (kind == QEM_KIND_PACK || kind == QEM_KIND_HDF5)
-        return qem_fail(error, QEM_E_NPY,
-                        "'%s' is %s; qem save takes a .npy or a .qem file", source,
-                        kind == QEM_KIND_PACK ? "a pack (export it to .npy first)"
-                                              : "an HDF5 file (qem pack produce reads those)");
-    return save_from_npy(source, dest, &local, error);
-}
-
-qem_status qem_save_file(const char *source, const char *dest, const qem_save_options *options,
-                         qem_error *error)
-{
-    const qem_status st = qem_save_file_body(source, dest, options, error);
-    qem_error_name_destination(error, dest);
-    return st;
-}
-
-qem_status qem_source_shape(const char *path, uint64_t shape[4], qem_dtype *dtype,
-                            qem_error *error)
-{
-    qem_error_clear(error);
-    if (!path || !shape || !dtype)
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_source_shape: NULL argument");
-    qem_open_options oo;
-    qem_open_options_init(&oo);
-    oo.body_check = QEM_BODY_CHECK_ON_READ; /* only the header is needed */
-    qem_file *f = NULL;
-    if (qem_open(path, &oo, &f, NULL) == QEM_OK) {
-        memcpy(shape, f->shape, 4 * sizeof *shape);
-        *dtype = f->dtype;
-        qem_close(f);
-        return QEM_OK;
-    }
-    qem_npy *npy = NULL;
-    QEM_TRY(qem_npy_open(path, &npy, error));
-    qem_npy_info info = *qem_npy_info_of(npy);
-    qem_npy_close(npy);
-    if (info.ndim != 4)
-        return qem_fail(error, QEM_E_NPY, "'%s' is not a 4D array", path);
-    memcpy(shape, info.shape, 4 * sizeof *shape);
-    *dtype = info.dtype;
-    return QEM_OK;
 }
 
 qem_status qem_dark_from_npy(const char *path, uint64_t rows, uint64_t columns, float *plane,

@@ -245,6 +245,23 @@ qem_status qem_pixel_sums(qem_file *file, uint64_t first, uint64_t count, uint64
 void *qem_writer_window(qem_writer *writer, uint64_t *room);
 /* Accepts `count` scans written into the window. */
 qem_status qem_writer_commit(qem_writer *writer, uint64_t count, qem_error *error);
+/* Streams a source into the writer's window, chunk by chunk: `fill` reads
+ * scans [first, first + count) into `window`; `settle` runs after the last
+ * read and before anything is written (it proves the source did not change
+ * under the reads and may record what it learnt); then the file is
+ * finished and published. QEM_FAULT_SAVE_PAUSE_MS pauses after the first
+ * window (tests rewrite the source there). */
+typedef qem_status (*qem_writer_fill_fn)(void *source, uint64_t first, uint64_t count,
+                                         void *window, qem_error *error);
+typedef qem_status (*qem_writer_settle_fn)(void *source, qem_writer *writer, qem_error *error);
+qem_status qem_writer_pump(qem_writer *writer, void *source, qem_writer_fill_fn fill,
+                           qem_writer_settle_fn settle, qem_error *error);
+
+/* Re-saves a .qem file (its own codec, data, metadata); options may add a
+ * calibration or a new chunk size. */
+qem_status qem_resave_file(const char *source, const char *dest, const qem_save_options *options,
+                           qem_error *error);
+
 /* Records a source fact learnt while reading (the source's digest), as
  * scientific_metadata.source_metadata[key]; takes `value`. No-op when the
  * caller supplied the complete scientific_metadata. */

@@ -10,6 +10,7 @@
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/error.h"
@@ -632,4 +633,35 @@ qem_status qem_writer_finish(qem_writer *w, qem_error *error)
     const qem_status st = qem_writer_finish_body(w, error);
     qem_error_name_destination(error, w ? w->dest : NULL);
     return st;
+}
+
+/* Fault injection for the tests: a pause after the first window, in which
+ * a test rewrites the source. */
+static void fault_pause_after_first_window(void)
+{
+    const char *env = getenv("QEM_FAULT_SAVE_PAUSE_MS");
+    const long ms = env ? strtol(env, NULL, 10) : 0;
+    if (ms > 0) {
+        struct timespec pause = {ms / 1000, (ms % 1000) * 1000000L};
+        nanosleep(&pause, NULL);
+    }
+}
+
+qem_status qem_writer_pump(qem_writer *w, void *source, qem_writer_fill_fn fill,
+                           qem_writer_settle_fn settle, qem_error *error)
+{
+    uint64_t next = 0;
+    for (;;) {
+        uint64_t room;
+        void *window = qem_writer_window(w, &room);
+        if (room == 0) {
+            QEM_TRY(settle(source, w, error));
+            return qem_writer_finish(w, error);
+        }
+        QEM_TRY(fill(source, next, room, window, error));
+        QEM_TRY(qem_writer_commit(w, room, error));
+        if (next == 0)
+            fault_pause_after_first_window();
+        next += room;
+    }
 }

@@ -11,7 +11,7 @@ name=cli_qem
 
 expect 2 "no arguments" -- "$QEM"
 expect 0 "--help" -- "$QEM" --help
-contains "$T/out" "save IN OUT.qem"
+contains "$T/out" "save SRC OUT.qem"
 contains "$T/out" "dp FILE (--scan"
 expect 0 "--version" -- "$QEM" --version
 contains "$T/out" "qem 0.1.0"
@@ -99,7 +99,7 @@ expect 1 "override without evidence" -- "$QEM" save "$T/u16.npy" "$T/n.qem" --ca
 contains "$T/err" "evidence"
 expect 0 "3d fixture" -- "$NPY" 3d "$T/s.npy"
 expect 1 "3D source" -- "$QEM" save "$T/s.npy" "$T/s.qem"
-contains "$T/err" "4D"
+contains "$T/err" "--scan-shape"
 expect 2 "not .qem" -- "$QEM" save "$T/a.npy" "$T/a.h5"
 expect 1 "missing source" -- "$QEM" save "$T/none.npy" "$T/n.qem"
 expect 1 "info of a non-QEM file" -- "$QEM" info "$T/a.npy"

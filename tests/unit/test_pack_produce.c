@@ -110,7 +110,7 @@ typedef struct source_case {
     char data_files[4][512];
     size_t data_count;
     int has_mask;
-    qem_pack_source_options options;
+    qem_acquisition_options options;
 } source_case;
 
 static void produce_and_check(source_case *sc, qem_pack_profile profile)
@@ -508,7 +508,7 @@ int main(void)
     h5b_dataset d3 = {"/entry/frames", H5T_STD_U16LE, H5T_NATIVE_UINT16, 3, {SCANS, DR, DC},
                       {1, DR, DC}, 1, 0, 0, data};
     CHECK(h5b_write_dataset(cases[2].path, &d3) == 0);
-    qem_pack_source_options_init(&cases[2].options);
+    qem_acquisition_options_init(&cases[2].options);
     cases[2].options.dataset = "/entry/frames";
     cases[2].options.scan_shape[0] = SR;
     cases[2].options.scan_shape[1] = SC;
@@ -525,7 +525,7 @@ int main(void)
 
     for (int k = 0; k < 4; k++) {
         if (!cases[k].options.struct_size)
-            qem_pack_source_options_init(&cases[k].options);
+            qem_acquisition_options_init(&cases[k].options);
         produce_and_check(&cases[k], QEM_PACK_UINT16_LZ4);
         produce_and_check(&cases[k], QEM_PACK_UINT8_BITPACKED);
     }

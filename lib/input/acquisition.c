@@ -1,0 +1,648 @@
+/* What every family shares: recognising a file, members and their
+ * authentication (hashing, stamps, the identity), reading with exact
+ * narrowing, and the source metadata a writer records. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "input/input.h"
+
+#define HASH_BUFFER_BYTES (1u << 20)
+#define HEAD_BYTES 4096
+#define SCRATCH_BYTES (8u << 20)
+#define IDENTITY_SCHEMA "live4dstem.dataset/v0.1"
+
+/* --- members ------------------------------------------------------------------ */
+
+qem_status input_add_member(acquisition *a, const char *path, int is_master, qem_error *error)
+{
+    int fd = -1;
+    struct stat sb;
+    QEM_TRY(qem_open_input(path, &fd, &sb, error));
+    close(fd);
+    input_member *grown = realloc(a->members, (a->member_count + 1) * sizeof *grown);
+    if (!grown)
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    a->members = grown;
+    input_member *m = &a->members[a->member_count];
+    memset(m, 0, sizeof *m);
+    if (!(m->path = strdup(path)))
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    m->is_master = is_master;
+    m->bytes = (uint64_t)sb.st_size;
+    qem_file_stamp_from_stat(&sb, &m->stamp);
+    a->member_count++;
+    for (size_t i = 0; i + 1 < a->member_count; i++) {
+        const input_member *o = &a->members[i];
+        if (o->stamp.dev == m->stamp.dev && o->stamp.ino == m->stamp.ino)
+            return strcmp(o->path, path) == 0
+                       ? qem_fail(error, QEM_E_LAYOUT,
+                                  "'%s' is named twice; every member of an acquisition must be "
+                                  "a distinct file",
+                                  path)
+                       : qem_fail(error, QEM_E_LAYOUT,
+                                  "'%s' and '%s' are the same file; every member of an "
+                                  "acquisition must be a distinct file",
+                                  o->path, path);
+    }
+    return QEM_OK;
+}
+
+/* SHA-256 of every byte of `path` between two stamps. A file that cannot
+ * be opened is `open_status` (QEM_E_IO first, QEM_E_CHANGED later). */
+static qem_status hash_file(const char *path, qem_status open_status, uint8_t digest[32],
+                            qem_file_stamp *stamp, uint64_t *bytes, qem_progress_fn progress,
+                            void *progress_user, qem_error *error)
+{
+    int fd = -1;
+    struct stat before;
+    qem_error opened;
+    qem_error_clear(&opened);
+    if (qem_open_input(path, &fd, &before, &opened) != QEM_OK)
+        return qem_fail(error, open_status, "%s", opened.message);
+    uint8_t *buffer = malloc(HASH_BUFFER_BYTES);
+    qem_sha256 *ctx = qem_sha256_new();
+    uint64_t total = 0;
+    qem_status st = buffer && ctx ? QEM_OK : qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    if (st == QEM_OK && progress && progress(progress_user, 0, (uint64_t)before.st_size))
+        st = qem_fail(error, QEM_E_CANCELLED, "cancelled while hashing '%s'", path);
+    while (st == QEM_OK) {
+        ssize_t n = read(fd, buffer, HASH_BUFFER_BYTES);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            st = qem_fail(error, QEM_E_IO, "cannot read '%s': %s", path, strerror(errno));
+            break;
+        }
+        if (n == 0)
+            break;
+        if (qem_sha256_update(ctx, buffer, (size_t)n) != 0)
+            st = qem_fail(error, QEM_E_NO_MEMORY, "SHA-256 failed while hashing '%s'", path);
+        total += (uint64_t)n;
+        if (st == QEM_OK && progress && progress(progress_user, total, (uint64_t)before.st_size))
+            st = qem_fail(error, QEM_E_CANCELLED, "cancelled while hashing '%s'", path);
+    }
+    if (st == QEM_OK) {
+        qem_file_stamp_from_stat(&before, stamp);
+        qem_error changed;
+        if (qem_file_stamp_check(fd, stamp, path, "hashed", &changed) != QEM_OK ||
+            total != (uint64_t)before.st_size)
+            st = qem_fail(error, QEM_E_CHANGED,
+                          "'%s' changed while it was being hashed; wait until the acquisition "
+                          "has finished writing it, then retry",
+                          path);
+    }
+    if (st == QEM_OK && qem_sha256_final(ctx, digest) != 0)
+        st = qem_fail(error, QEM_E_NO_MEMORY, "SHA-256 failed while hashing '%s'", path);
+    if (st == QEM_OK)
+        *bytes = total;
+    qem_sha256_free(ctx);
+    free(buffer);
+    close(fd);
+    return st;
+}
+
+qem_status input_identity(const uint8_t *master_sha256, const uint8_t (*data_sha256)[32],
+                          size_t data_count, uint8_t identity[32], qem_error *error)
+{
+    qem_sha256 *ctx = qem_sha256_new();
+    if (!ctx)
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    static const char schema[] = IDENTITY_SCHEMA; /* sizeof includes the NUL */
+    static const uint8_t nul = 0;
+    char hex[65];
+    int bad = qem_sha256_update(ctx, schema, sizeof schema);
+    if (master_sha256) {
+        qem_sha256_hex(master_sha256, hex);
+        bad |= qem_sha256_update(ctx, hex, 64);
+    }
+    for (size_t i = 0; i < data_count; i++) {
+        qem_sha256_hex(data_sha256[i], hex);
+        bad |= qem_sha256_update(ctx, &nul, 1);
+        bad |= qem_sha256_update(ctx, hex, 64);
+    }
+    bad |= qem_sha256_final(ctx, identity);
+    qem_sha256_free(ctx);
+    return bad ? qem_fail(error, QEM_E_NO_MEMORY, "SHA-256 of the source identity failed")
+               : QEM_OK;
+}
+
+static qem_status compute_identity(acquisition *a, qem_error *error)
+{
+    uint8_t(*data)[32] = malloc((a->member_count ? a->member_count : 1) * sizeof *data);
+    if (!data)
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    size_t data_count = 0;
+    const uint8_t *master = NULL;
+    for (size_t i = 0; i < a->member_count; i++) {
+        if (a->members[i].is_master)
+            master = a->members[i].sha256;
+        else
+            memcpy(data[data_count++], a->members[i].sha256, 32);
+    }
+    qem_status st = input_identity(master, (const uint8_t(*)[32])data, data_count, a->identity,
+                                   error);
+    free(data);
+    if (st == QEM_OK)
+        a->authenticated = 1;
+    return st;
+}
+
+qem_status input_authenticate(acquisition *a, qem_progress_fn progress, void *progress_user,
+                              qem_error *error)
+{
+    for (size_t i = 0; i < a->member_count; i++) {
+        input_member *m = &a->members[i];
+        qem_file_stamp stamp;
+        uint64_t bytes = 0;
+        QEM_TRY(hash_file(m->path, QEM_E_IO, m->sha256, &stamp, &bytes, progress, progress_user,
+                          error));
+        /* What was described must be what was hashed. */
+        if (!qem_file_stamp_equal(&stamp, &m->stamp))
+            return qem_fail(error, QEM_E_CHANGED,
+                            "'%s' changed between being described and being hashed; wait until "
+                            "the acquisition has finished writing it, then retry",
+                            m->path);
+        m->bytes = bytes;
+        m->hashed = 1;
+    }
+    return compute_identity(a, error);
+}
+
+qem_status input_reauthenticate(acquisition *a, qem_progress_fn progress, void *progress_user,
+                                qem_error *error)
+{
+    for (size_t i = 0; i < a->member_count; i++) {
+        const input_member *m = &a->members[i];
+        qem_file_stamp stamp;
+        uint8_t digest[32];
+        uint64_t bytes = 0;
+        QEM_TRY(hash_file(m->path, QEM_E_CHANGED, digest, &stamp, &bytes, progress, progress_user,
+                          error));
+        if (memcmp(digest, m->sha256, 32) != 0 || bytes != m->bytes)
+            return qem_fail(error, QEM_E_CHANGED,
+                            "source member '%s' no longer has the SHA-256 it had when it was "
+                            "inspected; its content changed, so inspect the source again",
+                            m->path);
+        if (!qem_file_stamp_equal(&stamp, &m->stamp))
+            return qem_fail(error, QEM_E_CHANGED,
+                            "source member '%s' was replaced or touched since it was inspected "
+                            "(its stat differs); inspect the source again",
+                            m->path);
+    }
+    return QEM_OK;
+}
+
+qem_status input_check_unchanged(const acquisition *a, qem_error *error)
+{
+    for (size_t i = 0; i < a->member_count; i++) {
+        const input_member *m = &a->members[i];
+        struct stat sb;
+        if (stat(m->path, &sb) != 0)
+            return qem_fail(error, QEM_E_CHANGED,
+                            "source member '%s' can no longer be read (%s) since it was "
+                            "authenticated",
+                            m->path, strerror(errno));
+        qem_file_stamp now;
+        qem_file_stamp_from_stat(&sb, &now);
+        if (!qem_file_stamp_equal(&m->stamp, &now))
+            return qem_fail(error, QEM_E_CHANGED,
+                            "source member '%s' changed (size, time or file) since it was "
+                            "read; nothing was written, so run again once it is complete",
+                            m->path);
+    }
+    return QEM_OK;
+}
+
+/* --- hashing while reading ---------------------------------------------------- */
+
+qem_status input_stream_begin(acquisition *a, qem_error *error)
+{
+    if (!a->family->reads_bytes)
+        return input_authenticate(a, NULL, NULL, error);
+    for (size_t i = 0; i < a->member_count; i++) {
+        input_member *m = &a->members[i];
+        qem_sha256_free(m->stream);
+        if (!(m->stream = qem_sha256_new()))
+            return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+        m->streamed = 0;
+    }
+    return QEM_OK;
+}
+
+/* Hashes member bytes [streamed, to) from `fd`. */
+static qem_status stream_rest(input_member *m, int fd, uint64_t to, qem_error *error);
+
+void input_member_read(input_member *m, int fd, uint64_t offset, const void *data, size_t size)
+{
+    if (!m->stream)
+        return;
+    /* A skipped header (at most 16 MiB) is hashed now; a read elsewhere
+     * leaves the rest to input_stream_finish. */
+    if (offset > m->streamed && offset - m->streamed <= (16u << 20) &&
+        stream_rest(m, fd, offset, NULL) != QEM_OK)
+        return;
+    if (offset > m->streamed || offset + size <= m->streamed)
+        return;
+    const uint64_t skip = m->streamed - offset;
+    if (qem_sha256_update(m->stream, (const uint8_t *)data + skip, size - (size_t)skip) == 0)
+        m->streamed = offset + size;
+}
+
+static qem_status stream_rest(input_member *m, int fd, uint64_t to, qem_error *error)
+{
+    uint8_t *buffer = malloc(HASH_BUFFER_BYTES);
+    if (!buffer)
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    qem_status st = QEM_OK;
+    while (st == QEM_OK && m->streamed < to) {
+        const size_t n = to - m->streamed < HASH_BUFFER_BYTES ? (size_t)(to - m->streamed)
+                                                                : HASH_BUFFER_BYTES;
+        st = qem_pread_full(fd, buffer, n, m->streamed, QEM_E_CHANGED, error);
+        if (st == QEM_OK && qem_sha256_update(m->stream, buffer, n) != 0)
+            st = qem_fail(error, QEM_E_NO_MEMORY, "SHA-256 failed");
+        if (st == QEM_OK)
+            m->streamed += n;
+    }
+    free(buffer);
+    return st;
+}
+
+qem_status input_stream_finish(acquisition *a, qem_progress_fn progress, void *progress_user,
+                               qem_error *error)
+{
+    (void)progress;
+    (void)progress_user;
+    if (!a->family->reads_bytes)
+        return input_check_unchanged(a, error);
+    for (size_t i = 0; i < a->member_count; i++) {
+        input_member *m = &a->members[i];
+        if (!m->stream)
+            return qem_fail(error, QEM_E_INVALID_ARGUMENT, "input_stream_finish without begin");
+        int fd = -1;
+        struct stat sb;
+        qem_error opened;
+        qem_error_clear(&opened);
+        if (qem_open_input(m->path, &fd, &sb, &opened) != QEM_OK)
+            return qem_fail(error, QEM_E_CHANGED, "%s", opened.message);
+        qem_status st = stream_rest(m, fd, m->bytes, error);
+        if (st == QEM_OK)
+            st = qem_file_stamp_check(fd, &m->stamp, m->path, "read", error);
+        close(fd);
+        QEM_TRY(st);
+        if (qem_sha256_final(m->stream, m->sha256) != 0)
+            return qem_fail(error, QEM_E_NO_MEMORY, "SHA-256 failed");
+        qem_sha256_free(m->stream);
+        m->stream = NULL;
+        m->hashed = 1;
+    }
+    return compute_identity(a, error);
+}
+
+/* --- shapes and masks ----------------------------------------------------------- */
+
+qem_status input_check_shape(const acquisition *a, const char *path, qem_error *error)
+{
+    uint64_t pixels, scans, total;
+    for (int i = 0; i < 4; i++)
+        if (a->shape[i] == 0)
+            return qem_fail(error, QEM_E_LAYOUT,
+                            "'%s' has an empty dimension (shape %llu x %llu x %llu x %llu)", path,
+                            (unsigned long long)a->shape[0], (unsigned long long)a->shape[1],
+                            (unsigned long long)a->shape[2], (unsigned long long)a->shape[3]);
+    if (qem_mul_overflow_u64(a->shape[2], a->shape[3], &pixels) || pixels > UINT32_MAX ||
+        qem_mul_overflow_u64(a->shape[0], a->shape[1], &scans) ||
+        qem_mul_overflow_u64(scans, pixels, &total) || total > UINT64_MAX / 8)
+        return qem_fail(error, QEM_E_LIMIT,
+                        "'%s' is too large: detector pixels must fit 32-bit indices and the "
+                        "array 64-bit byte counts",
+                        path);
+    return QEM_OK;
+}
+
+qem_status input_scan_shape(const input_options *o, int have_file, const uint64_t file_shape[2],
+                            const char *file_on, uint64_t frames, const char *path,
+                            uint64_t out[2], qem_error *error)
+{
+    const int given = o && (o->scan_shape[0] || o->scan_shape[1]);
+    if (given && (!o->scan_shape[0] || !o->scan_shape[1]))
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "the scan shape %llux%llu must have two positive values (rows, columns)",
+                        (unsigned long long)o->scan_shape[0], (unsigned long long)o->scan_shape[1]);
+    if (given && have_file &&
+        (o->scan_shape[0] != file_shape[0] || o->scan_shape[1] != file_shape[1]))
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "the scan shape given (%llux%llu) contradicts the scan shape %llux%llu "
+                        "that %s in '%s' states; omit the scan shape or correct the file",
+                        (unsigned long long)o->scan_shape[0], (unsigned long long)o->scan_shape[1],
+                        (unsigned long long)file_shape[0], (unsigned long long)file_shape[1],
+                        file_on, path);
+    if (given) {
+        out[0] = o->scan_shape[0];
+        out[1] = o->scan_shape[1];
+    } else if (have_file) {
+        out[0] = file_shape[0];
+        out[1] = file_shape[1];
+    } else if (frames == 1) {
+        out[0] = out[1] = 1; /* one frame is one scan position */
+    } else {
+        return qem_fail(error, QEM_E_LAYOUT,
+                        "'%s' holds %llu frames and does not state its scan shape; give it "
+                        "(--scan-shape ROWS,COLUMNS) with a product of %llu",
+                        path, (unsigned long long)frames, (unsigned long long)frames);
+    }
+    uint64_t scans;
+    if (qem_mul_overflow_u64(out[0], out[1], &scans) || scans != frames)
+        return qem_fail(error, QEM_E_LAYOUT,
+                        "the scan shape %llux%llu does not match the %llu frames of '%s'; give "
+                        "rows and columns whose product is %llu",
+                        (unsigned long long)out[0], (unsigned long long)out[1],
+                        (unsigned long long)frames, path, (unsigned long long)frames);
+    return QEM_OK;
+}
+
+qem_status input_implicit_mask(acquisition *a, qem_error *error)
+{
+    static const uint8_t zeros[4096];
+    qem_sha256 *ctx = qem_sha256_new();
+    if (!ctx)
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    int bad = 0;
+    for (uint64_t left = 4 * a->shape[2] * a->shape[3]; left;) {
+        const size_t n = left < sizeof zeros ? (size_t)left : sizeof zeros;
+        bad |= qem_sha256_update(ctx, zeros, n);
+        left -= n;
+    }
+    bad |= qem_sha256_final(ctx, a->detector_mask_sha256);
+    qem_sha256_free(ctx);
+    a->mask_origin = INPUT_ORIGIN_IMPLICIT_MASK;
+    return bad ? qem_fail(error, QEM_E_NO_MEMORY, "SHA-256 of the implicit mask failed") : QEM_OK;
+}
+
+void input_fact(acquisition *a, const char *key, json_t *value)
+{
+    if (!a->facts)
+        a->facts = json_object();
+    if (a->facts && value)
+        json_object_set_new(a->facts, key, value);
+    else
+        json_decref(value);
+}
+
+/* --- recognising ------------------------------------------------------------------ */
+
+static const input_family *const families[] = {&input_family_npy,  &input_family_hdf5,
+                                               &input_family_mib,  &input_family_empad,
+                                               &input_family_raw};
+
+static int has_hdf5_signature(int fd, uint64_t size)
+{
+    static const uint8_t sig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+    for (uint64_t off = 0; off + 8 <= size; off = off ? 2 * off : 512) {
+        uint8_t got[8];
+        if (qem_pread_full(fd, got, 8, off, QEM_E_IO, NULL) != QEM_OK)
+            return 0;
+        if (memcmp(got, sig, 8) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* Formats qem recognises but reads elsewhere: named in the refusal. */
+static const char *foreign_format(const uint8_t *h, size_t n)
+{
+    if (n >= 8 && !memcmp(h, "QGPUH5\0\x01", 8))
+        return "a Lossless Pack Format v1 file; export it to .npy first, or use it as it is";
+    if (n >= 8 && !memcmp(h, "QEMDATA1", 8))
+        return "a .qem file; export it to .npy first";
+    if (n >= 4 && h[0] == 0 && h[1] == 0 && h[2] == 0 && (h[3] == 3 || h[3] == 4))
+        return "a Gatan Digital Micrograph file (DM3/DM4); read it with HyperSpy and save it "
+               "with the qem Python package";
+    if (n >= 4 && ((h[0] == 0x49 && h[1] == 0x49 && h[2] == 0x2a && h[3] == 0) ||
+                   (h[0] == 0x4d && h[1] == 0x4d && h[2] == 0 && h[3] == 0x2a)))
+        return "a TIFF image; qem reads 4D acquisitions";
+    if (n >= 4 && h[0] == 0x49 && h[1] == 0x49 && (h[2] == 0x97 || h[2] == 0x99) && h[3] == 0x01)
+        return "a FEI/TIA SER file; read it with HyperSpy and save it with the qem Python package";
+    if (n >= 6 && !memcmp(h, "\xda\xba\xda\xba", 4))
+        return "a TVIPS file; read it with HyperSpy and save it with the qem Python package";
+    if (n >= 16 && !memcmp(h, "\xea\xfe", 2))
+        return "a blockfile; read it with HyperSpy and save it with the qem Python package";
+    if (n >= 212 && !memcmp(h + 208, "MAP ", 4))
+        return "an MRC file; read it with HyperSpy and save it with the qem Python package";
+    return NULL;
+}
+
+qem_status input_open(const char *path, const input_options *options, acquisition **out,
+                      qem_error *error)
+{
+    *out = NULL;
+    input_options none;
+    memset(&none, 0, sizeof none);
+    if (!options)
+        options = &none;
+    int fd = -1;
+    struct stat sb;
+    QEM_TRY(qem_open_input(path, &fd, &sb, error));
+    uint8_t head[HEAD_BYTES];
+    const size_t n = (uint64_t)sb.st_size < sizeof head ? (size_t)sb.st_size : sizeof head;
+    qem_status st = qem_pread_full(fd, head, n, 0, QEM_E_IO, error);
+    const int hdf5 = st == QEM_OK && has_hdf5_signature(fd, (uint64_t)sb.st_size);
+    close(fd);
+    QEM_TRY(st);
+    const char *foreign = hdf5 ? NULL : foreign_format(head, n);
+    if (foreign && options->raw.dtype == QEM_DTYPE_NONE)
+        return qem_fail(error, QEM_E_UNSUPPORTED, "'%s' is %s", path, foreign);
+    acquisition *a = calloc(1, sizeof *a);
+    if (!a)
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    a->mask_origin = INPUT_ORIGIN_IMPLICIT_MASK;
+    /* Raw options name the family; otherwise the content does. The HDF5
+     * family tells a Dectris master from a plain file itself. */
+    const input_family *family = NULL;
+    if (options->raw.dtype != QEM_DTYPE_NONE)
+        family = &input_family_raw;
+    else if (hdf5)
+        family = &input_family_hdf5;
+    for (size_t k = 0; !family && k < sizeof families / sizeof families[0]; k++)
+        if (families[k]->recognises && families[k]->recognises(head, n))
+            family = families[k];
+    if (!family)
+        st = qem_fail(error, QEM_E_UNSUPPORTED,
+                      "'%s' is not a detector file qem recognises (.npy, HDF5, Dectris/Arina, "
+                      "Merlin .mib, EMPAD .xml); for other raw binary give --raw-shape and "
+                      "--raw-dtype",
+                      path);
+    if (st == QEM_OK) {
+        a->family = family;
+        st = family->describe(a, path, head, n, options, error);
+    }
+    if (st == QEM_OK)
+        st = input_check_shape(a, path, error);
+    if (st != QEM_OK) {
+        input_close(a);
+        return st;
+    }
+    *out = a;
+    return QEM_OK;
+}
+
+void input_close(acquisition *a)
+{
+    if (!a)
+        return;
+    if (a->family && a->family->release)
+        a->family->release(a);
+    for (size_t i = 0; i < a->member_count; i++) {
+        free(a->members[i].path);
+        qem_sha256_free(a->members[i].stream);
+    }
+    free(a->members);
+    free(a->flagged);
+    json_decref(a->facts);
+    json_decref(a->calibration);
+    free(a);
+}
+
+/* --- reading ------------------------------------------------------------------------ */
+
+qem_dtype input_stored_dtype(const acquisition *a)
+{
+    return a->sample_type == QEM_DTYPE_UINT32 ? QEM_DTYPE_UINT16 : a->sample_type;
+}
+
+/* uint32 frames [first, first + count) in `src` into uint16 `dst`. */
+static qem_status narrow_u32(acquisition *a, const uint8_t *is_flagged, uint64_t first,
+                             uint64_t count, const uint32_t *src, uint16_t *dst, qem_error *error)
+{
+    const uint64_t pixels = a->shape[2] * a->shape[3];
+    for (uint64_t f = 0; f < count; f++)
+        for (uint64_t p = 0; p < pixels; p++) {
+            const uint32_t v = src[f * pixels + p];
+            if (v <= 65535) {
+                dst[f * pixels + p] = (uint16_t)v;
+                if ((!is_flagged || !is_flagged[p]) && v > a->max_admitted)
+                    a->max_admitted = v;
+                continue;
+            }
+            if (is_flagged && is_flagged[p]) {
+                dst[f * pixels + p] = 65535; /* a flagged pixel's sentinel */
+                a->flagged_clipped++;
+                continue;
+            }
+            const uint64_t scan = first + f;
+            return qem_fail(error, QEM_E_VALUE_RANGE,
+                            "scan position (%llu, %llu), detector pixel (%llu, %llu) holds %u, "
+                            "which does not fit the uint16 storage of a uint32 acquisition; "
+                            "nothing was written (counts are never clipped)",
+                            (unsigned long long)(scan / a->shape[1]),
+                            (unsigned long long)(scan % a->shape[1]),
+                            (unsigned long long)(p / a->shape[3]),
+                            (unsigned long long)(p % a->shape[3]), v);
+        }
+    return QEM_OK;
+}
+
+qem_status input_read(acquisition *a, uint64_t first, uint64_t count, qem_dtype target, void *out,
+                      size_t out_size, qem_error *error)
+{
+    const uint64_t scans = a->shape[0] * a->shape[1], pixels = a->shape[2] * a->shape[3];
+    if (first > scans || count > scans - first)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "frames [%llu, +%llu) are outside the %llu of the acquisition",
+                        (unsigned long long)first, (unsigned long long)count,
+                        (unsigned long long)scans);
+    const size_t item = qem_dtype_size(target), sample = qem_dtype_size(a->sample_type);
+    uint64_t values;
+    if (qem_mul_overflow_u64(count, pixels, &values) || values > SIZE_MAX / 8 ||
+        out_size / item < values)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "input_read: %llu frames need %llu bytes, %zu given",
+                        (unsigned long long)count, (unsigned long long)(values * item), out_size);
+    const int same = target == a->sample_type;
+    const int widen = target == QEM_DTYPE_UINT16 && a->sample_type == QEM_DTYPE_UINT8;
+    const int narrow = target == QEM_DTYPE_UINT16 && a->sample_type == QEM_DTYPE_UINT32;
+    if (!same && !widen && !narrow)
+        return qem_fail(error, QEM_E_WRONG_CODEC, "%s samples cannot be read as %s",
+                        qem_dtype_name(a->sample_type), qem_dtype_name(target));
+    if (count == 0)
+        return QEM_OK;
+    if (same)
+        return a->family->read(a, first, count, out, error);
+    if (widen) {
+        /* Into the upper half of `out`, then widened front to back
+         * (element i goes to bytes 2i, 2i+1 <= n+i: never ahead of an unread
+         * byte). */
+        uint8_t *bytes = (uint8_t *)out + values;
+        QEM_TRY(a->family->read(a, first, count, bytes, error));
+        uint16_t *wide = out;
+        for (uint64_t i = 0; i < values; i++)
+            wide[i] = bytes[i];
+        return QEM_OK;
+    }
+    /* uint32 -> uint16 a few frames at a time through bounded scratch. */
+    uint64_t per = SCRATCH_BYTES / (pixels * sample);
+    if (per == 0)
+        per = 1;
+    uint32_t *scratch = malloc((size_t)((per < count ? per : count) * pixels) * sample);
+    uint8_t *is_flagged = a->flagged_count ? calloc((size_t)pixels, 1) : NULL;
+    qem_status st = scratch && (is_flagged || !a->flagged_count)
+                        ? QEM_OK
+                        : qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    for (uint64_t k = 0; st == QEM_OK && is_flagged && k < a->flagged_count; k++)
+        is_flagged[a->flagged[k]] = 1;
+    for (uint64_t done = 0; st == QEM_OK && done < count;) {
+        const uint64_t n = count - done < per ? count - done : per;
+        st = a->family->read(a, first + done, n, scratch, error);
+        if (st == QEM_OK)
+            st = narrow_u32(a, is_flagged, first + done, n, scratch,
+                            (uint16_t *)out + done * pixels, error);
+        done += n;
+    }
+    free(is_flagged);
+    free(scratch);
+    return st;
+}
+
+/* --- what a writer records --------------------------------------------------------- */
+
+json_t *input_source_metadata(const acquisition *a)
+{
+    json_t *members = json_array();
+    char hex[65];
+    for (size_t i = 0; i < a->member_count; i++) {
+        const input_member *m = &a->members[i];
+        const char *slash = strrchr(m->path, '/');
+        json_t *entry = json_pack("{s:s, s:s, s:I}", "role", m->is_master ? "master" : "data",
+                                  "file", slash ? slash + 1 : m->path, "bytes",
+                                  (json_int_t)m->bytes);
+        if (m->hashed) {
+            qem_sha256_hex(m->sha256, hex);
+            json_object_set_new(entry, "sha256", json_string(hex));
+        }
+        json_array_append_new(members, entry);
+    }
+    json_t *out = json_pack("{s:s, s:s, s:s, s:o, s:I}", "family", a->family->name,
+                            "sample_type", qem_dtype_name(a->sample_type), "stored_as",
+                            qem_dtype_name(input_stored_dtype(a)), "members", members,
+                            "flagged_pixels", (json_int_t)a->flagged_count);
+    if (!out)
+        return NULL;
+    if (a->authenticated) {
+        qem_sha256_hex(a->identity, hex);
+        json_object_set_new(out, "identity_sha256", json_string(hex));
+    }
+    if (a->sample_type == QEM_DTYPE_UINT32)
+        json_object_set_new(out, "narrowing",
+                            json_pack("{s:s, s:I, s:I, s:s}", "rule",
+                                      "uint32 stored as uint16 only when every admitted value "
+                                      "fits; flagged pixels' values above 65535 stored as 65535",
+                                      "max_admitted_value", (json_int_t)a->max_admitted,
+                                      "flagged_values_stored_as_65535",
+                                      (json_int_t)a->flagged_clipped, "checked", "while reading"));
+    if (a->facts)
+        json_object_set(out, a->family->name, a->facts);
+    return out;
+}

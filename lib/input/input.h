@@ -1,0 +1,179 @@
+/* The input layer: acquisitions (the detector files a microscopist has) read
+ * through one small interface, below both writers (`qem save` and the pack
+ * producer). A family recognises its files by content, describes them
+ * (shape, sample type, flagged pixels, facts, calibration), reads a window
+ * of frames, and its members are authenticated (SHA-256 of every byte,
+ * stamps before and after) and re-checked. See doc/inputs.md.
+ *
+ * Families: npy.c, hdf5.c (a dense dataset), arina.c (Dectris Arina/Eiger
+ * master + data files), mib.c (Quantum Detectors Merlin), empad.c (EMPAD
+ * XML + raw), raw.c (raw binary described by options). The HDF5 families
+ * use libhdf5, which Debian builds without thread safety: use one
+ * acquisition from one thread at a time. */
+#ifndef QEM_INPUT_INPUT_H
+#define QEM_INPUT_INPUT_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "common/fileio.h"
+#include "common/sha256.h"
+#include "qem.h"
+
+/* One file an acquisition consists of. */
+typedef struct input_member {
+    char *path;
+    int is_master;        /* the master, or the single file of a one-file acquisition */
+    uint64_t bytes;
+    uint8_t sha256[32];
+    int hashed;           /* sha256 holds the digest of every byte */
+    qem_file_stamp stamp; /* when it was described (or hashed) */
+    /* Hashing while the family reads the file front to back (byte
+     * families during a save): the digest of bytes [0, streamed). */
+    qem_sha256 *stream;
+    uint64_t streamed;
+} input_member;
+
+/* Raw binary, described by the caller. */
+typedef struct input_raw {
+    uint64_t shape[4];     /* scan rows, scan columns, detector rows, detector columns */
+    qem_dtype dtype;       /* UINT8, UINT16, UINT32 or FLOAT32; NONE: not a raw request */
+    int big_endian;
+    uint64_t offset;       /* bytes before the first frame */
+    uint64_t frame_header; /* bytes before each frame */
+} input_raw;
+
+typedef struct input_options {
+    const char *dataset;    /* HDF5: the dataset of frames; NULL = the only candidate */
+    uint64_t scan_shape[2]; /* for files that do not state it; {0, 0} = the file's */
+    input_raw raw;
+    qem_progress_fn progress; /* bytes of each member while it is hashed; cancels */
+    void *progress_user;
+} input_options;
+
+typedef struct acquisition acquisition;
+
+/* A family of acquisition files. */
+typedef struct input_family {
+    const char *name; /* "npy", "hdf5", "arina", "mib", "empad", "raw" */
+    /* 1 if a file starting with `head` is of this family (by content,
+     * never by name). NULL for families chosen otherwise (HDF5 by the
+     * superblock signature, raw by the caller's options). */
+    int (*recognises)(const uint8_t *head, size_t head_size);
+    /* Describes the file at `path`, whose first bytes are `head`: shape,
+     * sample type, members (input_add_member), flagged pixels, facts and
+     * calibration. Returns QEM_OK, or the refusal. */
+    qem_status (*describe)(acquisition *a, const char *path, const uint8_t *head, size_t head_size,
+                           const input_options *o, qem_error *error);
+    /* Reads frames [first, first + count) in the stored sample type, native
+     * byte order, C order, into `out`. */
+    qem_status (*read)(acquisition *a, uint64_t first, uint64_t count, void *out, qem_error *error);
+    /* Frees the family's state (a->impl). */
+    void (*release)(acquisition *a);
+    /* 1 if reads go through the family's own pread of member bytes (so the
+     * members can be hashed while a save reads them front to back). */
+    int reads_bytes;
+} input_family;
+
+struct acquisition {
+    const input_family *family;
+    uint64_t shape[4];
+    qem_dtype sample_type; /* as stored: UINT8, UINT16, UINT32 or FLOAT32 */
+    input_member *members; /* the master (or single file) first, then data files in order */
+    size_t member_count;
+    uint32_t *flagged; /* detector pixels the detector flags (pixel_mask != 0), ascending */
+    uint64_t flagged_count;
+    uint8_t detector_mask_sha256[32]; /* the LE u32 mask; without one, of 4 x pixels zero bytes */
+    const char *mask_origin;
+    uint8_t identity[32]; /* framed over the member digests (pack notes 2.6) */
+    int authenticated;    /* every member hashed and the identity computed */
+    uint64_t largest_compressed_chunk; /* HDF5: largest stored chunk, 0 if unknown */
+    json_t *facts;       /* what the family read from the file: source_metadata */
+    json_t *calibration; /* a calibration file document of certain facts, or NULL */
+    /* Narrowing (uint32 stored as uint16): what reads found so far. */
+    uint32_t max_admitted; /* largest value at an admitted pixel */
+    uint64_t flagged_clipped; /* values above 65535 at flagged pixels, stored as 65535 */
+    void *impl;
+};
+
+/* --- for the families ------------------------------------------------------ */
+
+/* Adds a member (not hashed yet; its stamp taken now, opening it so that a
+ * FIFO or device is refused). */
+qem_status input_add_member(acquisition *a, const char *path, int is_master, qem_error *error);
+/* Refuses an acquisition with an empty dimension or too many values. */
+qem_status input_check_shape(const acquisition *a, const char *path, qem_error *error);
+/* The scan shape of `frames` frames: the caller's, else the file's
+ * (`have_file`, stated on `file_on`), which must agree; rows x columns
+ * must equal `frames`. */
+qem_status input_scan_shape(const input_options *o, int have_file, const uint64_t file_shape[2],
+                            const char *file_on, uint64_t frames, const char *path,
+                            uint64_t out[2], qem_error *error);
+/* No detector mask: the implicit all-admitted mask digest. */
+qem_status input_implicit_mask(acquisition *a, qem_error *error);
+/* Records that the family read `size` bytes of member `m` (open as `fd`)
+ * at `offset` into `data`: while a save hashes as it reads, bytes the
+ * reads skipped before `offset` (a header) are hashed from `fd` first, and
+ * these bytes when they continue the stream. */
+void input_member_read(input_member *m, int fd, uint64_t offset, const void *data, size_t size);
+/* facts[key] = value (takes the reference). */
+void input_fact(acquisition *a, const char *key, json_t *value);
+
+extern const input_family input_family_npy, input_family_hdf5, input_family_arina,
+    input_family_mib, input_family_empad, input_family_raw;
+
+/* --- for the writers -------------------------------------------------------- */
+
+/* Recognises `path` by content and describes it; members are stamped, not
+ * hashed (input_authenticate hashes them). */
+qem_status input_open(const char *path, const input_options *options, acquisition **out,
+                      qem_error *error);
+void input_close(acquisition *a);
+
+/* Hashes every member between two stamps and computes the identity. */
+qem_status input_authenticate(acquisition *a, qem_progress_fn progress, void *progress_user,
+                              qem_error *error);
+/* Hashes every member again: QEM_E_CHANGED when a digest or stamp moved. */
+qem_status input_reauthenticate(acquisition *a, qem_progress_fn progress, void *progress_user,
+                                qem_error *error);
+/* Stamps only (cheap): QEM_E_CHANGED when any member moved. */
+qem_status input_check_unchanged(const acquisition *a, qem_error *error);
+
+/* Starts hashing members as reads stream through them (families that read
+ * bytes themselves), so a save that reads every frame in order needs no
+ * second pass. */
+qem_status input_stream_begin(acquisition *a, qem_error *error);
+/* Ends it: hashes what the reads did not cover, checks every stamp, and
+ * computes the identity (QEM_E_CHANGED if a member moved). */
+qem_status input_stream_finish(acquisition *a, qem_progress_fn progress, void *progress_user,
+                               qem_error *error);
+
+/* What a writer stores: uint8 and uint16 as they are, uint32 as uint16
+ * (exactly, or refused), float32 as float32. */
+qem_dtype input_stored_dtype(const acquisition *a);
+
+/* Reads frames [first, first + count) as `target` (UINT8 only from uint8
+ * samples; UINT16 from uint8, uint16 or uint32; FLOAT32 from float32).
+ * uint32 samples narrow exactly: a value above 65535 at an admitted pixel
+ * fails with QEM_E_VALUE_RANGE naming the scan position, pixel and value;
+ * at a flagged pixel it is stored as 65535 and counted. Scratch beyond
+ * `out` is at most 8 MiB. */
+qem_status input_read(acquisition *a, uint64_t first, uint64_t count, qem_dtype target, void *out,
+                      size_t out_size, qem_error *error);
+
+/* The source_metadata a writer records: family, sample type and how it
+ * was stored (the narrowing proof), members with their digests, the
+ * identity when known, flagged pixels, and the family's facts. */
+json_t *input_source_metadata(const acquisition *a);
+
+/* The identity framing of pack notes 2.6 over member digests. */
+qem_status input_identity(const uint8_t *master_sha256, const uint8_t (*data_sha256)[32],
+                          size_t data_count, uint8_t identity[32], qem_error *error);
+
+/* The acquisition behind a public handle. */
+acquisition *qem_acquisition_input(qem_acquisition *acquisition);
+
+#define INPUT_ORIGIN_SOURCE_MASK "source-little-endian-u32-mask"
+#define INPUT_ORIGIN_IMPLICIT_MASK "implicit-all-admitted-u32-mask"
+
+#endif

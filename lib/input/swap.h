@@ -1,0 +1,23 @@
+/* Byte order: acquisitions stored big-endian (Merlin, some .npy and raw
+ * files) are swapped in place after reading. */
+#ifndef QEM_INPUT_SWAP_H
+#define QEM_INPUT_SWAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Reverses the bytes of each of `count` items of `item` bytes (1, 2 or 4). */
+static inline void input_swap(void *data, size_t count, size_t item)
+{
+    if (item == 2) {
+        uint16_t *v = data;
+        for (size_t i = 0; i < count; i++)
+            v[i] = (uint16_t)__builtin_bswap16(v[i]);
+    } else if (item == 4) {
+        uint32_t *v = data;
+        for (size_t i = 0; i < count; i++)
+            v[i] = __builtin_bswap32(v[i]);
+    }
+}
+
+#endif
