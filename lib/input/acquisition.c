@@ -424,12 +424,11 @@ static const char *foreign_format(const uint8_t *h, size_t n)
     if (n >= 4 && ((h[0] == 0x49 && h[1] == 0x49 && h[2] == 0x2a && h[3] == 0) ||
                    (h[0] == 0x4d && h[1] == 0x4d && h[2] == 0 && h[3] == 0x2a)))
         return "a TIFF image; qem reads 4D acquisitions";
-    if (n >= 4 && h[0] == 0x49 && h[1] == 0x49 && (h[2] == 0x97 || h[2] == 0x99) && h[3] == 0x01)
+    if (n >= 4 && h[0] == 0x49 && h[1] == 0x49 && h[2] == 0x97 && h[3] == 0x01)
         return "a FEI/TIA SER file; read it with HyperSpy and save it with the qem Python package";
-    if (n >= 6 && !memcmp(h, "\xda\xba\xda\xba", 4))
-        return "a TVIPS file; read it with HyperSpy and save it with the qem Python package";
-    if (n >= 16 && !memcmp(h, "\xea\xfe", 2))
-        return "a blockfile; read it with HyperSpy and save it with the qem Python package";
+    if (n >= 8 && !memcmp(h, "IMGBLO", 6))
+        return "a NanoMegas blockfile; read it with HyperSpy and save it with the qem Python "
+               "package";
     if (n >= 212 && !memcmp(h + 208, "MAP ", 4))
         return "an MRC file; read it with HyperSpy and save it with the qem Python package";
     return NULL;

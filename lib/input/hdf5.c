@@ -889,6 +889,15 @@ static qem_status read_h5(acquisition *a, h5_state *im, uint64_t first, uint64_t
 
 /* --- the family ------------------------------------------------------------------ */
 
+/* EMD files (HDF5 with their own layout): Berkeley EMD marks its root
+ * with version attributes, Velox writes /Version beside /Data. */
+static int is_emd(hid_t file)
+{
+    return H5Aexists(file, "version_major") > 0 ||
+           (H5Lexists(file, "/Version", H5P_DEFAULT) > 0 &&
+            H5Lexists(file, "/Data", H5P_DEFAULT) > 0);
+}
+
 static qem_status hdf5_describe_file(acquisition *a, h5_state *im, const char *path,
                                      const input_options *o, qem_error *error)
 {
@@ -907,6 +916,12 @@ static qem_status hdf5_describe_file(acquisition *a, h5_state *im, const char *p
     else if (st == QEM_OK && count) {
         a->family = &input_family_arina;
         st = arina_describe(a, im, file, path, o, links, count, error);
+    } else if (st == QEM_OK && !o->dataset && is_emd(file)) {
+        st = qem_fail(error, QEM_E_UNSUPPORTED,
+                      "'%s' is an EMD file (Berkeley or Velox); read it with HyperSpy and save "
+                      "it with the qem Python package, or name the dataset of frames with "
+                      "--dataset",
+                      path);
     } else if (st == QEM_OK) {
         st = describe_dataset(a, im, file, path, o, error);
     }

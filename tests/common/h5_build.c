@@ -254,13 +254,14 @@ int h5b_write_arina(const h5b_arina *a, char *master, size_t size, char (*data_p
         if (data_paths)
             snprintf(data_paths[k], sizeof data_paths[k], "%s", path);
         const h5b_dataset d = {.path = "/entry/data/data",
-                               .file_type = H5T_STD_U16LE,
-                               .mem_type = H5T_NATIVE_UINT16,
+                               .file_type = a->data32 ? H5T_STD_U32LE : H5T_STD_U16LE,
+                               .mem_type = a->data32 ? H5T_NATIVE_UINT32 : H5T_NATIVE_UINT16,
                                .rank = 3,
                                .dims = {a->frames[k], a->rows, a->columns},
                                .chunk = {1, a->rows, a->columns},
                                .bitshuffle_lz4 = 1,
-                               .data = a->data + first * pixels};
+                               .data = a->data32 ? (const void *)(a->data32 + first * pixels)
+                                                 : (const void *)(a->data + first * pixels)};
         if (h5b_create(path, 0) != 0 || h5b_write_dataset(path, &d) != 0)
             return -1;
         char link[64];

@@ -75,6 +75,7 @@ typedef struct h5b_arina {
     const uint16_t *data;
     uint64_t scan_rows, scan_columns;
     const uint32_t *pixel_mask;
+    const uint32_t *data32; /* instead of `data`: uint32 frames, as Arina writes */
 } h5b_arina;
 
 /* Writes the family; `master` receives the master's path. Data file names

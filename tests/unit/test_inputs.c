@@ -992,6 +992,66 @@ static void test_arina_links(void)
     free(f.frames);
 }
 
+/* Arina uint32 frames with a pixel mask: flagged pixels hold 2^32 - 1
+ * and are stored as 65535; admitted values up to 65535 pass; 65536 at an
+ * admitted pixel fails naming the scan position, pixel and value. */
+static void test_arina_uint32(void)
+{
+    enum { ROWS = 4, COLS = 5, PIXELS = ROWS * COLS, FRAMES = 6 };
+    static const uint64_t frames[1] = {FRAMES};
+    uint32_t data[FRAMES * PIXELS], mask[PIXELS] = {0};
+    mask[3] = 1;
+    mask[12] = 8;
+    for (int f = 0; f < FRAMES; f++)
+        for (int p = 0; p < PIXELS; p++)
+            data[f * PIXELS + p] = p == 3 || p == 12 ? UINT32_MAX : (uint32_t)(f * 1000 + p);
+    data[2 * PIXELS + 7] = 65535; /* the limit passes */
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s", test_path("arina32"));
+    CHECK(mkdir(dir, 0755) == 0);
+    h5b_arina fam = {.dir = dir, .stem = "scan", .files = 1, .frames = frames, .rows = ROWS,
+                     .columns = COLS, .data32 = data, .scan_rows = 2, .scan_columns = 3,
+                     .pixel_mask = mask};
+    char master[512];
+    CHECK(h5b_write_arina(&fam, master, sizeof master, NULL) == 0);
+    acquisition *s = inspect_ok(master, NULL);
+    if (s) {
+        CHECK(s->sample_type == QEM_DTYPE_UINT32 && input_stored_dtype(s) == QEM_DTYPE_UINT16);
+        CHECK_EQ_U64(s->flagged_count, 2);
+        CHECK(s->flagged_count == 2 && s->flagged[0] == 3 && s->flagged[1] == 12);
+        uint16_t back[FRAMES * PIXELS];
+        qem_error e = {0};
+        CHECK_OK(read_u16(s, 0, FRAMES, back, &e), &e);
+        for (int k = 0; k < FRAMES * PIXELS; k++)
+            CHECK_EQ_U64(back[k], data[k] == UINT32_MAX ? 65535 : data[k]);
+        CHECK_EQ_U64(s->max_admitted, 65535);
+        CHECK_EQ_U64(s->flagged_clipped, 2 * FRAMES);
+        json_t *meta = input_source_metadata(s);
+        const json_t *narrow = json_object_get(meta, "narrowing");
+        CHECK_EQ_U64(json_integer_value(json_object_get(narrow, "max_admitted_value")), 65535);
+        CHECK(json_is_object(json_object_get(json_object_get(meta, "arina"), "detector")));
+        json_decref(meta);
+    }
+    input_close(s);
+    /* One count above the limit at an admitted pixel. */
+    data[4 * PIXELS + 9] = 65536;
+    char dir2[600];
+    snprintf(dir2, sizeof dir2, "%s", test_path("arina32over"));
+    CHECK(mkdir(dir2, 0755) == 0);
+    fam.dir = dir2;
+    CHECK(h5b_write_arina(&fam, master, sizeof master, NULL) == 0);
+    s = inspect_ok(master, NULL);
+    if (s) {
+        uint16_t back[FRAMES * PIXELS];
+        qem_error e = {0};
+        CHECK_STATUS(read_u16(s, 0, FRAMES, back, &e), QEM_E_VALUE_RANGE, &e);
+        /* frame 4 of a 2 x 3 scan is (1, 1); pixel 9 of 4 x 5 is (1, 4) */
+        CHECK(strstr(e.message, "scan position (1, 1), detector pixel (1, 4) holds 65536") !=
+              NULL);
+    }
+    input_close(s);
+}
+
 int main(void)
 {
     test_identity_vectors();
@@ -1005,5 +1065,6 @@ int main(void)
     test_arina_gap();
     test_arina_damaged();
     test_arina_links();
+    test_arina_uint32();
     return test_finish("unit_inputs");
 }
