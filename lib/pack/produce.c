@@ -609,6 +609,17 @@ static json_t *receipt(production *pr, const char *dest, uint64_t output_bytes,
                                                     (json_int_t)s->shape[2],
                                                     (json_int_t)s->shape[3]));
     json_object_set_new(r, "sourceDtype", json_string("uint16"));
+    /* The acquisition as read, and the proof that its counts fit uint16
+     * (qem's addition; the pack's own source_dtype stays uint16). */
+    json_t *acq = json_pack("{s:s, s:s, s:I}", "family", s->family->name, "sampleType",
+                            qem_dtype_name(s->sample_type), "flaggedPixels",
+                            (json_int_t)s->flagged_count);
+    if (s->sample_type == QEM_DTYPE_UINT32) {
+        json_object_set_new(acq, "maximumAdmittedValue", json_integer(s->max_admitted));
+        json_object_set_new(acq, "flaggedValuesStoredAs65535",
+                            json_integer((json_int_t)s->flagged_clipped));
+    }
+    json_object_set_new(r, "sourceAcquisition", acq);
     json_object_set_new(r, "workingDtype", json_string(u8 ? "uint8" : "uint16"));
     json_object_set_new(r, "preparedIndexBytes", json_integer(0));
     json_object_set_new(r, "maximumCompressedBlockBytes",

@@ -42,6 +42,9 @@ contains "$T/out" '"countrate_correction_applied"'
 contains "$T/out" '"source_format": "arina"'
 expect 0 "arina verify" -- "$QEM" verify "$T/a.qem"
 expect 0 "arina pack" -- "$QEM" pack produce "$A" "$T/a.h5" --scan-shape 4,4
+contains "$T/a.h5.receipt.json" '"sampleType": "uint32"'
+contains "$T/a.h5.receipt.json" '"maximumAdmittedValue": 0'
+contains "$T/a.h5.receipt.json" '"family": "arina"'
 expect 0 "arina pack export" -- "$QEM" export --raw "$T/a.h5" "$T/ap.npy"
 same_array "$T/ap.npy" "$D/arina/test_00_data_000001.npy" uint16
 expect 1 "arina u8 pack, 16 scans" -- "$QEM" pack produce "$A" "$T/a8.h5" --scan-shape 4,4 --profile u8-bitpacked
