@@ -287,74 +287,45 @@ static uint8_t *build_mask(product_run *r, const args *a, json_t *summary, int *
         json_object_set_new(summary, "mask", json_string(text_of(a, OPT_MASK)));
         return mask;
     }
-    qem_detector_geometry g;
-    qem_detector_geometry_init(&g);
-    g.detector = detector_of(text_of(a, OPT_DETECTOR));
-    const int have_center = given(a, OPT_CENTER), have_radius = given(a, OPT_RADIUS);
-    const int unit_mrad = given(a, OPT_UNIT) && !strcmp(text_of(a, OPT_UNIT), "mrad");
-    /* Centre and radius: given, else the file's calibration, else the
-     * estimate from the mean pattern. An annulus (or ADF) given by both
-     * bounds needs no radius. */
-    qem_detector_calibration cal = {.struct_size = sizeof cal};
-    const char *origin = "given";
-    const int bounds_given = given(a, OPT_INNER) && given(a, OPT_OUTER);
-    int recorded = 0;
-    if (!have_center || !(have_radius || bounds_given) || unit_mrad) {
-        if (qem_products_file_calibration(r->products, &cal, &recorded, &e) != QEM_OK) {
-            free(mask);
-            *code = fail(r->command, &e);
-            return NULL;
-        }
-        if (recorded) {
-            origin = "file detector calibration";
-        } else if (qem_products_estimate_calibration(r->products, &cal, &e) == QEM_OK) {
-            origin = "estimate (mean-diffraction-half-maximum)";
-        } else {
-            free(mask);
-            *code = fail(r->command, &e);
-            return NULL;
-        }
+    qem_detector_request q;
+    qem_detector_request_init(&q);
+    q.detector = detector_of(text_of(a, OPT_DETECTOR));
+    if (given(a, OPT_CENTER)) {
+        q.center_row = a->v[OPT_CENTER].r[0];
+        q.center_column = a->v[OPT_CENTER].r[1];
     }
-    g.center_row = have_center ? a->v[OPT_CENTER].r[0] : cal.center_row;
-    g.center_column = have_center ? a->v[OPT_CENTER].r[1] : cal.center_column;
-    g.unit_mrad = unit_mrad;
-    double semi = given(a, OPT_SEMIANGLE) ? a->v[OPT_SEMIANGLE].r[0] : 0;
-    g.semiangle_mrad = semi;
-    if (g.unit_mrad && !(semi > 0))
-        qem_products_semiangle(r->products, &semi);
-    /* With both bounds and the centre given, no radius is needed or known. */
-    const int radius_unused = bounds_given && have_center && !have_radius && !g.unit_mrad;
-    g.radius = have_radius     ? a->v[OPT_RADIUS].r[0]
-               : g.unit_mrad   ? semi
-               : radius_unused ? 0
-                               : cal.bright_field_radius;
-    g.inner = given(a, OPT_INNER) ? a->v[OPT_INNER].r[0] : 0;
-    g.outer = given(a, OPT_OUTER) ? a->v[OPT_OUTER].r[0] : 0;
-    const double radius_px =
-        have_center && have_radius && !g.unit_mrad ? a->v[OPT_RADIUS].r[0] : cal.bright_field_radius;
-    if (qem_products_detector_mask(r->products, &g, radius_px, mask, (size_t)info.pixels, &e) !=
+    if (given(a, OPT_RADIUS))
+        q.radius = a->v[OPT_RADIUS].r[0];
+    if (given(a, OPT_INNER) && given(a, OPT_OUTER)) {
+        q.inner = a->v[OPT_INNER].r[0];
+        q.outer = a->v[OPT_OUTER].r[0];
+    }
+    q.unit_mrad = given(a, OPT_UNIT) && !strcmp(text_of(a, OPT_UNIT), "mrad");
+    if (given(a, OPT_SEMIANGLE))
+        q.semiangle_mrad = a->v[OPT_SEMIANGLE].r[0];
+    qem_detector_resolution used = {.struct_size = sizeof used};
+    if (qem_products_resolve_detector(r->products, &q, mask, (size_t)info.pixels, &used, &e) !=
         QEM_OK) {
         free(mask);
         *code = fail(r->command, &e);
         return NULL;
     }
-    uint64_t selected = 0;
-    for (uint64_t k = 0; k < info.pixels; k++)
-        selected += mask[k];
+    const int radius_unused = isnan(used.radius);
     const char *name = text_of(a, OPT_DETECTOR);
     json_object_set_new(summary, "detector", json_string(name));
-    json_object_set_new(summary, "center", json_pack("[f,f]", g.center_row, g.center_column));
-    json_object_set_new(summary, "radius", radius_unused ? json_null() : json_real(g.radius));
-    json_object_set_new(summary, "unit", json_string(g.unit_mrad ? "mrad" : "px"));
-    json_object_set_new(summary, "center_radius_from", json_string(origin));
-    json_object_set_new(summary, "mask_pixels", json_integer((json_int_t)selected));
+    json_object_set_new(summary, "center", json_pack("[f,f]", used.center_row, used.center_column));
+    json_object_set_new(summary, "radius", radius_unused ? json_null() : json_real(used.radius));
+    json_object_set_new(summary, "unit", json_string(used.unit_mrad ? "mrad" : "px"));
+    json_object_set_new(summary, "center_radius_from", json_string(used.origin));
+    json_object_set_new(summary, "mask_pixels", json_integer((json_int_t)used.mask_pixels));
     if (!given(a, OPT_JSON) && !given(a, OPT_QUIET) && radius_unused)
         fprintf(stderr, "%s detector: centre (%.3f, %.3f), [%g, %g] px given; %llu pixels\n", name,
-                g.center_row, g.center_column, g.inner, g.outer, (unsigned long long)selected);
+                used.center_row, used.center_column, q.inner, q.outer,
+                (unsigned long long)used.mask_pixels);
     else if (!given(a, OPT_JSON) && !given(a, OPT_QUIET))
         fprintf(stderr, "%s detector: centre (%.3f, %.3f), radius %.3f %s from the %s; %llu pixels\n",
-                name, g.center_row, g.center_column, g.radius, g.unit_mrad ? "mrad" : "px", origin,
-                (unsigned long long)selected);
+                name, used.center_row, used.center_column, used.radius,
+                used.unit_mrad ? "mrad" : "px", used.origin, (unsigned long long)used.mask_pixels);
     return mask;
 }
 

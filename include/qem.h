@@ -712,6 +712,9 @@ typedef struct qem_container_options {
     const char *expect_sha256; /* required whole-file identity (both formats), or NULL */
     qem_progress_fn progress;  /* packs: per loaded shard */
     void *progress_user;
+    /* .qem: when body blocks are checked (default: while opening). A pack
+     * authenticates every shard while it loads, whatever this says. */
+    qem_body_check body_check;
 } qem_container_options;
 
 QEM_API void qem_container_options_init(qem_container_options *options);
@@ -847,6 +850,42 @@ QEM_API qem_status qem_products_detector_mask(const qem_products *products,
                                               const qem_detector_geometry *geometry,
                                               double radius_px, uint8_t *mask,
                                               size_t mask_size, qem_error *error);
+/* A named detector as a user asks for it, resolved as `qem virtual`
+ * resolves it: a centre or radius left NaN comes from the file's detector
+ * calibration, else from the mean-diffraction-half-maximum estimate; with
+ * unit_mrad a NaN radius is the convergence semi-angle (the bright-field
+ * disk edge) and the bright-field radius in pixels converts mrad to
+ * pixels. inner and outer (both, or both NaN) bound adf and annulus. */
+typedef struct qem_detector_request {
+    size_t struct_size;
+    qem_detector detector;
+    double center_row, center_column; /* detector pixels; NaN = resolved */
+    double radius;                    /* NaN = resolved */
+    double inner, outer;              /* NaN = none */
+    int unit_mrad;                    /* radius/inner/outer in mrad */
+    double semiangle_mrad;            /* NaN or 0 = the file's */
+} qem_detector_request;
+
+QEM_API void qem_detector_request_init(qem_detector_request *request);
+
+typedef struct qem_detector_resolution {
+    size_t struct_size;               /* set by the caller */
+    double center_row, center_column; /* used */
+    double radius;                    /* used (NaN: bounds in pixels made it unused) */
+    int unit_mrad;
+    /* "given", "file detector calibration" or
+     * "estimate (mean-diffraction-half-maximum)" */
+    char origin[48];
+    uint64_t mask_pixels;             /* pixels selected */
+} qem_detector_resolution;
+
+/* The named detector's mask (mask_size >= pixels), invalid pixels
+ * cleared; `resolution` (may be NULL) says what was used. */
+QEM_API qem_status qem_products_resolve_detector(qem_products *products,
+                                                 const qem_detector_request *request,
+                                                 uint8_t *mask, size_t mask_size,
+                                                 qem_detector_resolution *resolution,
+                                                 qem_error *error);
 /* A 0/1 .npy mask of the detector's shape, invalid pixels cleared. */
 QEM_API qem_status qem_products_mask_from_npy(const qem_products *products, const char *path,
                                               uint8_t *mask, size_t mask_size, qem_error *error);

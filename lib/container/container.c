@@ -95,6 +95,7 @@ qem_status qem_container_open(const char *path, const qem_container_options *opt
         qem_open_options_init(&oo);
         oo.threads = o.threads;
         oo.expect_sha256 = o.expect_sha256;
+        oo.body_check = o.body_check;
         st = qem_open(path, &oo, &f, error);
         s->ops = &qem_file_representation;
         s->impl = f;

@@ -4,6 +4,7 @@
  * pixel at exactly r belongs to BF, ABF, ADF and DF alike). Invalid or
  * excluded pixels are cleared from every mask. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -111,4 +112,87 @@ qem_status qem_products_mask_from_npy(const qem_products *p, const char *path, u
     for (uint64_t px = 0; px < p->pixels; px++)
         mask[px] = (uint8_t)(mask[px] && p->valid[px]);
     return QEM_OK;
+}
+
+void qem_detector_request_init(qem_detector_request *r)
+{
+    memset(r, 0, sizeof *r);
+    r->struct_size = sizeof *r;
+    r->detector = QEM_DETECTOR_BF;
+    r->center_row = r->center_column = r->radius = NAN;
+    r->inner = r->outer = r->semiangle_mrad = NAN;
+}
+
+qem_status qem_products_resolve_detector(qem_products *p, const qem_detector_request *request,
+                                         uint8_t *mask, size_t mask_size,
+                                         qem_detector_resolution *resolution, qem_error *error)
+{
+    qem_error_clear(error);
+    if (!p || !request || !mask)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_products_resolve_detector: NULL");
+    qem_detector_request q;
+    qem_detector_request_init(&q);
+    QEM_TRY(qem_options_overlay(&q, sizeof q, request, "qem_detector_request", error));
+    const char *name = detector_name(q.detector);
+    if (isnan(q.center_row) != isnan(q.center_column))
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "give both coordinates of the detector centre, or neither");
+    if (isnan(q.inner) != isnan(q.outer))
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "give both inner and outer bounds, or neither");
+    const int have_center = !isnan(q.center_row), have_radius = !isnan(q.radius);
+    const int bounds = !isnan(q.inner);
+    const int band = q.detector == QEM_DETECTOR_ADF || q.detector == QEM_DETECTOR_ANNULUS;
+    if (bounds && !band)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "inner and outer bounds apply to the adf and annulus detectors, not %s",
+                        name);
+    if (q.detector == QEM_DETECTOR_ANNULUS && !bounds)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "the annulus detector needs inner and outer bounds");
+    /* Centre and radius: given, else the file's calibration, else the
+     * estimate from the mean pattern. Bounds in pixels need no radius. */
+    qem_detector_calibration cal = {.struct_size = sizeof cal};
+    const char *origin = "given";
+    if (!have_center || !(have_radius || bounds) || q.unit_mrad) {
+        int recorded = 0;
+        QEM_TRY(qem_products_file_calibration(p, &cal, &recorded, error));
+        if (recorded) {
+            origin = "file detector calibration";
+        } else {
+            QEM_TRY(qem_products_estimate_calibration(p, &cal, error));
+            origin = "estimate (mean-diffraction-half-maximum)";
+        }
+    }
+    qem_detector_geometry g;
+    qem_detector_geometry_init(&g);
+    g.detector = q.detector;
+    g.center_row = have_center ? q.center_row : cal.center_row;
+    g.center_column = have_center ? q.center_column : cal.center_column;
+    g.unit_mrad = q.unit_mrad;
+    double semi = q.semiangle_mrad > 0 ? q.semiangle_mrad : 0;
+    g.semiangle_mrad = semi;
+    if (g.unit_mrad && !(semi > 0))
+        qem_products_semiangle(p, &semi);
+    const int radius_unused = bounds && have_center && !have_radius && !g.unit_mrad;
+    g.radius = have_radius     ? q.radius
+               : g.unit_mrad   ? semi
+               : radius_unused ? 0
+                               : cal.bright_field_radius;
+    g.inner = bounds ? q.inner : 0;
+    g.outer = bounds ? q.outer : 0;
+    const double radius_px =
+        have_center && have_radius && !g.unit_mrad ? q.radius : cal.bright_field_radius;
+    QEM_TRY(qem_products_detector_mask(p, &g, radius_px, mask, mask_size, error));
+    qem_detector_resolution r;
+    memset(&r, 0, sizeof r);
+    r.center_row = g.center_row;
+    r.center_column = g.center_column;
+    r.radius = radius_unused ? NAN : g.radius;
+    r.unit_mrad = g.unit_mrad;
+    snprintf(r.origin, sizeof r.origin, "%s", origin);
+    for (uint64_t px = 0; px < p->pixels; px++)
+        r.mask_pixels += mask[px];
+    return resolution ? qem_result_deliver(resolution, &r, sizeof r, "qem_detector_resolution", error)
+                      : QEM_OK;
 }
