@@ -405,6 +405,32 @@ QEM_API qem_status qem_writer_finish(qem_writer *writer, qem_error *error);
 /* Frees the writer; an unfinished file is discarded without a trace. */
 QEM_API void qem_writer_free(qem_writer *writer);
 
+/* Distributed saves: chunks encoded in other processes (Dask workers) and
+ * written in order by one writer, giving the same bytes as appending the
+ * scans. Every process passes the same dtype, shape and options (validity
+ * included; metadata and the destination matter only to the writer).
+ *
+ * qem_save_chunks: the first scan of every chunk the writer cuts, in order
+ * (*count of them; with capacity 0 only the count). Chunk k holds scans
+ * [first[k], first[k + 1]). */
+QEM_API qem_status qem_save_chunks(qem_dtype dtype, const uint64_t shape[4],
+                                   const qem_save_options *options, uint64_t *first_scans,
+                                   size_t capacity, size_t *count, qem_error *error);
+/* Encodes the chunk starting at `first_scan` (`count` scans, C order, in
+ * `dtype`) into one self-contained byte string (*blob, release with
+ * qem_free). Float32 chunks carry their source bits as well, for the
+ * file's logical_sha256: about twice the encoded size. */
+QEM_API qem_status qem_encode_scans(qem_dtype dtype, const uint64_t shape[4],
+                                    const qem_save_options *options, uint64_t first_scan,
+                                    const void *scans, uint64_t count, void **blob,
+                                    size_t *blob_size, qem_error *error);
+/* Appends an encoded chunk: it must be the writer's next chunk, made for
+ * the same dtype, shape and validity, and intact (its SHA-256); anything
+ * else is refused without changing the writer, except a write failure,
+ * after which only qem_writer_free remains. */
+QEM_API qem_status qem_writer_append_encoded(qem_writer *writer, const void *blob,
+                                             size_t blob_size, qem_error *error);
+
 /* ------------------------------------------------------------------------ */
 /* Lossless Pack Format v1 (HDF5 container with a user-block index)          */
 
@@ -959,6 +985,32 @@ QEM_API qem_status qem_products_dpc(qem_products *products, const uint8_t *mask,
                                     double fixed_rotation_degrees, qem_dpc_result *result,
                                     qem_error *error);
 QEM_API void qem_dpc_result_free(qem_dpc_result *result);
+
+/* --- partitioned products (a cluster's tasks; see doc/distributed.md) ---- */
+
+/* Each covers scans [first, first + count) only; partitions of the scan
+ * merge into the whole-scan product.
+ *
+ * The virtual image of those scans (1 x count, the dtype qem_products_virtual
+ * gives): per-scan values, so concatenating partitions is bit for bit the
+ * whole image for every kind of data. */
+QEM_API qem_status qem_products_virtual_part(qem_products *products, const uint8_t *mask,
+                                             uint64_t first, uint64_t count, qem_image *image,
+                                             qem_error *error);
+/* The absolute centre of mass of those scans (1 x count x 2 float32), as
+ * qem_products_com computes it per scan; subtracting the scan mean is the
+ * caller's, over the whole scan. */
+QEM_API qem_status qem_products_com_part(qem_products *products, const uint8_t *mask,
+                                         uint64_t first, uint64_t count, qem_image *image,
+                                         qem_error *error);
+/* The sum (and, when `max` is not NULL, the maximum) of those scans'
+ * patterns per detector pixel, invalid pixels 0: counts as exact uint64
+ * (merge by addition and max); float data as float64 (sum, compensation)
+ * pairs of a Neumaier sum (rows x cols x 2; scaled data: compensation 0)
+ * and a float32 max. */
+QEM_API qem_status qem_products_patterns_part(qem_products *products, uint64_t first,
+                                              uint64_t count, qem_image *sum, qem_image *max,
+                                              qem_error *error);
 
 /* "mean-diffraction-half-maximum": pixels at or above half the maximum of
  * the mean pattern; centre = their intensity-weighted centroid; radius =

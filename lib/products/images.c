@@ -24,44 +24,45 @@ static qem_status check_open(const qem_products *p, const void *arg, const char 
 
 /* --- virtual images --------------------------------------------------- */
 
-qem_status qem_products_virtual(qem_products *p, const uint8_t *mask, qem_image *image,
+/* The virtual image of scans [first, first + count) as a rows x cols
+ * image (rows * cols == count). */
+static qem_status virtual_scans(qem_products *p, const uint8_t *mask, uint64_t first,
+                                uint64_t count, uint64_t rows, uint64_t cols, qem_image *image,
                                 qem_error *error)
 {
-    QEM_TRY(check_open(p, mask, "qem_products_virtual", error));
-    QEM_TRY(check_open(p, image, "qem_products_virtual", error));
     memset(image, 0, sizeof *image);
     uint64_t n = 0;
     for (uint64_t px = 0; px < p->pixels; px++)
         n += mask[px] && p->valid[px];
     if (p->data == QEM_DATA_FLOAT) {
-        QEM_TRY(prod_image_new(image, QEM_DTYPE_FLOAT32, p->scan_rows, p->scan_cols, 1, error));
-        qem_status st = prod_float_masked_sums(p, 0, p->scans, mask, image->data, error);
+        QEM_TRY(prod_image_new(image, QEM_DTYPE_FLOAT32, rows, cols, 1, error));
+        qem_status st = prod_float_masked_sums(p, first, count, mask, image->data, error);
         if (st != QEM_OK)
             qem_image_free(image);
         return st;
     }
     int32_t *w = malloc((size_t)p->pixels * sizeof *w);
-    int64_t *sums = malloc((size_t)p->scans * sizeof *sums);
+    int64_t *sums = malloc((size_t)(count ? count : 1) * sizeof *sums);
     qem_status st = w && sums ? QEM_OK : qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     for (uint64_t px = 0; st == QEM_OK && px < p->pixels; px++)
         w[px] = mask[px] && p->valid[px];
     const int32_t *planes[1] = {w};
     if (st == QEM_OK)
-        st = prod_weighted_sums(p, 0, p->scans, planes, 1, sums, error);
+        st = prod_weighted_sums(p, first, count, planes, 1, sums, error);
     if (st == QEM_OK && p->data == QEM_DATA_CODES) {
         /* Calibrated once per scan from the exact code sum. */
-        st = prod_image_new(image, QEM_DTYPE_FLOAT32, p->scan_rows, p->scan_cols, 1, error);
-        for (uint64_t s = 0; st == QEM_OK && s < p->scans; s++) {
+        st = prod_image_new(image, QEM_DTYPE_FLOAT32, rows, cols, 1, error);
+        for (uint64_t s = 0; st == QEM_OK && s < count; s++) {
             double scale, offset;
-            p->ops->code_affine(p->impl, s, &scale, &offset);
+            p->ops->code_affine(p->impl, first + s, &scale, &offset);
             ((float *)image->data)[s] = (float)(scale * (double)sums[s] + offset * (double)n);
         }
     } else if (st == QEM_OK) {
         /* uint32 when no scan can exceed it, else uint64: never wraps. */
         const int wide = (double)n * prod_max_value(p) > 4294967295.0;
-        st = prod_image_new(image, wide ? QEM_DTYPE_UINT64 : QEM_DTYPE_UINT32, p->scan_rows,
-                            p->scan_cols, 1, error);
-        for (uint64_t s = 0; st == QEM_OK && s < p->scans; s++) {
+        st = prod_image_new(image, wide ? QEM_DTYPE_UINT64 : QEM_DTYPE_UINT32, rows, cols, 1,
+                            error);
+        for (uint64_t s = 0; st == QEM_OK && s < count; s++) {
             if (wide)
                 ((uint64_t *)image->data)[s] = (uint64_t)sums[s];
             else
@@ -73,6 +74,36 @@ qem_status qem_products_virtual(qem_products *p, const uint8_t *mask, qem_image 
     if (st != QEM_OK)
         qem_image_free(image);
     return st;
+}
+
+qem_status qem_products_virtual(qem_products *p, const uint8_t *mask, qem_image *image,
+                                qem_error *error)
+{
+    QEM_TRY(check_open(p, mask, "qem_products_virtual", error));
+    QEM_TRY(check_open(p, image, "qem_products_virtual", error));
+    return virtual_scans(p, mask, 0, p->scans, p->scan_rows, p->scan_cols, image, error);
+}
+
+/* Scans [first, first + count) inside the scan; else a refusal. */
+static qem_status check_part(const qem_products *p, uint64_t first, uint64_t count,
+                             qem_error *error)
+{
+    if (count == 0 || first >= p->scans || count > p->scans - first)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "scans [%llu, +%llu) are empty or outside the %llu positions",
+                        (unsigned long long)first, (unsigned long long)count,
+                        (unsigned long long)p->scans);
+    return QEM_OK;
+}
+
+qem_status qem_products_virtual_part(qem_products *p, const uint8_t *mask, uint64_t first,
+                                     uint64_t count, qem_image *image, qem_error *error)
+{
+    QEM_TRY(check_open(p, mask, "qem_products_virtual_part", error));
+    QEM_TRY(check_open(p, image, "qem_products_virtual_part", error));
+    memset(image, 0, sizeof *image);
+    QEM_TRY(check_part(p, first, count, error));
+    return virtual_scans(p, mask, first, count, 1, count, image, error);
 }
 
 /* --- patterns ---------------------------------------------------------------- */
@@ -268,12 +299,76 @@ qem_status qem_products_frame(qem_products *p, uint64_t scan, qem_image *image, 
                        scan % p->scan_cols + 1, QEM_REDUCE_SUM, image, error);
 }
 
+qem_status qem_products_patterns_part(qem_products *p, uint64_t first, uint64_t count,
+                                      qem_image *sum, qem_image *max, qem_error *error)
+{
+    QEM_TRY(check_open(p, sum, "qem_products_patterns_part", error));
+    memset(sum, 0, sizeof *sum);
+    if (max)
+        memset(max, 0, sizeof *max);
+    QEM_TRY(check_part(p, first, count, error));
+    const uint64_t P = p->pixels;
+    qem_status st = QEM_OK;
+    if (p->data == QEM_DATA_COUNTS) {
+        int_pixels s = {p, calloc((size_t)P, sizeof(uint64_t)),
+                        max ? calloc((size_t)P, sizeof(uint32_t)) : NULL};
+        if (!s.sum || (max && !s.max))
+            st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+        if (st == QEM_OK)
+            st = p->path == QEM_PATH_FAST && p->ops->pixel_sums
+                     ? p->ops->pixel_sums(p->impl, first, count, s.sum, s.max, p->threads, error)
+                     : prod_for_windows(p, first, count, int_pixels_window, &s, error);
+        if (st == QEM_OK)
+            st = prod_image_new(sum, QEM_DTYPE_UINT64, p->det_rows, p->det_cols, 1, error);
+        if (st == QEM_OK && max)
+            st = prod_image_new(max, QEM_DTYPE_UINT64, p->det_rows, p->det_cols, 1, error);
+        for (uint64_t px = 0; st == QEM_OK && px < P; px++) {
+            ((uint64_t *)sum->data)[px] = p->valid[px] ? s.sum[px] : 0;
+            if (max)
+                ((uint64_t *)max->data)[px] = p->valid[px] ? s.max[px] : 0;
+        }
+        free(s.sum);
+        free(s.max);
+    } else {
+        float_pixels f = {p, calloc((size_t)P, sizeof(prod_neumaier64)),
+                          calloc((size_t)P, sizeof(float)), max != NULL, 0,
+                          calloc((size_t)P, sizeof(double))};
+        if (!f.acc || !f.max || !f.code_sum)
+            st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+        if (st == QEM_OK)
+            st = prod_for_windows(p, first, count, float_pixels_window, &f, error);
+        /* (sum, compensation) in float64, so partitions merge without loss. */
+        if (st == QEM_OK)
+            st = prod_image_new(sum, QEM_DTYPE_FLOAT64, p->det_rows, p->det_cols, 2, error);
+        if (st == QEM_OK && max)
+            st = prod_image_new(max, QEM_DTYPE_FLOAT32, p->det_rows, p->det_cols, 1, error);
+        for (uint64_t px = 0; st == QEM_OK && px < P; px++) {
+            double *out = (double *)sum->data + 2 * px;
+            const int codes = p->data == QEM_DATA_CODES;
+            out[0] = !p->valid[px] ? 0 : codes ? f.code_sum[px] : f.acc[px].sum;
+            out[1] = !p->valid[px] || codes ? 0 : f.acc[px].compensation;
+            if (max)
+                ((float *)max->data)[px] = p->valid[px] ? f.max[px] : 0.0f;
+        }
+        free(f.acc);
+        free(f.max);
+        free(f.code_sum);
+    }
+    if (st != QEM_OK) {
+        qem_image_free(sum);
+        if (max)
+            qem_image_free(max);
+    }
+    return st;
+}
+
 /* --- centre of mass, DPC ------------------------------------------------- */
 
 typedef struct float_moments {
     const qem_products *p;
     const uint8_t *mask;
-    float *com; /* scans x 2 */
+    float *com; /* count x 2, from scan `base` */
+    uint64_t base;
 } float_moments;
 
 static qem_status float_moments_window(void *user, uint64_t first, uint64_t count,
@@ -293,11 +388,71 @@ static qem_status float_moments_window(void *user, uint64_t first, uint64_t coun
             mr += x * (double)(px / p->det_cols);
             mc += x * (double)(px % p->det_cols);
         }
-        float *out = m->com + 2 * (first + i);
+        float *out = m->com + 2 * (first - m->base + i);
         const int ok = total != 0 && isfinite(total) && isfinite(mr) && isfinite(mc);
         out[0] = ok ? (float)(mr / total) : NAN;
         out[1] = ok ? (float)(mc / total) : NAN;
     }
+    return QEM_OK;
+}
+
+/* The absolute centre of mass of scans [first, first + count) into `com`
+ * (count x 2) over the pixels `m` selects (valid ones only). */
+static qem_status com_scans(qem_products *p, const uint8_t *m, uint64_t first, uint64_t count,
+                            float *com, qem_error *error)
+{
+    if (p->data == QEM_DATA_FLOAT) {
+        float_moments fm = {p, m, com, first};
+        return prod_for_windows(p, first, count, float_moments_window, &fm, error);
+    }
+    /* Exact integer total and moments (absolute detector indices). */
+    int32_t *w = malloc((size_t)(3 * p->pixels) * sizeof *w);
+    int64_t *sums = malloc((size_t)(3 * count) * sizeof *sums);
+    qem_status st = w && sums ? QEM_OK : qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    for (uint64_t px = 0; st == QEM_OK && px < p->pixels; px++) {
+        w[px] = m[px];
+        w[p->pixels + px] = m[px] ? (int32_t)(px / p->det_cols) : 0;
+        w[2 * p->pixels + px] = m[px] ? (int32_t)(px % p->det_cols) : 0;
+    }
+    const int32_t *planes[3] = {w, w + p->pixels, w + 2 * p->pixels};
+    if (st == QEM_OK)
+        st = prod_weighted_sums(p, first, count, planes, 3, sums, error);
+    for (uint64_t s = 0; st == QEM_OK && s < count; s++) {
+        double total = (double)sums[s];
+        if (p->data == QEM_DATA_CODES) {
+            /* Moments of calibrated values: scale * code + offset. */
+            double scale, offset, n = 0, nr = 0, nc = 0;
+            p->ops->code_affine(p->impl, first + s, &scale, &offset);
+            for (uint64_t px = 0; px < p->pixels; px++)
+                if (m[px]) {
+                    n += 1;
+                    nr += (double)(px / p->det_cols);
+                    nc += (double)(px % p->det_cols);
+                }
+            total = scale * (double)sums[s] + offset * n;
+            const double mr = scale * (double)sums[count + s] + offset * nr;
+            const double mc = scale * (double)sums[2 * count + s] + offset * nc;
+            com[2 * s] = total != 0 ? (float)(mr / total) : NAN;
+            com[2 * s + 1] = total != 0 ? (float)(mc / total) : NAN;
+            continue;
+        }
+        com[2 * s] = sums[s] ? (float)((double)sums[count + s] / total) : NAN;
+        com[2 * s + 1] = sums[s] ? (float)((double)sums[2 * count + s] / total) : NAN;
+    }
+    free(w);
+    free(sums);
+    return st;
+}
+
+/* The selection a CoM uses: the mask (NULL: every pixel) and validity. */
+static qem_status com_selection(const qem_products *p, const uint8_t *mask, uint8_t **out,
+                                qem_error *error)
+{
+    uint8_t *m = *out = malloc((size_t)p->pixels);
+    if (!m)
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    for (uint64_t px = 0; px < p->pixels; px++)
+        m[px] = (uint8_t)((!mask || mask[px]) && p->valid[px]);
     return QEM_OK;
 }
 
@@ -306,55 +461,12 @@ qem_status qem_products_com(qem_products *p, const uint8_t *mask, int subtract_m
 {
     QEM_TRY(check_open(p, image, "qem_products_com", error));
     memset(image, 0, sizeof *image);
-    uint8_t *m = malloc((size_t)p->pixels);
-    if (!m)
-        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
-    for (uint64_t px = 0; px < p->pixels; px++)
-        m[px] = (uint8_t)((!mask || mask[px]) && p->valid[px]);
+    uint8_t *m = NULL;
+    QEM_TRY(com_selection(p, mask, &m, error));
     qem_status st = prod_image_new(image, QEM_DTYPE_FLOAT32, p->scan_rows, p->scan_cols, 2, error);
     float *com = image->data;
-    if (st == QEM_OK && p->data == QEM_DATA_FLOAT) {
-        float_moments fm = {p, m, com};
-        st = prod_for_windows(p, 0, p->scans, float_moments_window, &fm, error);
-    } else if (st == QEM_OK) {
-        /* Exact integer total and moments (absolute detector indices). */
-        int32_t *w = malloc((size_t)(3 * p->pixels) * sizeof *w);
-        int64_t *sums = malloc((size_t)(3 * p->scans) * sizeof *sums);
-        if (!w || !sums)
-            st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
-        for (uint64_t px = 0; st == QEM_OK && px < p->pixels; px++) {
-            w[px] = m[px];
-            w[p->pixels + px] = m[px] ? (int32_t)(px / p->det_cols) : 0;
-            w[2 * p->pixels + px] = m[px] ? (int32_t)(px % p->det_cols) : 0;
-        }
-        const int32_t *planes[3] = {w, w + p->pixels, w + 2 * p->pixels};
-        if (st == QEM_OK)
-            st = prod_weighted_sums(p, 0, p->scans, planes, 3, sums, error);
-        for (uint64_t s = 0; st == QEM_OK && s < p->scans; s++) {
-            double total = (double)sums[s];
-            if (p->data == QEM_DATA_CODES) {
-                /* Moments of calibrated values: scale * code + offset. */
-                double scale, offset, n = 0, nr = 0, nc = 0;
-                p->ops->code_affine(p->impl, s, &scale, &offset);
-                for (uint64_t px = 0; px < p->pixels; px++)
-                    if (m[px]) {
-                        n += 1;
-                        nr += (double)(px / p->det_cols);
-                        nc += (double)(px % p->det_cols);
-                    }
-                total = scale * (double)sums[s] + offset * n;
-                const double mr = scale * (double)sums[p->scans + s] + offset * nr;
-                const double mc = scale * (double)sums[2 * p->scans + s] + offset * nc;
-                com[2 * s] = total != 0 ? (float)(mr / total) : NAN;
-                com[2 * s + 1] = total != 0 ? (float)(mc / total) : NAN;
-                continue;
-            }
-            com[2 * s] = sums[s] ? (float)((double)sums[p->scans + s] / total) : NAN;
-            com[2 * s + 1] = sums[s] ? (float)((double)sums[2 * p->scans + s] / total) : NAN;
-        }
-        free(w);
-        free(sums);
-    }
+    if (st == QEM_OK)
+        st = com_scans(p, m, 0, p->scans, com, error);
     if (st == QEM_OK && subtract_mean) {
         /* The scan mean over frames with a CoM, in float64. */
         for (int k = 0; k < 2; k++) {
@@ -370,6 +482,23 @@ qem_status qem_products_com(qem_products *p, const uint8_t *mask, int subtract_m
                 com[2 * s + k] -= mean;
         }
     }
+    free(m);
+    if (st != QEM_OK)
+        qem_image_free(image);
+    return st;
+}
+
+qem_status qem_products_com_part(qem_products *p, const uint8_t *mask, uint64_t first,
+                                 uint64_t count, qem_image *image, qem_error *error)
+{
+    QEM_TRY(check_open(p, image, "qem_products_com_part", error));
+    memset(image, 0, sizeof *image);
+    QEM_TRY(check_part(p, first, count, error));
+    uint8_t *m = NULL;
+    QEM_TRY(com_selection(p, mask, &m, error));
+    qem_status st = prod_image_new(image, QEM_DTYPE_FLOAT32, 1, count, 2, error);
+    if (st == QEM_OK)
+        st = com_scans(p, m, first, count, image->data, error);
     free(m);
     if (st != QEM_OK)
         qem_image_free(image);

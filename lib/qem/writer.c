@@ -18,6 +18,7 @@
 #include "common/json.h"
 #include "common/options.h"
 #include "common/sha256.h"
+#include "qem/chunk_blob.h"
 #include "qem/encode.h"
 #include "qem/qem_internal.h"
 
@@ -30,6 +31,7 @@ struct qem_writer {
     uint64_t scans, pixels;
     qem_geometry geometry;
     uint8_t *valid;
+    uint8_t valid_sha256[QEM_SHA256_BYTES]; /* what encoded chunks must have been made with */
     uint32_t chunk_scans;
     int threads;
     qem_progress_fn progress;
@@ -248,18 +250,19 @@ static qem_status chunk_limit(qem_codec codec, const uint64_t shape[4], uint32_t
     return QEM_OK;
 }
 
-qem_status qem_writer_create(const char *dest, qem_dtype dtype, const uint64_t shape[4],
-                             const qem_save_options *options, qem_writer **out, qem_error *error)
+/* The writer's codec, chunking, validity and tables from the options;
+ * with `dest`, also its window, metadata and publication (a writer),
+ * without, only what encoding chunks needs (an encoder). */
+static qem_status writer_setup(const char *dest, qem_dtype dtype, const uint64_t shape[4],
+                               const qem_save_options *options, qem_writer **out,
+                               qem_error *error)
 {
-    qem_error_clear(error);
-    if (!dest || !shape || !out)
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_writer_create: NULL argument");
     *out = NULL;
     qem_save_options local;
     qem_save_options_init(&local);
     QEM_TRY(qem_options_overlay(&local, sizeof local, options, "qem_save_options", error));
     options = &local;
-    if (!ends_with_qem(dest))
+    if (dest && !ends_with_qem(dest))
         return qem_fail(error, QEM_E_INVALID_ARGUMENT,
                         "destination '%s' must end in .qem; the format is recognised by its "
                         "signature, but the name should say what the file is",
@@ -289,19 +292,26 @@ qem_status qem_writer_create(const char *dest, qem_dtype dtype, const uint64_t s
     w->progress = options->progress;
     w->progress_user = options->progress_user;
     w->valid = malloc((size_t)w->pixels);
-    w->window = malloc((size_t)(chunk * w->pixels * qem_dtype_size(dtype)));
+    w->window = dest ? malloc((size_t)(chunk * w->pixels * qem_dtype_size(dtype))) : NULL;
     w->chunks = json_array();
     w->tables = malloc(sizeof *w->tables);
     qem_status st = QEM_OK;
-    if (!w->valid || !w->window || !w->chunks || !w->tables) {
+    if (!w->valid || (dest && !w->window) || !w->chunks || !w->tables) {
         st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory for a %llu-scan window",
                       (unsigned long long)chunk);
         goto fail;
     }
     for (uint64_t p = 0; p < w->pixels; p++)
         w->valid[p] = options->valid ? (options->valid[p] != 0) : 1;
+    qem_sha256_oneshot(w->valid, (size_t)w->pixels, w->valid_sha256);
     qem_rans_tables_init(w->tables);
     st = prepare_codec(w, options, error);
+    if (!dest) {
+        if (st != QEM_OK)
+            goto fail;
+        *out = w;
+        return QEM_OK;
+    }
     if (st == QEM_OK)
         st = prepare_metadata(w, options, error);
     if (st == QEM_OK && !(w->dest = strdup(dest)))
@@ -319,6 +329,15 @@ qem_status qem_writer_create(const char *dest, qem_dtype dtype, const uint64_t s
 fail:
     qem_writer_free(w);
     return st;
+}
+
+qem_status qem_writer_create(const char *dest, qem_dtype dtype, const uint64_t shape[4],
+                             const qem_save_options *options, qem_writer **out, qem_error *error)
+{
+    qem_error_clear(error);
+    if (!dest || !shape || !out)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_writer_create: NULL argument");
+    return writer_setup(dest, dtype, shape, options, out, error);
 }
 
 static qem_status body_append(qem_writer *w, const void *data, uint64_t size, qem_error *error)
@@ -402,45 +421,57 @@ static uint64_t region_of(const qem_writer *w, uint64_t scan)
     return r;
 }
 
-static qem_status write_chunk(qem_writer *w, qem_error *error)
+/* Writes an encoded chunk of `scans` scans as the next chunk of the body;
+ * `bits` (float codec) are its source bits, for logical_sha256. */
+static qem_status write_encoded(qem_writer *w, const qem_encoded_chunk *e, uint64_t scans,
+                                const void *bits, qem_error *error)
 {
-    const uint64_t scans = w->window_fill;
-    const size_t window_bytes = (size_t)(scans * w->pixels * qem_dtype_size(w->dtype));
-    if (w->logical && qem_sha256_update(w->logical, w->window, window_bytes) != 0)
+    if (w->logical && qem_sha256_update(w->logical, bits, (size_t)(scans * w->pixels * 4)) != 0)
         return qem_fail(error, QEM_E_IO, "SHA-256 computation failed");
-    qem_encoded_chunk e;
-    QEM_TRY(qem_encode_chunk(w->tables, w->codec, &w->geometry, w->valid, w->window, w->dtype,
-                             scans, w->threads, &e, error));
     json_t *chunk = json_pack("{s:I, s:I}", "first", (json_int_t)w->scans_encoded, "scans",
                               (json_int_t)scans);
     qem_status st = chunk ? QEM_OK : qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     if (st == QEM_OK && w->codec == QEM_CODEC_FLOAT32)
-        st = write_float_arrays(w, &e, chunk, error);
+        st = write_float_arrays(w, e, chunk, error);
     else if (st == QEM_OK)
-        st = write_column_arrays(w, &e, w->codec == QEM_CODEC_INTEGER ? QEM_INT_ARRAYS : 3, chunk,
+        st = write_column_arrays(w, e, w->codec == QEM_CODEC_INTEGER ? QEM_INT_ARRAYS : 3, chunk,
                                  error);
     if (st == QEM_OK && w->codec == QEM_CODEC_SCALED)
         json_object_set_new(chunk, "region", json_integer((json_int_t)region_of(w, w->scans_encoded)));
-    qem_encoded_chunk_free(&e);
     if (st == QEM_OK && json_array_append(w->chunks, chunk) != 0)
         st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     json_decref(chunk);
     QEM_TRY(st);
     w->scans_encoded += scans;
-    w->window_fill = 0;
     if (w->progress && w->progress(w->progress_user, w->scans_encoded, w->scans))
         return qem_fail(error, QEM_E_CANCELLED, "saving cancelled; nothing was written");
     return QEM_OK;
 }
 
+static qem_status write_chunk(qem_writer *w, qem_error *error)
+{
+    const uint64_t scans = w->window_fill;
+    qem_encoded_chunk e;
+    QEM_TRY(qem_encode_chunk(w->tables, w->codec, &w->geometry, w->valid, w->window, w->dtype,
+                             scans, w->threads, &e, error));
+    w->window_fill = 0;
+    const qem_status st = write_encoded(w, &e, scans, w->window, error);
+    qem_encoded_chunk_free(&e);
+    return st;
+}
+
+/* Scans in the chunk that starts at flat scan `first`. */
+static uint64_t chunk_room(const qem_writer *w, uint64_t first)
+{
+    uint64_t limit = w->scans - first;
+    if (w->codec == QEM_CODEC_SCALED) /* a chunk never crosses a region */
+        limit = w->regions[region_of(w, first)].stop - first;
+    return w->chunk_scans < limit ? w->chunk_scans : limit;
+}
+
 void *qem_writer_window(qem_writer *w, uint64_t *room)
 {
-    const uint64_t next = w->scans_encoded + w->window_fill;
-    uint64_t space = w->chunk_scans - w->window_fill;
-    uint64_t limit = w->scans - next;
-    if (w->codec == QEM_CODEC_SCALED) /* a chunk never crosses a region */
-        limit = w->regions[region_of(w, w->scans_encoded)].stop - next;
-    *room = space < limit ? space : limit;
+    *room = chunk_room(w, w->scans_encoded) - w->window_fill;
     return w->window + w->window_fill * w->pixels * qem_dtype_size(w->dtype);
 }
 
@@ -509,6 +540,127 @@ static qem_status qem_writer_append_body(qem_writer *w, const void *scans, uint6
 qem_status qem_writer_append(qem_writer *w, const void *scans, uint64_t count, qem_error *error)
 {
     const qem_status st = qem_writer_append_body(w, scans, count, error);
+    qem_error_name_destination(error, w ? w->dest : NULL);
+    return st;
+}
+
+/* --- chunks encoded elsewhere (distributed saves) ------------------------------ */
+
+qem_status qem_save_chunks(qem_dtype dtype, const uint64_t shape[4],
+                           const qem_save_options *options, uint64_t *first_scans,
+                           size_t capacity, size_t *count, qem_error *error)
+{
+    qem_error_clear(error);
+    if (!shape || !count || (capacity && !first_scans))
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_save_chunks: NULL argument");
+    qem_writer *w = NULL;
+    QEM_TRY(writer_setup(NULL, dtype, shape, options, &w, error));
+    size_t n = 0;
+    for (uint64_t s = 0; s < w->scans; s += chunk_room(w, s)) {
+        if (n < capacity)
+            first_scans[n] = s;
+        n++;
+    }
+    qem_writer_free(w);
+    *count = n;
+    return n > capacity && capacity
+               ? qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                          "the save makes %zu chunks; the array holds %zu", n, capacity)
+               : QEM_OK;
+}
+
+qem_status qem_encode_scans(qem_dtype dtype, const uint64_t shape[4],
+                            const qem_save_options *options, uint64_t first_scan,
+                            const void *scans, uint64_t count, void **blob, size_t *blob_size,
+                            qem_error *error)
+{
+    qem_error_clear(error);
+    if (!shape || !scans || !blob || !blob_size)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_encode_scans: NULL argument");
+    *blob = NULL;
+    qem_writer *w = NULL;
+    QEM_TRY(writer_setup(NULL, dtype, shape, options, &w, error));
+    /* Only whole chunks, where the writer would cut them. */
+    uint64_t s = 0;
+    while (s < w->scans && s < first_scan)
+        s += chunk_room(w, s);
+    qem_status st = QEM_OK;
+    if (s != first_scan || s >= w->scans || count != chunk_room(w, s))
+        st = qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                      "scans [%llu, +%llu) are not one chunk of this save; encode the chunks "
+                      "qem_save_chunks gives",
+                      (unsigned long long)first_scan, (unsigned long long)count);
+    qem_encoded_chunk e;
+    memset(&e, 0, sizeof e);
+    if (st == QEM_OK)
+        st = qem_encode_chunk(w->tables, w->codec, &w->geometry, w->valid, scans, w->dtype, count,
+                              w->threads, &e, error);
+    if (st == QEM_OK) {
+        qem_chunk_blob_header h = {w->codec, w->dtype, {0}, first_scan, count, {0}};
+        memcpy(h.shape, w->shape, sizeof h.shape);
+        memcpy(h.valid_sha256, w->valid_sha256, sizeof h.valid_sha256);
+        const uint64_t bits = w->codec == QEM_CODEC_FLOAT32 ? count * w->pixels * 4 : 0;
+        st = qem_chunk_blob_pack(&h, &e, scans, bits, blob, blob_size, error);
+        qem_encoded_chunk_free(&e);
+    }
+    qem_writer_free(w);
+    return st;
+}
+
+static qem_status append_encoded(qem_writer *w, const void *blob, size_t size, qem_error *error)
+{
+    if (!w || !blob)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_writer_append_encoded: NULL argument");
+    if (w->broken)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "the writer failed earlier; free it");
+    if (w->window_fill)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "an encoded chunk can only follow whole chunks; %llu scans of a chunk "
+                        "were appended before it",
+                        (unsigned long long)w->window_fill);
+    void *aligned = NULL;
+    if ((uintptr_t)blob % 8) { /* views into it need 8-byte alignment */
+        if (!(aligned = malloc(size ? size : 1)))
+            return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+        memcpy(aligned, blob, size);
+        blob = aligned;
+    }
+    qem_chunk_blob_header h;
+    qem_encoded_chunk e;
+    const void *bits = NULL;
+    uint64_t bits_bytes = 0;
+    qem_status st = qem_chunk_blob_parse(blob, size, &h, &e, &bits, &bits_bytes, error);
+    if (st == QEM_OK &&
+        (h.codec != w->codec || h.dtype != w->dtype || memcmp(h.shape, w->shape, sizeof h.shape)))
+        st = qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                      "the encoded chunk is of another save (%s %s, shape %llux%llux%llux%llu)",
+                      qem_codec_name(h.codec), qem_dtype_name(h.dtype),
+                      (unsigned long long)h.shape[0], (unsigned long long)h.shape[1],
+                      (unsigned long long)h.shape[2], (unsigned long long)h.shape[3]);
+    if (st == QEM_OK && memcmp(h.valid_sha256, w->valid_sha256, sizeof h.valid_sha256))
+        st = qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                      "the encoded chunk was made with another validity mask");
+    if (st == QEM_OK && (h.first_scan != w->scans_encoded || h.scans != chunk_room(w, h.first_scan)))
+        st = qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                      "the writer's next chunk is scans [%llu, +%llu); this one is [%llu, +%llu) "
+                      "(chunks go in order, cut as qem_save_chunks says)",
+                      (unsigned long long)w->scans_encoded,
+                      (unsigned long long)chunk_room(w, w->scans_encoded),
+                      (unsigned long long)h.first_scan, (unsigned long long)h.scans);
+    if (st == QEM_OK) {
+        st = write_encoded(w, &e, h.scans, bits, error);
+        if (st != QEM_OK)
+            w->broken = 1;
+    }
+    free(aligned);
+    return st;
+}
+
+qem_status qem_writer_append_encoded(qem_writer *w, const void *blob, size_t size,
+                                     qem_error *error)
+{
+    qem_error_clear(error);
+    const qem_status st = append_encoded(w, blob, size, error);
     qem_error_name_destination(error, w ? w->dest : NULL);
     return st;
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "qem.h"
 #include "rans/rans.h"
 
 static uint8_t *slurp(const char *path, size_t *size)
@@ -44,6 +45,32 @@ static void u32le(uint8_t out[4], uint32_t v)
         out[k] = (uint8_t)(v >> (8 * k));
 }
 
+/* The fixture's array as the one encoded chunk of a distributed save. */
+static void encoded_chunk_seed(const char *out, const char *npy_path, const char *stem)
+{
+    qem_npy *npy = NULL;
+    qem_npy_info info = {.struct_size = sizeof info};
+    if (qem_npy_open(npy_path, &npy, NULL) != QEM_OK ||
+        qem_npy_get_info(npy, &info, NULL) != QEM_OK || info.ndim != 4) {
+        qem_npy_close(npy);
+        return;
+    }
+    const size_t bytes = (size_t)info.elements * qem_dtype_size(info.dtype);
+    void *data = malloc(bytes ? bytes : 1), *blob = NULL;
+    size_t size = 0;
+    const uint64_t scans = info.shape[0] * info.shape[1];
+    if (data && qem_npy_read(npy, 0, info.elements, data, bytes, NULL) == QEM_OK &&
+        qem_encode_scans(info.dtype, info.shape, NULL, 0, data, scans, &blob, &size, NULL) ==
+            QEM_OK) {
+        char name[256];
+        snprintf(name, sizeof name, "%s.chunk", stem);
+        put(out, "encoded_chunk", name, blob, size, NULL, 0);
+    }
+    qem_free(blob);
+    free(data);
+    qem_npy_close(npy);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3)
@@ -80,6 +107,7 @@ int main(int argc, char **argv)
         if (b)
             put(out, "npy", name, b, n, NULL, 0);
         free(b);
+        encoded_chunk_seed(out, path, qem[i]);
     }
     static const char *const packs[] = {"v1_u16_4x32_16x16", "v1_u16_excluded_retained",
                                         "v3_upstream_test_writer_legacy_nonportable",

@@ -477,6 +477,100 @@ out:
     qem_container_close(sd);
 }
 
+/* Partitioned products merged equal the whole-scan ones: virtual and CoM
+ * bit for bit (per-scan values) on every kind of data; pattern sums and
+ * maxima merged by addition and max give region and mean exactly for
+ * counts, and within one float32 rounding for float data. */
+static void check_parts(const char *path)
+{
+    qem_products *p = NULL;
+    qem_container *src = open_source(path, &p, QEM_PATH_FAST);
+    if (!p) {
+        qem_container_close(src);
+        return;
+    }
+    qem_container_info info = {.struct_size = sizeof info};
+    qem_container_get_info(src, &info, NULL);
+    const uint64_t S = info.scans, P = info.pixels;
+    uint8_t *mask = malloc((size_t)P);
+    for (uint64_t px = 0; px < P; px++)
+        mask[px] = px % 3 != 1;
+    qem_error e = {0};
+    qem_image whole_v, whole_c, mean, max_whole;
+    CHECK_OK(qem_products_virtual(p, mask, &whole_v, &e), &e);
+    CHECK_OK(qem_products_com(p, mask, 0, &whole_c, &e), &e);
+    CHECK_OK(qem_products_mean(p, &mean, &e), &e);
+    CHECK_OK(qem_products_region(p, 0, info.shape[0], 0, info.shape[1], QEM_REDUCE_MAX,
+                                 &max_whole, &e),
+             &e);
+    const uint64_t bounds[4] = {0, 7, S / 2 + 3, S};
+    const size_t vitem = qem_dtype_size(whole_v.dtype);
+    double *total = calloc((size_t)P, sizeof *total);
+    uint64_t *itotal = calloc((size_t)P, sizeof *itotal);
+    double *fmax = malloc((size_t)P * sizeof *fmax);
+    int virt_same = 1, com_same = 1;
+    for (int k = 0; k < 3; k++) {
+        const uint64_t first = bounds[k], count = bounds[k + 1] - bounds[k];
+        qem_image v, c, sum, mx;
+        CHECK_OK(qem_products_virtual_part(p, mask, first, count, &v, &e), &e);
+        CHECK_OK(qem_products_com_part(p, mask, first, count, &c, &e), &e);
+        CHECK_OK(qem_products_patterns_part(p, first, count, &sum, &mx, &e), &e);
+        CHECK(v.dtype == whole_v.dtype && v.shape[0] == 1 && v.shape[1] == count);
+        virt_same &= v.data && !memcmp(v.data, (uint8_t *)whole_v.data + first * vitem,
+                                       (size_t)(count * vitem));
+        com_same &= c.data && !memcmp(c.data, (float *)whole_c.data + 2 * first,
+                                      (size_t)(count * 8));
+        for (uint64_t px = 0; sum.data && mx.data && px < P; px++) {
+            if (sum.dtype == QEM_DTYPE_UINT64) {
+                itotal[px] += ((uint64_t *)sum.data)[px];
+                const double m = (double)((uint64_t *)mx.data)[px];
+                fmax[px] = k == 0 || m > fmax[px] ? m : fmax[px];
+            } else {
+                total[px] += ((double *)sum.data)[2 * px] + ((double *)sum.data)[2 * px + 1];
+                const double m = ((float *)mx.data)[px];
+                fmax[px] = k == 0 || m > fmax[px] ? m : fmax[px];
+            }
+        }
+        qem_image_free(&v);
+        qem_image_free(&c);
+        qem_image_free(&sum);
+        qem_image_free(&mx);
+    }
+    CHECK(virt_same);
+    CHECK(com_same);
+    int mean_ok = 1, max_ok = 1;
+    for (uint64_t px = 0; px < P; px++) {
+        const float got = mean.dtype == QEM_DTYPE_FLOAT32 && info.working_dtype != QEM_DTYPE_FLOAT32 &&
+                                  itotal[px]
+                              ? (float)((double)itotal[px] / (double)S)
+                              : (float)((total[px] + (double)itotal[px]) / (double)S);
+        const float want = ((float *)mean.data)[px];
+        mean_ok &= info.working_dtype == QEM_DTYPE_FLOAT32
+                       ? fabsf(got - want) <= 1e-6f * fabsf(want) + 1e-30f
+                       : got == want;
+        const double wmax = max_whole.dtype == QEM_DTYPE_UINT64
+                                ? (double)((uint64_t *)max_whole.data)[px]
+                                : (double)((float *)max_whole.data)[px];
+        max_ok &= fmax[px] == wmax;
+    }
+    CHECK(mean_ok);
+    CHECK(max_ok);
+    /* Out of range. */
+    qem_image x;
+    CHECK_STATUS(qem_products_virtual_part(p, mask, S - 1, 2, &x, &e), QEM_E_INVALID_ARGUMENT, &e);
+    CHECK_STATUS(qem_products_patterns_part(p, 0, 0, &x, NULL, &e), QEM_E_INVALID_ARGUMENT, &e);
+    free(total);
+    free(itotal);
+    free(fmax);
+    free(mask);
+    qem_image_free(&whole_v);
+    qem_image_free(&whole_c);
+    qem_image_free(&mean);
+    qem_image_free(&max_whole);
+    qem_products_close(p);
+    qem_container_close(src);
+}
+
 static int write_qem(const char *path, qem_dtype dtype, const void *values, const uint8_t *v,
                      const float *dark, uint32_t chunk)
 {
@@ -549,6 +643,12 @@ int main(void)
     CHECK(pack_build(test_path("u8.pack"), &v3, NULL));
     check_products(test_path("u8.pack"), &d8);
 
+    check_parts(test_path("u16.qem"));
+    check_parts(test_path("u8.qem"));
+    check_parts(test_path("f32.qem"));
+    check_parts(test_path("u16.pack"));
+    check_parts(test_path("u8.pack"));
+    check_parts(fixture_path("qem/scaled_u16_regions.qem"));
     check_masks(test_path("u16.qem"));
     check_sessions(test_path("u16.qem"), test_path("u8.pack"));
     return test_finish("unit_products");
