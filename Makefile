@@ -1,9 +1,9 @@
 # Entry points. Each target installs what it needs (scripts/install-deps is
 # idempotent), configures with CMake and builds; ctest runs the tests.
 #   make demo   build, then save / verify / describe a synthetic dataset
-#   make test   every test: release, install, each decode path, golden under valgrind,
-#               ASan + UBSan, TSan, fuzz smoke
-#   make bench  the benchmark (writes doc/benchmarks.md)
+#   make test   every test: release, install, the Python package, each decode
+#               path, golden under valgrind, ASan + UBSan, TSan, fuzz smoke
+#   make bench  the benchmark (writes doc/benchmarks.md); make bench-python the package's
 #   make profile  instruction counts of the main paths (callgrind)
 #   make fuzz   every libFuzzer target for FUZZ_SECONDS each (clang)
 
@@ -16,7 +16,7 @@ TSAN_BUILD ?= build-tsan
 FUZZ_SECONDS ?= 300
 FUZZ_SMOKE_SECONDS ?= 20
 
-.PHONY: all deps build demo test test-release test-install test-paths test-asan test-tsan test-valgrind test-fuzz fuzz fuzz-build bench profile clean
+.PHONY: all deps build demo test test-release test-install test-python python-venv bench-python bench-distributed test-paths test-asan test-tsan test-valgrind test-fuzz fuzz fuzz-build bench profile clean
 
 all: build
 
@@ -42,7 +42,7 @@ demo: build
 	$(BUILD)/qem info $(DEMO)/synthetic.qem
 	@ls -l $(DEMO)/synthetic.npy $(DEMO)/synthetic.qem | awk '{print $$5, $$9}'
 
-test: deps test-release test-install test-paths test-valgrind test-asan test-tsan test-fuzz
+test: deps test-release test-install test-python test-paths test-valgrind test-asan test-tsan test-fuzz
 
 test-release:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
@@ -53,6 +53,21 @@ test-release:
 # against it through pkg-config and find_package(qem), run on a fixture.
 test-install: test-release
 	sh tests/install/test_install.sh $(BUILD) /usr/bin/python3
+
+# The Python package as a user installs it: a fresh venv that sees
+# Debian's packages, `pip install --no-build-isolation ./python` (offline;
+# the extension comes from this CMake build, kept in $(BUILD)/python-ext
+# between runs), then its pytest suite against the installed copy.
+VENV ?= $(BUILD)/venv
+python-venv:
+	rm -rf $(VENV)
+	/usr/bin/python3 -m venv --system-site-packages $(VENV)
+	QEM_CMAKE_BUILD_DIR=$(abspath $(BUILD))/python-ext $(VENV)/bin/pip install -q \
+		--no-build-isolation ./python
+
+test-python: test-release python-venv
+	cd tests/package && QEM_CLI=$(abspath $(BUILD))/qem \
+		$(abspath $(VENV))/bin/python -m pytest -q -p no:cacheprovider .
 
 # The unit and golden tests once more on each decode path the CPU has
 # (the default run took the widest); a path it lacks is skipped, saying so.
@@ -106,6 +121,16 @@ fuzz: deps fuzz-build
 
 bench: build
 	$(BUILD)/bench/qem-bench --markdown doc/benchmarks.md
+
+# qem.dask on a LocalCluster: 1 against 2 workers, and against the C path.
+bench-distributed: build python-venv
+	$(VENV)/bin/python bench/bench_distributed.py --qem $(BUILD)/qem \
+		--synth $(BUILD)/bench/qem-synth --markdown doc/benchmarks.md
+
+# The Python package beside the C path, h5py, numpy and Dask.
+bench-python: build python-venv
+	$(VENV)/bin/python bench/bench_python.py --qem $(BUILD)/qem --synth $(BUILD)/bench/qem-synth \
+		--libqem $(BUILD)/libqem.so --markdown doc/benchmarks.md
 
 profile: build
 	bench/callgrind.sh $(BUILD)

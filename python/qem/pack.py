@@ -1,0 +1,46 @@
+"""Lossless Pack Format v1 from Python: qem.pack.inspect and
+qem.pack.produce mirror ``qem pack inspect`` and ``qem pack produce``."""
+import json
+import os
+
+import numpy as np
+
+from . import _qem
+from ._progress import reporter
+
+
+def inspect(src, *, dataset=None, scan_shape=None, raw_shape=None, raw_dtype=None,
+            raw_offset=0, raw_frame_header=0, progress=None):
+    """Authenticates every member of a source and describes it as the pack
+    producer sees it (shape, dtype, logical bytes, bad pixels and their
+    digest, mask identity, source identity). Refuses what cannot be packed
+    (float32 data) saying why."""
+    with reporter(progress, "hashing", "bytes") as callback:
+        return json.loads(_qem.pack_inspect(
+            os.fspath(src), dataset=dataset, scan_shape=scan_shape, raw_shape=raw_shape,
+            raw_dtype=raw_dtype, raw_offset=raw_offset, raw_frame_header=raw_frame_header,
+            progress=callback))
+
+
+def produce(src, dest, *, profile="u16-lz4", exclude=None, dataset=None, scan_shape=None,
+            raw_shape=None, raw_dtype=None, raw_offset=0, raw_frame_header=0, progress=None):
+    """Produces a Lossless Pack Format v1 file from any detector file that
+    holds counts: inspect, plan, re-authenticate, one shard at a time, then
+    DEST.receipt.json and DEST published as one commit (never overwriting;
+    a failure publishes nothing).
+
+    profile: "u16-lz4" (exact uint16, LZ4 blocks; excluded pixels retained
+        exactly) or "u8-bitpacked" (exact uint8: every admitted count <= 255,
+        each excluded pixel one constant raw value).
+    exclude: a boolean detector mask of pixels to exclude besides those the
+        detector flags.
+    Returns the receipt (a dict)."""
+    dest = os.fspath(dest)
+    with reporter(progress, "packing", "shards") as callback:
+        _qem.pack_produce(os.fspath(src), dest, dataset=dataset, scan_shape=scan_shape,
+                          raw_shape=raw_shape, raw_dtype=raw_dtype, raw_offset=raw_offset,
+                          raw_frame_header=raw_frame_header, profile=profile,
+                          exclude=None if exclude is None else np.asarray(exclude),
+                          progress=callback)
+    with open(dest + ".receipt.json") as f:
+        return json.load(f)
