@@ -70,17 +70,23 @@ static char *join(const char *a, const char *sep, const char *b)
 
 static void add_fact(xml_walk *w, const char *key, const char *value, size_t n)
 {
-    if (n > XML_MAX_VALUE)
+    if (n > XML_MAX_VALUE) {
         n = XML_MAX_VALUE;
+        while (n && ((unsigned char)value[n] & 0xC0) == 0x80)
+            n--; /* cut before a character, not inside one */
+    }
     if (json_object_size(w->facts) >= XML_MAX_FACTS ||
         w->fact_bytes + strlen(key) + n > XML_MAX_FACT_BYTES) {
         w->truncated = 1;
         return;
     }
     w->fact_bytes += strlen(key) + n;
-    json_t *v = json_stringn(value, n);
-    if (!v) /* a cut through a multi-byte character */
-        v = json_stringn(value, 0);
+    /* A value cut short may end inside a character: drop its bytes. */
+    json_t *v = NULL;
+    for (size_t cut = 0; !v && cut < 4 && cut <= n; cut++)
+        v = json_stringn(value, n - cut);
+    if (!v)
+        v = json_string("");
     if (json_object_set_new(w->facts, key, v) != 0)
         w->oom = 1;
 }
@@ -491,7 +497,10 @@ static qem_status empad_describe(acquisition *a, const char *path, const uint8_t
     if (st == QEM_OK)
         st = qem_file_stamp_check(s->fd, &a->members[1].stamp, member, "described", error);
     free(dir);
-    QEM_TRY(st);
+    if (st != QEM_OK) {
+        free(member);
+        return st;
+    }
     const uint64_t size = (uint64_t)rs.st_size;
     input_fact(a, "raw_file", json_string(name));
 

@@ -883,6 +883,9 @@ static void test_empad(void)
     refused(shortx, &o23, QEM_E_FILE_LENGTH, "not a whole number of EMPAD frames");
     CHECK(truncate(test_path("empad/short.raw"), 0) == 0);
     refused(shortx, &o23, QEM_E_FILE_LENGTH, "not a whole number");
+    free((void *)xml);
+    free((void *)bare);
+    free((void *)shortx);
 }
 
 static void test_empad_refusals(void)
@@ -958,6 +961,22 @@ static void test_empad_refusals(void)
     CHECK(write_file(x, deep, n));
     refused(x, NULL, QEM_E_LIMIT, "deep");
     free(deep);
+    /* A value longer than the 4096 bytes kept, cut inside a character:
+     * the fact keeps whole characters only. */
+    char *note = malloc(8192);
+    n = (size_t)sprintf(note, "<root><pix_x>2</pix_x><pix_y>1</pix_y>"
+                              "<raw_file filename=\"sub/real.raw\"/><note>x");
+    for (int i = 0; i < 3000; i++)
+        n += (size_t)sprintf(note + n, "\xc3\xa9");
+    n += (size_t)sprintf(note + n, "</note></root>");
+    CHECK(write_file(x, note, n));
+    free(note);
+    a = open_ok(x, NULL);
+    if (a) {
+        const char *v = json_string_value(json_object_get(json_object_get(a->facts, "xml"), "note"));
+        CHECK(v && strlen(v) == 4095 && v[0] == 'x');
+    }
+    input_close(a);
     /* With the raw file it names, in order, 1 x 2 frames. */
     const char *ok = "<root><pix_x>2</pix_x><pix_y>1</pix_y><raw_file filename=\"sub/real.raw\"/>"
                      "</root>";
