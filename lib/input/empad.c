@@ -1,14 +1,587 @@
-/* placeholder */
+/* EMPAD acquisitions: an XML document (parsed with expat) naming, in
+ * <raw_file filename="..."/>, the raw file beside it. The raw file holds
+ * float32 little-endian frames of 130 rows x 128 columns: the detector's
+ * 128 rows, then 2 rows of frame metadata, which are dropped. The scan
+ * shape is <pix_y> x <pix_x> when the XML states it; the microscope
+ * quantities whose meaning is certain become calibration, everything else
+ * in the XML a flattened fact. */
+#include <errno.h>
+#include <expat.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "common/error.h"
+#include "common/fileio.h"
 #include "input/input.h"
+#include "input/swap.h"
+
+#define EMPAD_COLUMNS 128u
+#define EMPAD_ROWS_STORED 130u
+#define EMPAD_ROWS 128u
+#define EMPAD_FRAME_BYTES ((uint64_t)EMPAD_ROWS_STORED * EMPAD_COLUMNS * 4)
+#define EMPAD_KEPT_BYTES ((size_t)EMPAD_ROWS * EMPAD_COLUMNS * 4)
+#define XML_MAX_BYTES (16u << 20)
+#define XML_MAX_DEPTH 64
+#define XML_MAX_FACTS 4096
+#define XML_MAX_VALUE 4096
+#define XML_MAX_FACT_BYTES (1u << 20)
+#define XML_PROVENANCE "EMPAD acquisition XML"
+
+typedef struct empad_state {
+    int fd; /* the raw file */
+} empad_state;
+
+/* --- the XML ------------------------------------------------------------------ */
+
+/* What the parse collects: the flattened facts ("a/b[1]/c", "a/b@attr";
+ * the root's own name left out), and the few values the reader uses. */
+typedef struct xml_walk {
+    XML_Parser parser;
+    json_t *facts;
+    int truncated;     /* more than XML_MAX_FACTS facts or XML_MAX_FACT_BYTES */
+    size_t fact_bytes;
+    int refused;       /* a DOCTYPE or entity declaration */
+    int too_deep;
+    int depth;         /* open elements, the root being 1 */
+    char *path[XML_MAX_DEPTH + 1];     /* path of each open element (root: "") */
+    json_t *children[XML_MAX_DEPTH + 1]; /* child name -> how many so far */
+    int has_children[XML_MAX_DEPTH + 1];
+    char *text;        /* character data of the innermost element */
+    size_t text_len, text_cap;
+    char *root;
+    int oom;
+} xml_walk;
+
+static char *join(const char *a, const char *sep, const char *b)
+{
+    const size_t na = strlen(a), ns = strlen(sep), nb = strlen(b);
+    char *out = malloc(na + ns + nb + 1);
+    if (!out)
+        return NULL;
+    memcpy(out, a, na);
+    memcpy(out + na, sep, ns);
+    memcpy(out + na + ns, b, nb + 1);
+    return out;
+}
+
+static void add_fact(xml_walk *w, const char *key, const char *value, size_t n)
+{
+    if (n > XML_MAX_VALUE) {
+        n = XML_MAX_VALUE;
+        while (n && ((unsigned char)value[n] & 0xC0) == 0x80)
+            n--; /* cut before a character, not inside one */
+    }
+    if (json_object_size(w->facts) >= XML_MAX_FACTS ||
+        w->fact_bytes + strlen(key) + n > XML_MAX_FACT_BYTES) {
+        w->truncated = 1;
+        return;
+    }
+    w->fact_bytes += strlen(key) + n;
+    /* A value cut short may end inside a character: drop its bytes. */
+    json_t *v = NULL;
+    for (size_t cut = 0; !v && cut < 4 && cut <= n; cut++)
+        v = json_stringn(value, n - cut);
+    if (!v)
+        v = json_string("");
+    if (json_object_set_new(w->facts, key, v) != 0)
+        w->oom = 1;
+}
+
+static void XMLCALL on_start(void *user, const XML_Char *name, const XML_Char **attrs)
+{
+    xml_walk *w = user;
+    if (w->depth >= XML_MAX_DEPTH) {
+        w->too_deep = 1;
+        XML_StopParser(w->parser, XML_FALSE);
+        return;
+    }
+    char *path = NULL;
+    if (w->depth == 0) {
+        free(w->root);
+        w->root = strdup(name);
+        path = strdup("");
+    } else {
+        /* The n-th sibling of this name (from 0) is name[n]. */
+        const int parent = w->depth;
+        w->has_children[parent] = 1;
+        if (!w->children[parent])
+            w->children[parent] = json_object();
+        json_t *count = json_object_get(w->children[parent], name);
+        const json_int_t n = count ? json_integer_value(count) : 0;
+        json_object_set_new(w->children[parent], name, json_integer(n + 1));
+        char segment[64] = "";
+        if (n)
+            snprintf(segment, sizeof segment, "[%lld]", (long long)n);
+        char *named = join(name, "", segment);
+        path = named ? (w->path[parent][0] ? join(w->path[parent], "/", named) : strdup(named))
+                     : NULL;
+        free(named);
+    }
+    if (!path) {
+        w->oom = 1;
+        XML_StopParser(w->parser, XML_FALSE);
+        return;
+    }
+    w->depth++;
+    w->path[w->depth] = path;
+    w->children[w->depth] = NULL;
+    w->has_children[w->depth] = 0;
+    w->text_len = 0;
+    for (size_t i = 0; attrs[i] && attrs[i + 1]; i += 2) {
+        char *key = join(path, "@", attrs[i]);
+        if (key)
+            add_fact(w, key, attrs[i + 1], strlen(attrs[i + 1]));
+        free(key);
+    }
+}
+
+static int blank(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\n')
+            return 0;
+    return 1;
+}
+
+static void XMLCALL on_end(void *user, const XML_Char *name)
+{
+    (void)name;
+    xml_walk *w = user;
+    if (w->depth <= 0)
+        return;
+    const int d = w->depth;
+    /* A leaf's text is its value (trimmed); mixed content is not kept. */
+    if (!w->has_children[d] && d > 1) {
+        const char *t = w->text ? w->text : "";
+        size_t a = 0, b = w->text_len;
+        while (a < b && blank(t + a, 1))
+            a++;
+        while (b > a && blank(t + b - 1, 1))
+            b--;
+        add_fact(w, w->path[d], t + a, b - a);
+    }
+    free(w->path[d]);
+    w->path[d] = NULL;
+    json_decref(w->children[d]);
+    w->children[d] = NULL;
+    w->depth--;
+    w->text_len = 0;
+}
+
+static void XMLCALL on_text(void *user, const XML_Char *s, int len)
+{
+    xml_walk *w = user;
+    if (len <= 0 || w->text_len >= XML_MAX_VALUE)
+        return;
+    size_t n = (size_t)len;
+    if (n > XML_MAX_VALUE - w->text_len)
+        n = XML_MAX_VALUE - w->text_len;
+    if (w->text_len + n + 1 > w->text_cap) {
+        char *grown = realloc(w->text, XML_MAX_VALUE + 1);
+        if (!grown) {
+            w->oom = 1;
+            XML_StopParser(w->parser, XML_FALSE);
+            return;
+        }
+        w->text = grown;
+        w->text_cap = XML_MAX_VALUE + 1;
+    }
+    memcpy(w->text + w->text_len, s, n);
+    w->text_len += n;
+}
+
+/* DOCTYPE and entity declarations are refused: an acquisition XML needs
+ * neither, and entities are how a small document expands without bound. */
+static void XMLCALL on_doctype(void *user, const XML_Char *name, const XML_Char *sysid,
+                               const XML_Char *pubid, int has_internal_subset)
+{
+    (void)name, (void)sysid, (void)pubid, (void)has_internal_subset;
+    xml_walk *w = user;
+    w->refused = 1;
+    XML_StopParser(w->parser, XML_FALSE);
+}
+
+static void XMLCALL on_entity(void *user, const XML_Char *name, int is_parameter_entity,
+                              const XML_Char *value, int value_length, const XML_Char *base,
+                              const XML_Char *system_id, const XML_Char *public_id,
+                              const XML_Char *notation)
+{
+    (void)name, (void)is_parameter_entity, (void)value, (void)value_length, (void)base;
+    (void)system_id, (void)public_id, (void)notation;
+    xml_walk *w = user;
+    w->refused = 1;
+    XML_StopParser(w->parser, XML_FALSE);
+}
+
+static void walk_free(xml_walk *w)
+{
+    for (int d = 0; d <= XML_MAX_DEPTH; d++) {
+        free(w->path[d]);
+        json_decref(w->children[d]);
+    }
+    free(w->text);
+    free(w->root);
+    json_decref(w->facts);
+}
+
+/* Parses `size` bytes of XML into flattened facts (`*facts`, owned by the
+ * caller) and the root element's name. */
+static qem_status parse_xml(const char *xml, size_t size, const char *path, json_t **facts,
+                            char **root, qem_error *error)
+{
+    xml_walk w;
+    memset(&w, 0, sizeof w);
+    w.facts = json_object();
+    w.parser = XML_ParserCreate(NULL);
+    if (!w.facts || !w.parser) {
+        if (w.parser)
+            XML_ParserFree(w.parser);
+        walk_free(&w);
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    }
+    XML_SetUserData(w.parser, &w);
+    XML_SetElementHandler(w.parser, on_start, on_end);
+    XML_SetCharacterDataHandler(w.parser, on_text);
+    XML_SetStartDoctypeDeclHandler(w.parser, on_doctype);
+    XML_SetEntityDeclHandler(w.parser, on_entity);
+    const enum XML_Status parsed = XML_Parse(w.parser, xml, (int)size, XML_TRUE);
+    qem_status st = QEM_OK;
+    if (w.oom)
+        st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory parsing '%s'", path);
+    else if (w.refused)
+        st = qem_fail(error, QEM_E_LAYOUT,
+                      "'%s' declares a DOCTYPE or an entity; an EMPAD acquisition XML has "
+                      "neither, and qem does not expand them",
+                      path);
+    else if (w.too_deep)
+        st = qem_fail(error, QEM_E_LIMIT,
+                      "'%s' nests elements more than %d deep; an EMPAD acquisition XML is "
+                      "shallow",
+                      path, XML_MAX_DEPTH);
+    else if (parsed != XML_STATUS_OK)
+        st = qem_fail(error, QEM_E_LAYOUT, "'%s' is not well-formed XML (line %lu: %s)", path,
+                      (unsigned long)XML_GetCurrentLineNumber(w.parser),
+                      XML_ErrorString(XML_GetErrorCode(w.parser)));
+    XML_ParserFree(w.parser);
+    if (st == QEM_OK && w.truncated)
+        json_object_set_new(w.facts, "_truncated",
+                            json_sprintf("only the first values of the XML are recorded (at "
+                                         "most %d, %u bytes)",
+                                         XML_MAX_FACTS, XML_MAX_FACT_BYTES));
+    if (st == QEM_OK) {
+        *facts = w.facts;
+        *root = w.root;
+        w.facts = NULL;
+        w.root = NULL;
+    }
+    walk_free(&w);
+    return st;
+}
+
+/* --- values ------------------------------------------------------------------- */
+
+static const char *fact_text(json_t *facts, const char *key)
+{
+    return json_string_value(json_object_get(facts, key));
+}
+
+/* A positive integer, the whole text (spaces around allowed). */
+static int parse_count(const char *s, uint64_t *out)
+{
+    while (*s == ' ')
+        s++;
+    uint64_t v = 0;
+    size_t digits = 0;
+    for (; *s >= '0' && *s <= '9'; s++, digits++) {
+        if (digits >= 10)
+            return 0;
+        v = v * 10 + (uint64_t)(*s - '0');
+    }
+    while (*s == ' ')
+        s++;
+    if (!digits || *s || v == 0 || v > UINT32_MAX)
+        return 0;
+    *out = v;
+    return 1;
+}
+
+/* A positive finite number, the whole text. */
+static int parse_positive(const char *s, double *out)
+{
+    if (!s || !*s)
+        return 0;
+    char *end = NULL;
+    errno = 0;
+    const double v = strtod(s, &end);
+    while (end && *end == ' ')
+        end++;
+    if (!end || end == s || *end || errno || !isfinite(v) || !(v > 0))
+        return 0;
+    *out = v;
+    return 1;
+}
+
+/* The calibration file document of the quantities the XML states with a
+ * meaning and unit that are certain. */
+static json_t *calibration_of(json_t *facts)
+{
+    static const struct {
+        const char *key, *unit;
+        const char *quantities[2];
+    } known[] = {
+        {"iom_measurements/source.get_voltage", "V", {"electron_source/accelerating_voltage"}},
+        {"iom_measurements/optics.get_cameralength", "m", {"imaging_system/camera_length"}},
+        {"iom_measurements/calibrated_pixelsize", "m",
+         {"scan_sampling_row", "scan_sampling_column"}},
+        {"iom_measurements/calibrated_diffraction_angle", "rad",
+         {"detector_sampling_row", "detector_sampling_column"}},
+    };
+    json_t *quantities = json_object();
+    for (size_t k = 0; k < sizeof known / sizeof known[0]; k++) {
+        double v;
+        if (!parse_positive(fact_text(facts, known[k].key), &v))
+            continue;
+        for (size_t q = 0; q < 2 && known[k].quantities[q]; q++)
+            json_object_set_new(quantities, known[k].quantities[q],
+                                json_pack("{s:f, s:s, s:s, s:s}", "value", v, "unit",
+                                          known[k].unit, "provenance", XML_PROVENANCE,
+                                          "evidence", known[k].key));
+    }
+    if (!json_object_size(quantities)) {
+        json_decref(quantities);
+        return NULL;
+    }
+    return json_pack("{s:o}", "quantities", quantities);
+}
+
+/* --- the raw file ------------------------------------------------------------- */
+
+/* The raw file an XML names may only be a regular file inside the XML's
+ * own folder, symlinks resolved: a crafted XML must not read any other
+ * file of the machine. */
+static qem_status check_raw_name(const char *xml, const char *dir, const char *name,
+                                 const char *member, qem_error *error)
+{
+    int escapes = name[0] == '/';
+    for (const char *p = name; !escapes && *p;) {
+        const char *slash = strchr(p, '/');
+        const size_t n = slash ? (size_t)(slash - p) : strlen(p);
+        escapes = n == 2 && p[0] == '.' && p[1] == '.';
+        p += n + (slash != NULL);
+    }
+    if (escapes)
+        return qem_fail(error, QEM_E_LAYOUT,
+                        "'%s' names the raw file '%s', outside the XML's folder; the raw file "
+                        "must lie beside its XML",
+                        xml, name);
+    char *real_dir = realpath(dir, NULL), *real_member = NULL;
+    qem_status st = QEM_OK;
+    if (!real_dir) {
+        st = qem_fail(error, QEM_E_IO, "cannot resolve the folder of '%s': %s", xml,
+                      strerror(errno));
+    } else if (!(real_member = realpath(member, NULL))) {
+        st = qem_fail(error, QEM_E_IO,
+                      "'%s' names the raw file '%s', which cannot be read (%s); keep the XML "
+                      "and its raw file together",
+                      xml, name, strerror(errno));
+    } else {
+        const size_t n = strlen(real_dir);
+        const int inside = strncmp(real_member, real_dir, n) == 0 &&
+                           (real_member[n] == '/' || (n == 1 && real_dir[0] == '/'));
+        struct stat sb;
+        if (!inside)
+            st = qem_fail(error, QEM_E_LAYOUT,
+                          "'%s' names the raw file '%s', which resolves to '%s', outside the "
+                          "XML's folder; the raw file must lie beside its XML",
+                          xml, name, real_member);
+        else if (stat(real_member, &sb) != 0 || !S_ISREG(sb.st_mode))
+            st = qem_fail(error, QEM_E_LAYOUT,
+                          "'%s' names the raw file '%s', which is not a regular file", xml,
+                          name);
+    }
+    free(real_dir);
+    free(real_member);
+    return st;
+}
+
+/* --- the family ------------------------------------------------------------------ */
+
+static int empad_recognises(const uint8_t *head, size_t n)
+{
+    size_t i = 0;
+    if (n >= 3 && head[0] == 0xEF && head[1] == 0xBB && head[2] == 0xBF)
+        i = 3; /* a UTF-8 byte order mark */
+    while (i < n && (head[i] == ' ' || head[i] == '\t' || head[i] == '\r' || head[i] == '\n'))
+        i++;
+    return i < n && head[i] == '<';
+}
+
+static qem_status read_xml(const char *path, int fd, uint64_t size, char **out, qem_error *error)
+{
+    if (size > XML_MAX_BYTES)
+        return qem_fail(error, QEM_E_LIMIT,
+                        "'%s' is %llu bytes; an EMPAD acquisition XML is a few kilobytes (at "
+                        "most %u read)",
+                        path, (unsigned long long)size, XML_MAX_BYTES);
+    char *xml = malloc((size_t)size + 1);
+    if (!xml)
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    const qem_status st = qem_pread_full(fd, xml, (size_t)size, 0, QEM_E_CHANGED, error);
+    if (st != QEM_OK) {
+        free(xml);
+        return st;
+    }
+    xml[size] = '\0';
+    *out = xml;
+    return QEM_OK;
+}
 
 static qem_status empad_describe(acquisition *a, const char *path, const uint8_t *head, size_t n,
-                               const input_options *o, qem_error *error)
+                                 const input_options *o, qem_error *error)
 {
-    (void)a; (void)head; (void)n; (void)o;
-    return qem_fail(error, QEM_E_NOT_YET, "'%s': not yet", path);
+    (void)head;
+    (void)n;
+    if (o->dataset)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "'%s' is an XML document; --dataset only applies to HDF5 files", path);
+    empad_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    s->fd = -1;
+    a->impl = s;
+    QEM_TRY(input_add_member(a, path, 1, error));
+    int fd = -1;
+    struct stat sb;
+    QEM_TRY(qem_open_input(path, &fd, &sb, error));
+    char *xml = NULL;
+    qem_status st = qem_file_stamp_check(fd, &a->members[0].stamp, path, "described", error);
+    if (st == QEM_OK)
+        st = read_xml(path, fd, (uint64_t)sb.st_size, &xml, error);
+    close(fd);
+    QEM_TRY(st);
+    json_t *facts = NULL;
+    char *root = NULL;
+    st = parse_xml(xml, (size_t)sb.st_size, path, &facts, &root, error);
+    free(xml);
+    QEM_TRY(st);
+    /* Keep the facts with the acquisition from here on (freed with it). */
+    input_fact(a, "xml", facts);
+    input_fact(a, "xml_root", json_string(root ? root : ""));
+    free(root);
+
+    /* The raw file: exactly one <raw_file filename="..."/> under the root. */
+    const char *name = fact_text(facts, "raw_file@filename");
+    if (!name)
+        return qem_fail(error, QEM_E_UNSUPPORTED,
+                        "'%s' is an XML document but not an EMPAD acquisition: it names no raw "
+                        "file (<raw_file filename=\"...\"/>)",
+                        path);
+    if (json_object_get(facts, "raw_file[1]@filename"))
+        return qem_fail(error, QEM_E_LAYOUT,
+                        "'%s' names more than one raw file; an EMPAD acquisition has one", path);
+    if (!name[0])
+        return qem_fail(error, QEM_E_LAYOUT, "'%s' names an empty raw file name", path);
+    char *dir = qem_path_dirname(path);
+    char *member = dir ? join(dir, "/", name) : NULL;
+    st = dir && member ? check_raw_name(path, dir, name, member, error)
+                       : qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    if (st == QEM_OK)
+        st = input_add_member(a, member, 0, error);
+    struct stat rs;
+    if (st == QEM_OK)
+        st = qem_open_input(member, &s->fd, &rs, error);
+    if (st == QEM_OK)
+        st = qem_file_stamp_check(s->fd, &a->members[1].stamp, member, "described", error);
+    free(dir);
+    if (st != QEM_OK) {
+        free(member);
+        return st;
+    }
+    const uint64_t size = (uint64_t)rs.st_size;
+    input_fact(a, "raw_file", json_string(name));
+
+    /* The scan shape: <pix_y> rows of <pix_x> positions, when stated. */
+    const char *px = fact_text(facts, "pix_x"), *py = fact_text(facts, "pix_y");
+    uint64_t x = 0, y = 0, frames = 0, scan[2];
+    int have_file = 0;
+    if (px || py) {
+        if (!px || !py || !parse_count(px, &x) || !parse_count(py, &y)) {
+            st = qem_fail(error, QEM_E_LAYOUT,
+                          "'%s' states the scan as <pix_x>%.32s</pix_x> <pix_y>%.32s</pix_y>; "
+                          "both must be positive integers",
+                          path, px ? px : "(missing)", py ? py : "(missing)");
+            free(member);
+            return st;
+        }
+        uint64_t expected;
+        frames = x * y;
+        if (qem_mul_overflow_u64(frames, EMPAD_FRAME_BYTES, &expected) || size != expected)
+            st = qem_fail(error, QEM_E_FILE_LENGTH,
+                          "'%s' holds %llu bytes, but the %llu x %llu scan of '%s' needs exactly "
+                          "%llu (%llu frames of 130 x 128 float32)",
+                          member, (unsigned long long)size, (unsigned long long)y,
+                          (unsigned long long)x, path,
+                          (unsigned long long)(frames * EMPAD_FRAME_BYTES),
+                          (unsigned long long)frames);
+        have_file = 1;
+    } else if (size % EMPAD_FRAME_BYTES != 0 || size == 0) {
+        st = qem_fail(error, QEM_E_FILE_LENGTH,
+                      "'%s' holds %llu bytes, which is not a whole number of EMPAD frames "
+                      "(%llu bytes each: 130 x 128 float32)",
+                      member, (unsigned long long)size, (unsigned long long)EMPAD_FRAME_BYTES);
+    } else {
+        frames = size / EMPAD_FRAME_BYTES;
+    }
+    const uint64_t file_shape[2] = {y, x};
+    if (st == QEM_OK)
+        st = input_scan_shape(o, have_file, file_shape, "<pix_y>/<pix_x>", frames, path, scan,
+                              error);
+    free(member);
+    QEM_TRY(st);
+    a->shape[0] = scan[0];
+    a->shape[1] = scan[1];
+    a->shape[2] = EMPAD_ROWS;
+    a->shape[3] = EMPAD_COLUMNS;
+    a->sample_type = QEM_DTYPE_FLOAT32;
+    input_fact(a, "frames", json_integer((json_int_t)frames));
+    input_fact(a, "frame_rows_stored", json_integer(EMPAD_ROWS_STORED));
+    input_fact(a, "dropped_rows", json_integer(EMPAD_ROWS_STORED - EMPAD_ROWS));
+    input_fact(a, "dropped_rows_are",
+               json_string("the 2 rows of frame metadata after the detector's 128 rows of "
+                           "each frame"));
+    a->calibration = calibration_of(facts);
+    return input_implicit_mask(a, error);
 }
-static int empad_recognises(const uint8_t *head, size_t n) { (void)head; (void)n; return 0; }
-static qem_status empad_read(acquisition *a, uint64_t first, uint64_t count, void *out, qem_error *error)
-{ (void)a; (void)first; (void)count; (void)out; return qem_fail(error, QEM_E_NOT_YET, "not yet"); }
-const input_family input_family_empad = {"empad", empad_recognises, empad_describe, empad_read, NULL, 1};
+
+static qem_status empad_read(acquisition *a, uint64_t first, uint64_t count, void *out,
+                             qem_error *error)
+{
+    empad_state *s = a->impl;
+    input_member *m = &a->members[1];
+    for (uint64_t k = 0; k < count; k++) {
+        const uint64_t at = (first + k) * EMPAD_FRAME_BYTES;
+        uint8_t *dst = (uint8_t *)out + k * EMPAD_KEPT_BYTES;
+        QEM_TRY(qem_pread_full(s->fd, dst, EMPAD_KEPT_BYTES, at, QEM_E_CHANGED, error));
+        input_member_read(m, s->fd, at, dst, EMPAD_KEPT_BYTES);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        input_swap(dst, EMPAD_KEPT_BYTES / 4, 4);
+#endif
+    }
+    return QEM_OK;
+}
+
+static void empad_release(acquisition *a)
+{
+    empad_state *s = a->impl;
+    if (s && s->fd >= 0)
+        close(s->fd);
+    free(s);
+    a->impl = NULL;
+}
+
+const input_family input_family_empad = {"empad", empad_recognises, empad_describe, empad_read,
+                                         empad_release, 1};

@@ -18,7 +18,8 @@ rm -rf "$BUILD/seeds"
 mkdir -p "$BUILD/findings"
 failed=0
 total=0
-for t in qem_file qem_decode rans pack_file pack_parts npy roundtrip encoded_chunk cli_args; do
+for t in qem_file qem_decode rans pack_file pack_parts npy roundtrip encoded_chunk mib empad raw \
+         cli_args; do
     mkdir -p "$BUILD/corpus/$t"
     log="$BUILD/findings/$t.log"
     # The argument parser explains every refusal on stderr: keep it quiet.

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "mib_build.h"
 #include "qem.h"
 #include "rans/rans.h"
 
@@ -69,6 +70,152 @@ static void encoded_chunk_seed(const char *out, const char *npy_path, const char
     qem_free(blob);
     free(data);
     qem_npy_close(npy);
+}
+
+/* prefix + a + b as one seed. */
+static void put_parts(const char *dir, const char *target, const char *name, const uint8_t *prefix,
+                      size_t np, const void *a, size_t na, const void *b, size_t nb)
+{
+    uint8_t *all = malloc(np + na + nb + 1);
+    if (!all)
+        return;
+    memcpy(all, prefix, np);
+    if (na)
+        memcpy(all + np, a, na);
+    if (nb)
+        memcpy(all + np + na, b, nb);
+    put(dir, target, name, all, np + na + nb, NULL, 0);
+    free(all);
+}
+
+/* Seeds of the input families: the real Merlin and EMPAD files (cut to a
+ * few frames where they are large), small files built like them, and raw
+ * binary views of the same bytes. */
+static void input_seeds(const char *shared, const char *out)
+{
+    char path[1024], name[256];
+    uint8_t prefix[16];
+    /* fuzz_mib: rows, columns, u32 .hdr length, .hdr, .mib */
+    static const struct {
+        const char *stem;
+        uint8_t rows, columns;
+        size_t frames; /* at most this many frames */
+    } mibs[] = {{"001_4x2_6bit", 1, 2, 2},
+                {"Single_9_Frame_CounterDepth_12_Rows_256", 0, 0, 3},
+                {"Single_9_Frame_CounterDepth_12_Rows_256", 1, 3, 3},
+                {"Single_1_Frame_CounterDepth_24_Rows_256", 0, 0, 1},
+                {"Single_1_Frame_CounterDepth_1_Rows_256", 0, 0, 1},
+                {"Single_1_Frame_CounterDepth_1_Rows_256RAW", 0, 0, 1}};
+    for (size_t i = 0; i < sizeof mibs / sizeof mibs[0]; i++) {
+        size_t nm = 0, nh = 0;
+        snprintf(path, sizeof path, "%s/fixtures/detectors/mib/%s.mib", shared, mibs[i].stem);
+        uint8_t *m = slurp(path, &nm);
+        snprintf(path, sizeof path, "%s/fixtures/detectors/mib/%s.hdr", shared, mibs[i].stem);
+        uint8_t *h = slurp(path, &nh);
+        if (m && h && nm > 400) {
+            const size_t record = strncmp((const char *)m + 30, "U16", 3) == 0   ? 384 + 131072
+                                  : strncmp((const char *)m + 30, "U32", 3) == 0 ? 384 + 262144
+                                  : strncmp((const char *)m + 30, "U08", 3) == 0 ? 384 + 65536
+                                                                                 : nm;
+            const size_t keep = record * mibs[i].frames < nm ? record * mibs[i].frames : nm;
+            prefix[0] = mibs[i].rows;
+            prefix[1] = mibs[i].columns;
+            u32le(prefix + 2, (uint32_t)nh);
+            snprintf(name, sizeof name, "%s_%zu", mibs[i].stem, i);
+            put_parts(out, "mib", name, prefix, 6, h, nh, m, keep);
+        }
+        free(m);
+        free(h);
+    }
+    /* Small files built as the Merlin writes them: every depth, a quad
+     * header, an older header without the extension. */
+    static const mibb_options small[] = {
+        {.depth = 1, .frames = 2, .width = 16, .height = 8, .write_hdr = 1, .frames_per_trigger = 2},
+        {.depth = 6, .frames = 4, .width = 8, .height = 8, .write_hdr = 1, .frames_per_trigger = 2},
+        {.depth = 12, .frames = 3, .width = 8, .height = 4, .write_hdr = 1},
+        {.depth = 24, .frames = 2, .width = 4, .height = 4, .max_value = 70000},
+        {.depth = 12, .quad = 1, .frames = 2, .width = 8, .height = 8},
+        {.depth = 6, .frames = 2, .width = 8, .height = 2, .omit_extended = 1, .write_hdr = 1}};
+    for (size_t i = 0; i < sizeof small / sizeof small[0]; i++) {
+        char mib[1024], hdr[1024];
+        snprintf(mib, sizeof mib, "%s/small.mib", out);
+        mibb_hdr_path(mib, hdr, sizeof hdr);
+        remove(hdr);
+        if (mibb_write(mib, &small[i]) != 0)
+            continue;
+        size_t nm = 0, nh = 0;
+        uint8_t *m = slurp(mib, &nm), *h = slurp(hdr, &nh);
+        const int hdr_shape = small[i].write_hdr && small[i].frames_per_trigger > 1;
+        prefix[0] = (uint8_t)(hdr_shape ? 0 : 1);
+        prefix[1] = (uint8_t)(hdr_shape ? 0 : small[i].frames);
+        u32le(prefix + 2, h ? (uint32_t)nh : 0);
+        snprintf(name, sizeof name, "small_%zu", i);
+        if (m)
+            put_parts(out, "mib", name, prefix, 6, h, h ? nh : 0, m, nm);
+        /* The same bytes as raw binary: frames behind their headers. */
+        const size_t item = mibb_item(small[i].depth);
+        /* fuzz_raw's type index: uint8, >u2, >u4 */
+        static const uint8_t types[5] = {0, 0, 5, 0, 8};
+        uint8_t opts[15];
+        opts[0] = 1;
+        opts[1] = (uint8_t)small[i].frames;
+        const uint64_t w = mibb_width(&small[i]), ht = mibb_height(&small[i]);
+        opts[2] = (uint8_t)ht, opts[3] = (uint8_t)(ht >> 8);
+        opts[4] = (uint8_t)w, opts[5] = (uint8_t)(w >> 8);
+        opts[6] = types[item];
+        u32le(opts + 7, 0);
+        u32le(opts + 11, (uint32_t)mibb_header_bytes(&small[i]));
+        if (m)
+            put_parts(out, "raw", name, opts, sizeof opts, m, nm, NULL, 0);
+        free(m);
+        free(h);
+        remove(mib);
+        remove(hdr);
+    }
+    /* fuzz_empad: rows, columns, u32 XML length, XML (naming scan.raw),
+     * raw. The real XML with a 1 x 1 scan and one frame; without its
+     * pix_x/pix_y and two frames, the caller's 1 x 2. */
+    size_t nx = 0, nr = 0;
+    snprintf(path, sizeof path, "%s/fixtures/detectors/empad/map4x4.xml", shared);
+    uint8_t *x = slurp(path, &nx);
+    snprintf(path, sizeof path, "%s/fixtures/detectors/empad/scan_x4_y4.raw", shared);
+    uint8_t *r = slurp(path, &nr);
+    if (x && r && nr >= 2 * 66560) {
+        x[nx] = 0;
+        static const struct {
+            const char *pix;
+            uint8_t rows, columns;
+            size_t frames;
+        } views[] = {{"<pix_x>1</pix_x><pix_y>1</pix_y>", 0, 0, 1}, {"", 1, 2, 2}};
+        for (size_t v = 0; v < 2; v++) {
+            char *doc = malloc(nx + 64), *d = doc;
+            const char *s = (const char *)x;
+            const char *pix = strstr(s, "<pix_x>4</pix_x><pix_y>4</pix_y>");
+            const char *raw = strstr(s, "scan_x4_y4.raw");
+            if (!doc || !pix || !raw || raw < pix) {
+                free(doc);
+                continue;
+            }
+            d += sprintf(d, "%.*s%s", (int)(pix - s), s, views[v].pix);
+            s = pix + strlen("<pix_x>4</pix_x><pix_y>4</pix_y>");
+            d += sprintf(d, "%.*sscan.raw", (int)(raw - s), s);
+            d += sprintf(d, "%s", raw + strlen("scan_x4_y4.raw"));
+            prefix[0] = views[v].rows;
+            prefix[1] = views[v].columns;
+            u32le(prefix + 2, (uint32_t)(d - doc));
+            snprintf(name, sizeof name, "map_%zu", v);
+            put_parts(out, "empad", name, prefix, 6, doc, (size_t)(d - doc), r,
+                      views[v].frames * 66560);
+            free(doc);
+        }
+        /* The raw file alone as raw binary: one frame of 130 x 128 <f4. */
+        uint8_t opts[15] = {1, 1, 130, 0, 128, 0, 10};
+        u32le(opts + 7, 0);
+        u32le(opts + 11, 0);
+        put_parts(out, "raw", "empad_frame", opts, sizeof opts, r, 66560, NULL, 0);
+    }
+    free(x);
+    free(r);
 }
 
 int main(int argc, char **argv)
@@ -187,5 +334,6 @@ int main(int argc, char **argv)
         snprintf(name, sizeof name, "line%zu", i);
         put(out, "cli_args", name, command_lines[i], strlen(command_lines[i]), NULL, 0);
     }
+    input_seeds(shared, out);
     return 0;
 }
