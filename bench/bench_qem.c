@@ -202,7 +202,8 @@ static int format_set(char *out, size_t size, const char *title, const set_resul
 }
 
 static const char *const help =
-    "usage: qem-bench [--runs N] [--only integer|medium|pack|produce|virtual|float]\n"
+    "usage: qem-bench [--runs N]\n"
+    "                 [--only integer|medium|pack|produce|virtual|ingest|float]\n"
     "                 [--workdir DIR]\n"
     "                 [--markdown FILE]\n"
     "\n"
@@ -215,6 +216,9 @@ static const char *const help =
     "  pack:    the integer set as a uint16/LZ4 pack: load phases vs SHA-256\n"
     "  produce: the integer set produced as a pack in both profiles, beside\n"
     "           h5repack to HDF5 bitshuffle/LZ4 (needs h5repack, h5diff)\n"
+    "  ingest:  qem save from a .npy, a 12-bit Merlin .mib and an Arina-style\n"
+    "           uint32 bitshuffle/LZ4 family of the same 512 MiB of counts,\n"
+    "           beside sha256sum of the same files\n"
     "  float:   set C, 64x64 scans x 128x128 float32, dose 20, read noise 1 (GB/s)\n"
     "  virtual: BF/ADF virtual images (and mean, CoM) from .qem, the pack, HDF5\n"
     "           bitshuffle/LZ4, the dense cube in RAM (C loop) and numpy\n"
@@ -302,6 +306,12 @@ int main(int argc, char **argv)
     }
     if (!c.only || !strcmp(c.only, "virtual")) {
         int m = bench_products(&c, dir, section + n, sizeof section - (size_t)n);
+        if (m < 0)
+            return 1;
+        n += m;
+    }
+    if (!c.only || !strcmp(c.only, "ingest")) {
+        int m = bench_ingest(&c, dir, section + n, sizeof section - (size_t)n);
         if (m < 0)
             return 1;
         n += m;

@@ -61,4 +61,8 @@ int bench_pack_produce(const config *c, const char *dir, char *out, size_t size)
  * RAM and numpy; appends its table to `out`. */
 int bench_products(const config *c, const char *dir, char *out, size_t size);
 
+/* qem save from a .npy, a Merlin .mib and an Arina-style HDF5 family of
+ * the same counts, beside sha256sum of the files; appends its table. */
+int bench_ingest(const config *c, const char *dir, char *out, size_t size);
+
 #endif

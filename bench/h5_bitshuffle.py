@@ -8,6 +8,10 @@ row per chunk. Prints one JSON object of timings.
                                                   many processes (h5py runs one thread
                                                   at a time in a process)
   h5_bitshuffle.py virtual SRC.h5 MASK.npy RUNS   decode + masked sum per scan
+  h5_bitshuffle.py arina SRC.npy DIR              a Dectris Arina-style family in DIR:
+                                                  bench_master.h5 linking
+                                                  bench_data_000001.h5, uint32 frames,
+                                                  one frame per bitshuffle/LZ4 chunk
 """
 import json
 import sys
@@ -77,6 +81,25 @@ def virtual(path, mask_path, runs):
     return {"seconds": best, "total": total}
 
 
+def arina(src, folder):
+    data = np.load(src, mmap_mode="r")
+    frames = data.reshape((-1,) + data.shape[2:])
+    t0 = time.perf_counter()
+    with h5py.File(folder + "/bench_data_000001.h5", "w") as f:
+        ds = f.create_dataset("entry/data/data", shape=frames.shape, dtype="<u4",
+                              chunks=(1,) + frames.shape[1:],
+                              **hdf5plugin.Bitshuffle(cname="lz4"))
+        step = data.shape[1]
+        for k in range(0, frames.shape[0], step):
+            ds[k:k + step] = frames[k:k + step].astype("<u4")
+    with h5py.File(folder + "/bench_master.h5", "w") as f:
+        group = f.create_group("entry/data")
+        group["data_000001"] = h5py.ExternalLink("bench_data_000001.h5", "/entry/data/data")
+        group.attrs["scan_shape"] = np.array(data.shape[:2], dtype=np.int64)
+        f["entry/instrument/detector/bit_depth_image"] = np.uint32(32)
+    return {"seconds": time.perf_counter() - t0}
+
+
 if __name__ == "__main__":
     command = sys.argv[1]
     if command == "write":
@@ -84,6 +107,8 @@ if __name__ == "__main__":
     elif command == "decode":
         result = decode(sys.argv[2], int(sys.argv[3]),
                         int(sys.argv[4]) if len(sys.argv) > 4 else 1)
+    elif command == "arina":
+        result = arina(sys.argv[2], sys.argv[3])
     elif command == "virtual":
         result = virtual(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     else:
