@@ -641,6 +641,18 @@ json_t *input_source_metadata(const acquisition *a)
                                       "max_admitted_value", (json_int_t)a->max_admitted,
                                       "flagged_values_stored_as_65535",
                                       (json_int_t)a->flagged_clipped, "checked", "while reading"));
+    /* Which facts became calibration (the rest stay facts, above). */
+    json_t *quantities = a->calibration ? json_object_get(a->calibration, "quantities") : NULL;
+    json_t *used = json_array();
+    const char *key;
+    json_t *value;
+    json_object_foreach(quantities, key, value)
+        json_array_append_new(used, json_string(key));
+    if (!json_array_size(used)) {
+        json_decref(used);
+        used = json_string("none: the file states no calibration qem can take as certain");
+    }
+    json_object_set_new(out, "calibration_from_source", used);
     if (a->facts)
         json_object_set(out, a->family->name, a->facts);
     return out;

@@ -40,6 +40,7 @@ contains "$T/out" '"sample_type": "uint32"'
 contains "$T/out" '"max_admitted_value": 0'
 contains "$T/out" '"countrate_correction_applied"'
 contains "$T/out" '"source_format": "arina"'
+contains "$T/out" '"calibration_from_source": "none'
 expect 0 "arina verify" -- "$QEM" verify "$T/a.qem"
 expect 0 "arina pack" -- "$QEM" pack produce "$A" "$T/a.h5" --scan-shape 4,4
 contains "$T/a.h5.receipt.json" '"sampleType": "uint32"'
