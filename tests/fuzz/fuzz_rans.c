@@ -36,7 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             continue;
         qem_stream_job jobs[COPIES];
         for (int c = 0; c < COPIES; c++)
-            jobs[c] = (qem_stream_job){model, buf + (size_t)c * span_size, span_size, got[c]};
+            jobs[c] = (qem_stream_job){model, buf + (size_t)c * span_size, span_size, got[c], 1, 0};
         size_t failed;
         const qem_status bst =
             qem_count_streams_decode(t, paths[p], buf, jobs, COPIES, n, max_value, &failed);
