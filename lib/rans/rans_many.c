@@ -88,7 +88,7 @@ static void lanes_setup(const uint8_t *base, const qem_stream_job *const *job, u
 }
 
 #define LANES_AVX2 8
-#define GROUPS_AVX2 2 /* independent 8-lane groups in flight: hides the gathers' latency */
+#define GROUPS_AVX2 4 /* independent 8-lane groups in flight: hides the gathers' latency */
 
 /* One rANS step of one 8-lane group, every rule checked per lane. The
  * renormalisation is branch-free: a state below LOW after the step needs
@@ -154,7 +154,8 @@ decode_groups_avx2(const qem_rans_tables *t, const uint8_t *base, const qem_stre
     int32_t x0[W], pos0[W], end0[W], model0[W];
     lanes_setup(base, job, lanes, LANES_AVX2 * groups, x0, pos0, end0, model0);
     __m256i x[GROUPS_AVX2], pos[GROUPS_AVX2], end[GROUPS_AVX2], model[GROUPS_AVX2],
-        bad[GROUPS_AVX2];
+        bad[GROUPS_AVX2], v[GROUPS_AVX2];
+#pragma GCC unroll 4
     for (unsigned g = 0; g < groups; g++) {
         x[g] = _mm256_loadu_si256((const __m256i *)(x0 + 8 * g));
         pos[g] = _mm256_loadu_si256((const __m256i *)(pos0 + 8 * g));
@@ -164,35 +165,41 @@ decode_groups_avx2(const qem_rans_tables *t, const uint8_t *base, const qem_stre
     }
     const __m256i maxv = _mm256_set1_epi32((int32_t)max_value);
     const int *slots = (const int *)&t->slot[0][0];
+    const size_t width = (size_t)LANES_AVX2 * groups;
     for (uint32_t i = 0; i < n; i++) {
-        if (groups == 2) {
-            const __m256i v0 = step_avx2(slots, base, &x[0], &pos[0], end[0], model[0], maxv, &bad[0]);
-            const __m256i v1 = step_avx2(slots, base, &x[1], &pos[1], end[1], model[1], maxv, &bad[1]);
+#pragma GCC unroll 4
+        for (unsigned g = 0; g < groups; g++)
+            v[g] = step_avx2(slots, base, &x[g], &pos[g], end[g], model[g], maxv, &bad[g]);
+        if (groups == 1) {
+            const __m256i p = _mm256_packus_epi32(v[0], _mm256_permute2x128_si256(v[0], v[0], 1));
+            _mm_storeu_si128((__m128i *)(stage + (size_t)i * width), _mm256_castsi256_si128(p));
+            continue;
+        }
+#pragma GCC unroll 4
+        for (unsigned g = 0; g + 1 < groups; g += 2) {
             /* packus interleaves 128-bit halves; the permute restores lane order. */
-            const __m256i v = _mm256_permute4x64_epi64(_mm256_packus_epi32(v0, v1), 0xD8);
-            _mm256_storeu_si256((__m256i *)(stage + (size_t)i * 16), v);
-        } else {
-            const __m256i v0 = step_avx2(slots, base, &x[0], &pos[0], end[0], model[0], maxv, &bad[0]);
-            const __m256i v = _mm256_packus_epi32(v0, _mm256_permute2x128_si256(v0, v0, 1));
-            _mm_storeu_si128((__m128i *)(stage + (size_t)i * 8), _mm256_castsi256_si128(v));
+            const __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(v[g], v[g + 1]), 0xD8);
+            _mm256_storeu_si256((__m256i *)(stage + (size_t)i * width + 8 * g), p);
         }
     }
     /* Every byte used and the final state back at LOW. */
-    unsigned redo = 0;
+    uint64_t redo = 0;
     const __m256i low = _mm256_set1_epi32((int32_t)QEM_RANS_LOW);
     for (unsigned g = 0; g < groups; g++) {
         const __m256i ok = _mm256_and_si256(_mm256_cmpeq_epi32(pos[g], end[g]),
                                             _mm256_cmpeq_epi32(x[g], low));
         const __m256i b = _mm256_or_si256(bad[g], _mm256_xor_si256(ok, _mm256_set1_epi32(-1)));
-        redo |= (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(b)) << (8 * g);
+        redo |= (uint64_t)(unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(b)) << (8 * g);
     }
-    return redo & ((1u << lanes) - 1u);
+    return (unsigned)(redo & ((1ull << lanes) - 1u));
 }
 
 __attribute__((target("avx2"))) static unsigned
 decode_lanes_avx2(const qem_rans_tables *t, const uint8_t *base, const qem_stream_job *const *job,
                   unsigned lanes, uint32_t n, uint32_t max_value, uint16_t *stage)
 {
+    if (lanes > 2 * LANES_AVX2)
+        return decode_groups_avx2(t, base, job, lanes, n, max_value, stage, 4);
     if (lanes > LANES_AVX2)
         return decode_groups_avx2(t, base, job, lanes, n, max_value, stage, 2);
     return decode_groups_avx2(t, base, job, lanes, n, max_value, stage, 1);
@@ -403,6 +410,32 @@ static void stage_copy_out(const uint16_t *stage, unsigned width, const qem_stre
     }
 }
 
+/* Copies `lanes` decoded columns (lane l's samples at cols[l * n]) to
+ * their jobs' strided outputs: eight side-by-side lanes through 8x8
+ * transposes, others one value at a time. */
+static void columns_copy_out(const uint16_t *cols, const qem_stream_job *const *job,
+                             unsigned lanes, uint32_t n)
+{
+    const size_t stride = job_stride(job[0]);
+    int side_by_side = lanes == 8;
+    for (unsigned l = 1; side_by_side && l < lanes; l++)
+        side_by_side = job[l]->out == job[0]->out + l && job_stride(job[l]) == stride;
+    uint32_t i0 = 0;
+#if defined(__SSE2__)
+    for (; side_by_side && i0 + 8 <= n; i0 += 8) {
+        __m128i r[8];
+        transpose8x8_u16(cols + i0, n, r);
+        for (unsigned k = 0; k < 8; k++)
+            _mm_storeu_si128((__m128i *)(job[0]->out + (size_t)(i0 + k) * stride), r[k]);
+    }
+#endif
+    for (unsigned l = 0; l < lanes; l++) {
+        const size_t s = job_stride(job[l]);
+        for (uint32_t i = i0; i < n; i++)
+            job[l]->out[i * s] = cols[(size_t)l * n + i];
+    }
+}
+
 qem_status qem_count_streams_decode(const qem_rans_tables *t, qem_rans_path path,
                                     const uint8_t *base, const qem_stream_job *jobs, size_t count,
                                     uint32_t n, uint32_t max_value, size_t *failed)
@@ -415,20 +448,28 @@ qem_status qem_count_streams_decode(const qem_rans_tables *t, qem_rans_path path
     else if (path == QEM_RANS_PATH_AVX512)
         width = LANES_AVX512;
 #endif
+    /* The scalar path decodes rANS streams bound for a row tile as columns,
+     * eight at a time, and transposes them in. */
+    const int scalar_rows = width == 1;
+    if (scalar_rows)
+        width = 8;
     /* Lanes waiting for a SIMD group: rANS streams whose header is sound. */
-    const qem_stream_job *group[16];
+    const qem_stream_job *group[32];
     unsigned grouped = 0;
-    uint16_t stage[16 * QEM_STREAM_MAX_SAMPLES];
+    uint16_t stage[32 * QEM_STREAM_MAX_SAMPLES];
     qem_status first = QEM_OK;
     for (size_t k = 0; k <= count; k++) {
         const int flush = k == count;
         if (!flush) {
             const qem_stream_job *j = &jobs[k];
-            const int simd = width > 1 && j->model < QEM_RANS_MODELS && j->size >= 4 &&
-                             n <= QEM_STREAM_MAX_SAMPLES && j->span >= base &&
-                             (size_t)(j->span - base) + j->size < (size_t)INT32_MAX - 64 &&
-                             load_u32le(j->span) >= QEM_RANS_LOW &&
-                             load_u32le(j->span) < QEM_RANS_HIGH;
+            const int simd =
+                scalar_rows ? j->model < QEM_RANS_MODELS && job_stride(j) > 1 &&
+                                  n <= QEM_STREAM_MAX_SAMPLES
+                            : j->model < QEM_RANS_MODELS && j->size >= 4 &&
+                                  n <= QEM_STREAM_MAX_SAMPLES && j->span >= base &&
+                                  (size_t)(j->span - base) + j->size < (size_t)INT32_MAX - 64 &&
+                                  load_u32le(j->span) >= QEM_RANS_LOW &&
+                                  load_u32le(j->span) < QEM_RANS_HIGH;
             if (!simd) {
                 const qem_status st = decode_job_scalar(t, j, n, max_value);
                 if (st != QEM_OK && (size_t)(j - jobs) < *failed) {
@@ -441,13 +482,29 @@ qem_status qem_count_streams_decode(const qem_rans_tables *t, qem_rans_path path
         }
         if (grouped == 0 || (!flush && grouped < width))
             continue;
+        if (scalar_rows) {
+            for (unsigned l = 0; l < grouped; l++) {
+                const qem_stream_job *j = group[l];
+                const qem_status st = qem_count_stream_decode(t, j->model, j->span, j->size, n,
+                                                              max_value, stage + (size_t)l * n);
+                if (st != QEM_OK && (size_t)(j - jobs) < *failed) {
+                    *failed = (size_t)(j - jobs);
+                    first = st;
+                }
+            }
+            columns_copy_out(stage, group, grouped, n);
+            grouped = 0;
+            continue;
+        }
         unsigned redo = 0;
         unsigned stage_width = width;
 #ifdef QEM_HAVE_X86_SIMD
         if (path == QEM_RANS_PATH_AVX512) {
             redo = decode_lanes_avx512(t, base, group, grouped, n, max_value, stage);
         } else {
-            stage_width = grouped > LANES_AVX2 ? LANES_AVX2 * GROUPS_AVX2 : LANES_AVX2;
+            stage_width = grouped > 2 * LANES_AVX2 ? 4 * LANES_AVX2
+                          : grouped > LANES_AVX2   ? 2 * LANES_AVX2
+                                                   : LANES_AVX2;
             redo = decode_lanes_avx2(t, base, group, grouped, n, max_value, stage);
         }
 #endif
