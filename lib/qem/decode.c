@@ -331,21 +331,23 @@ qem_status qem_chunk_decode_stream(const qem_file *f, const qem_chunk_view *v, u
     return QEM_OK;
 }
 
-/* Decodes streams [lane0, lane0 + count) of `block` into a tile of scan
- * rows: sample i of lane lane0 + j at tile[i * count + j]. The tile is
- * zeroed first, so zero streams cost nothing and sparse ones their events. */
+qem_status qem_chunk_decode_rows(const qem_file *f, const qem_chunk_view *v, uint64_t block,
+                                 const uint64_t *lanes, uint64_t count, uint16_t *tile,
+                                 uint64_t *failed)
+{
+    /* Zeroed first, so zero streams cost nothing and sparse ones their events. */
+    memset(tile, 0, (size_t)count * qem_block_samples(v->chunk, block) * sizeof *tile);
+    return decode_list_strided(f, v, block, lanes, count, tile, 1, (size_t)count, 1, failed);
+}
+
+/* Streams [lane0, lane0 + count) of `block` (count <= 128) into a row tile. */
 static qem_status decode_row_tile(const qem_file *f, const qem_chunk_view *v, uint64_t block,
                                   uint64_t lane0, uint64_t count, uint16_t *tile, uint64_t *failed)
 {
-    memset(tile, 0, (size_t)count * qem_block_samples(v->chunk, block) * sizeof *tile);
     uint64_t lanes[128];
-    for (uint64_t at = 0; at < count; at += 128) {
-        const uint64_t m = count - at < 128 ? count - at : 128;
-        for (uint64_t j = 0; j < m; j++)
-            lanes[j] = lane0 + at + j;
-        QEM_TRY(decode_list_strided(f, v, block, lanes, m, tile + at, 1, (size_t)count, 1, failed));
-    }
-    return QEM_OK;
+    for (uint64_t j = 0; j < count; j++)
+        lanes[j] = lane0 + j;
+    return qem_chunk_decode_rows(f, v, block, lanes, count, tile, failed);
 }
 
 /* Writes samples [lo, hi) of a decoded row tile (sample i of lane j at
