@@ -60,6 +60,7 @@ count virtual_adf "$qem" virtual "$out/set.qem" --detector annulus --center 64,6
 "$qem" save "$out/seth.npy" "$out/seth.qem" --quiet
 count export_b "$qem" export "$out/setb.qem" "$out/export_b.npy" --quiet --threads 1
 count mean_b "$qem" mean "$out/setb.qem" -o "$out/mean_b.npy" --quiet --threads 1
+count verify_b "$qem" verify "$out/setb.qem" --quiet --threads 1
 count com_b "$qem" com "$out/setb.qem" -o "$out/com_b.npy" --quiet --threads 1
 count export_h "$qem" export "$out/seth.qem" "$out/export_h.npy" --quiet --threads 1
 count produce "$qem" pack produce "$out/set.npy" "$out/set.h5" --quiet --threads 1
