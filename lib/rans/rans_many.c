@@ -116,8 +116,9 @@ step_avx2(const int *slots, const uint8_t *base, __m256i *x, __m256i *pos, __m25
         const __m256i k = _mm256_sub_epi32(_mm256_setzero_si256(),
                                            _mm256_add_epi32(need1, _mm256_cmpgt_epi32(low2, *x)));
         const __m256i next = _mm256_add_epi32(*pos, k);
-        *bad = _mm256_or_si256(*bad, _mm256_cmpgt_epi32(next, end));
-        /* A broken lane reads no further than its end (plus padding). */
+        /* A lane that runs past its end is caught at the end (its position
+         * only grows, so it cannot come back to the end) and reads no
+         * further than its end plus the padding meanwhile. */
         const __m256i word = _mm256_i32gather_epi32((const int *)base, _mm256_min_epi32(*pos, end), 1);
         const __m256i bits = _mm256_slli_epi32(k, 3);
         const __m256i top = _mm256_srlv_epi32(_mm256_shuffle_epi8(word, bswap),
@@ -129,7 +130,6 @@ step_avx2(const int *slots, const uint8_t *base, __m256i *x, __m256i *pos, __m25
     if (_mm256_testz_si256(esc, esc))
         return sym;
     const __m256i two = _mm256_set1_epi32(2);
-    *bad = _mm256_or_si256(*bad, _mm256_and_si256(esc, _mm256_cmpgt_epi32(_mm256_add_epi32(*pos, two), end)));
     const __m256i raw = _mm256_and_si256(
         _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), (const int *)base,
                                     _mm256_min_epi32(*pos, end), esc, 1),
