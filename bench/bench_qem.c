@@ -190,6 +190,7 @@ static const char *const help =
     "usage: qem-bench [--runs N] [--only integer|medium|high|pack|produce|virtual|float]\n"
     "                 [--workdir DIR] [--markdown FILE]\n"
     "       qem-bench --decode FILE.qem [--runs N] [--huge-out]\n"
+    "       qem-bench --kernel\n"
     "\n"
     "Generates synthetic 4D-STEM sets (fixed seeds) and measures, on 1 and 2\n"
     "threads, min and median of N runs (default 3): compression ratio, save\n"
@@ -208,13 +209,14 @@ static const char *const help =
     "--decode times the full decode of an existing integer .qem on every decode\n"
     "path this CPU has (1 and 2 threads) beside its mean pattern and centre of\n"
     "mass; --huge-out puts the caller's buffer on 2 MiB pages (madvise).\n"
+    "--kernel times the stream decoder alone, in cache, on every path.\n"
     "Every run prints first the conditions that change its figures.\n";
 
 int main(int argc, char **argv)
 {
     config c = {3, {1, 2}, NULL, NULL, NULL};
     const char *decode_file = NULL;
-    int huge_out = 0;
+    int huge_out = 0, kernel = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -234,6 +236,8 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--decode") && v) {
             decode_file = v;
             i++;
+        } else if (!strcmp(a, "--kernel")) {
+            kernel = 1;
         } else if (!strcmp(a, "--huge-out")) {
             huge_out = 1;
         } else if (!strcmp(a, "--markdown") && v) {
@@ -243,6 +247,14 @@ int main(int argc, char **argv)
             fprintf(stderr, "qem-bench: unexpected argument '%s'\n\n%s", a, help);
             return 2;
         }
+    }
+    if (kernel) {
+        static char text[8192];
+        int m = bench_conditions(text, sizeof text);
+        m += snprintf(text + m, sizeof text - (size_t)m, "\n");
+        bench_kernel(text + m, sizeof text - (size_t)m);
+        fputs(text, stdout);
+        return 0;
     }
     if (decode_file) {
         static char text[8192];

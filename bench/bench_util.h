@@ -79,4 +79,7 @@ int bench_mean_com(const config *c, const char *path, int threads, double *mean_
  * mean and CoM; returns characters written or -1. */
 int bench_decode_file(const config *c, const char *path, int huge_out, char *out, size_t size);
 
+/* The decoder alone, in cache, on every path (`--kernel`). */
+int bench_kernel(char *out, size_t size);
+
 #endif
