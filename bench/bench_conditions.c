@@ -54,6 +54,28 @@ long bench_anon_huge_kib(void)
     return meminfo_kib("/proc/self/smaps_rollup", "AnonHugePages");
 }
 
+long bench_buffer_huge_kib(const void *p, size_t size)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f)
+        return -1;
+    const uintptr_t lo = (uintptr_t)p, hi = lo + size;
+    char line[512];
+    long total = 0;
+    int inside = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long a, b;
+        if (sscanf(line, "%lx-%lx ", &a, &b) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+            inside = a < hi && b > lo; /* a mapping that overlaps the buffer */
+            continue;
+        }
+        if (inside && !strncmp(line, "AnonHugePages:", 14))
+            total += atol(line + 14);
+    }
+    fclose(f);
+    return total;
+}
+
 /* Which of the extensions the decoders use /proc/cpuinfo lists. */
 static void cpu_flags(char *out, size_t size)
 {
@@ -121,6 +143,7 @@ int bench_conditions(char *out, size_t size)
     frequency(freq, sizeof freq);
     read_line("/proc/loadavg", load, sizeof load);
     const char *forced = getenv("QEM_RANS_PATH");
+    const char *wait = getenv("OMP_WAIT_POLICY"), *omp_threads = getenv("OMP_NUM_THREADS");
     const qem_decode_path paths[] = {QEM_DECODE_SCALAR, QEM_DECODE_AVX2, QEM_DECODE_AVX512};
     const char *const names[] = {"scalar", "avx2", "avx512"};
     char supported[64] = "";
@@ -131,8 +154,10 @@ int bench_conditions(char *out, size_t size)
                                   names[k]);
     return snprintf(out, size,
                     "Conditions: CPU %s (flags used: %s); decode paths on this CPU: %s; "
-                    "QEM_RANS_PATH %s; transparent huge pages %s (defrag %s), machine "
-                    "AnonHugePages %ld kB at start; %s; load average %s.\n",
-                    cpu, flags[0] ? flags : "none", supported, forced ? forced : "unset", thp,
-                    defrag, meminfo_kib("/proc/meminfo", "AnonHugePages"), freq, load);
+                    "QEM_RANS_PATH %s; OMP_WAIT_POLICY %s, OMP_NUM_THREADS %s; transparent "
+                    "huge pages %s (defrag %s), machine AnonHugePages %ld kB at start; %s; "
+                    "load average %s.\n",
+                    cpu, flags[0] ? flags : "none", supported, forced ? forced : "unset",
+                    wait ? wait : "unset", omp_threads ? omp_threads : "unset", thp, defrag,
+                    meminfo_kib("/proc/meminfo", "AnonHugePages"), freq, load);
 }

@@ -24,7 +24,7 @@ static void *out_buffer(size_t bytes, int huge)
 }
 
 int bench_decode_once(const char *path, int threads, qem_decode_path decode_path, int huge_out,
-                      double *open_sec, double *sec, long *huge_kib)
+                      double *open_sec, double *sec, long *huge_kib, size_t *buffer_bytes)
 {
     qem_error e = {0};
     qem_open_options oo;
@@ -46,6 +46,8 @@ int bench_decode_once(const char *path, int threads, qem_decode_path decode_path
         most = scans > most ? scans : most;
     }
     const size_t bytes = (size_t)qem_read_scans_bound(f, most);
+    if (buffer_bytes)
+        *buffer_bytes = bytes;
     void *buf = out_buffer(bytes, huge_out);
     if (!buf) {
         qem_close(f);
@@ -61,9 +63,8 @@ int bench_decode_once(const char *path, int threads, qem_decode_path decode_path
         st = qem_read_scans(f, first, scans, buf, bytes, &e);
     }
     *sec = now() - t0;
-    /* Still held: the caller's buffer and the file's spare chunk buffer. */
     if (huge_kib)
-        *huge_kib = bench_anon_huge_kib();
+        *huge_kib = bench_buffer_huge_kib(buf, bytes);
     free(buf);
     qem_close(f);
     return st == QEM_OK ? 0 : die("decode", &e);
@@ -121,8 +122,8 @@ int bench_decode_file(const config *c, const char *path, int huge_out, char *out
     int n = snprintf(out, size,
                      "Full decode of %s: %llu x %llu scans x %llu x %llu, %.3g G counts; "
                      "caller's buffer on %s pages; G counts/s, min / median of %d.\n\n"
-                     "| path | 1 thread | 2 threads | 2-thread speed-up (min) | process "
-                     "AnonHugePages after the decode, MiB |\n|---|---|---|---|---|\n",
+                     "| path | 1 thread | 2 threads | 2-thread speed-up (min) | caller's buffer "
+                     "in huge pages, MiB |\n|---|---|---|---|---|\n",
                      path, (unsigned long long)info.shape[0], (unsigned long long)info.shape[1],
                      (unsigned long long)info.shape[2], (unsigned long long)info.shape[3],
                      counts / 1e9, huge_out ? "2 MiB (madvise)" : "ordinary (malloc)", c->runs);
@@ -137,11 +138,12 @@ int bench_decode_file(const config *c, const char *path, int huge_out, char *out
         }
         double mins[2], meds[2];
         long huge = 0;
+        size_t out_bytes = 0;
         for (int th = 0; th < 2; th++) {
             double t[MAX_RUNS];
             for (int r = 0; r < c->runs; r++)
                 if (bench_decode_once(path, c->threads[th], paths[k], huge_out, NULL, &t[r],
-                                      &huge))
+                                      &huge, &out_bytes))
                     return -1;
             summarise(t, c->runs, &mins[th], &meds[th]);
         }
@@ -150,9 +152,10 @@ int bench_decode_file(const config *c, const char *path, int huge_out, char *out
             auto_min[1] = mins[1];
         }
         n += snprintf(out + n, size - (size_t)n,
-                      "| %s | %.3f / %.3f | %.3f / %.3f | %.2fx | %.0f |\n", names[k],
+                      "| %s | %.3f / %.3f | %.3f / %.3f | %.2fx | %.0f of %.0f |\n", names[k],
                       counts / mins[0] / 1e9, counts / meds[0] / 1e9, counts / mins[1] / 1e9,
-                      counts / meds[1] / 1e9, mins[0] / mins[1], (double)huge / 1024.0);
+                      counts / meds[1] / 1e9, mins[0] / mins[1], (double)huge / 1024.0,
+                      (double)out_bytes / 1048576.0);
     }
     double mean_s[2], com_s[2];
     for (int th = 0; th < 2; th++)

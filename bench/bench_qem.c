@@ -45,7 +45,7 @@ static int time_save(const config *c, const char *npy, int threads, const char *
  * "madvise"; the table says how much memory actually got them. */
 static int time_decode(const char *qem, int threads, double *open_sec, double *sec)
 {
-    return bench_decode_once(qem, threads, QEM_DECODE_AUTO, 1, open_sec, sec, NULL);
+    return bench_decode_once(qem, threads, QEM_DECODE_AUTO, 1, open_sec, sec, NULL, NULL);
 }
 
 /* Replaces the text between the markers in `path` (appends if absent). */
@@ -55,7 +55,8 @@ typedef struct set_result {
     uint64_t raw_bytes, qem_bytes;
     double save_min[2], save_med[2], dec_min[2], dec_med[2], open_min[2], open_med[2];
     double mean_min[2], com_min[2]; /* integer sets: products over every pixel */
-    long huge_kib;                  /* process AnonHugePages after a 1-thread decode */
+    long huge_kib;                  /* of the caller's buffer, after a 1-thread decode */
+    size_t buffer_bytes;
     format_row others[4];
     int n_others;
 } set_result;
@@ -96,7 +97,8 @@ static int run_set(const config *c, const char *dir, const synth_params *data, s
             return 1;
     }
     double ignored;
-    if (bench_decode_once(qem, 1, QEM_DECODE_AUTO, 1, NULL, &ignored, &out->huge_kib))
+    if (bench_decode_once(qem, 1, QEM_DECODE_AUTO, 1, NULL, &ignored, &out->huge_kib,
+                          &out->buffer_bytes))
         return 1;
     unlink(scratch);
     unlink(qem);
@@ -145,8 +147,8 @@ static int format_set(char *out, size_t size, const char *title, const set_resul
                       "%.3f (%.0f %%) | %.3f (%.0f %%) | %.2fx |\n"
                       "| centre of mass (G counts/s, min; share of the full-decode rate) | "
                       "%.3f (%.0f %%) | %.3f (%.0f %%) | %.2fx |\n\n"
-                      "Process AnonHugePages after a 1-thread decode: %.0f MiB (the caller's "
-                      "one-chunk buffer asks for them with madvise).\n\n",
+                      "Huge pages: %.0f of the caller's %.0f MiB one-chunk buffer (it asks for "
+                      "them with madvise).\n\n",
                       counts / r->dec_min[0] / 1e9, counts / r->dec_med[0] / 1e9,
                       counts / r->dec_min[1] / 1e9, counts / r->dec_med[1] / 1e9,
                       r->dec_min[0] / r->dec_min[1], counts / r->mean_min[0] / 1e9,
@@ -154,7 +156,8 @@ static int format_set(char *out, size_t size, const char *title, const set_resul
                       100 * r->dec_min[1] / r->mean_min[1], r->mean_min[0] / r->mean_min[1],
                       counts / r->com_min[0] / 1e9, 100 * r->dec_min[0] / r->com_min[0],
                       counts / r->com_min[1] / 1e9, 100 * r->dec_min[1] / r->com_min[1],
-                      r->com_min[0] / r->com_min[1], (double)r->huge_kib / 1024.0);
+                      r->com_min[0] / r->com_min[1], (double)r->huge_kib / 1024.0,
+                      (double)r->buffer_bytes / 1048576.0);
     /* The same set in the other formats, .qem first. */
     n += snprintf(out + n, size - (size_t)n,
                   "| format | size, MB | ratio | .qem smaller by | encode MB/s (1 thread) | "

@@ -66,13 +66,14 @@ int bench_products(const config *c, const char *dir, char *out, size_t size);
 int bench_conditions(char *out, size_t size);
 /* This process's memory in transparent huge pages (kB), or -1. */
 long bench_anon_huge_kib(void);
+/* Huge-page memory (kB) of the mappings that hold [p, p + size). */
+long bench_buffer_huge_kib(const void *p, size_t size);
 
 /* One full decode of an integer .qem on `threads` and `decode_path`:
- * seconds to open and to decode every scan; the process's AnonHugePages
- * while the buffers are held. `huge_out` puts the caller's buffer on
- * 2 MiB pages (madvise). */
+ * seconds to open and to decode every scan; how much of the caller's
+ * buffer got huge pages (kB). `huge_out` asks for 2 MiB pages (madvise). */
 int bench_decode_once(const char *path, int threads, qem_decode_path decode_path, int huge_out,
-                      double *open_sec, double *sec, long *huge_kib);
+                      double *open_sec, double *sec, long *huge_kib, size_t *buffer_bytes);
 /* Mean pattern and centre of mass of a file on `threads`, best of runs. */
 int bench_mean_com(const config *c, const char *path, int threads, double *mean_s, double *com_s);
 /* The table of `qem-bench --decode FILE`: every path, 1 and 2 threads,
