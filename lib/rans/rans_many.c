@@ -436,6 +436,25 @@ static void columns_copy_out(const uint16_t *cols, const qem_stream_job *const *
     }
 }
 
+/* The reference decoder on up to eight jobs, each into its own column of
+ * `cols`, then copied to the jobs' outputs; failures are recorded as
+ * qem_count_streams_decode reports them (the lowest job index wins). */
+static void decode_columns(const qem_rans_tables *t, const qem_stream_job *const *group,
+                           unsigned count, uint32_t n, uint32_t max_value, uint16_t *cols,
+                           const qem_stream_job *jobs, size_t *failed, qem_status *first)
+{
+    for (unsigned l = 0; l < count; l++) {
+        const qem_stream_job *j = group[l];
+        const qem_status st = qem_count_stream_decode(t, j->model, j->span, j->size, n, max_value,
+                                                      cols + (size_t)l * n);
+        if (st != QEM_OK && (size_t)(j - jobs) < *failed) {
+            *failed = (size_t)(j - jobs);
+            *first = st;
+        }
+    }
+    columns_copy_out(cols, group, count, n);
+}
+
 qem_status qem_count_streams_decode(const qem_rans_tables *t, qem_rans_path path,
                                     const uint8_t *base, const qem_stream_job *jobs, size_t count,
                                     uint32_t n, uint32_t max_value, size_t *failed)
@@ -454,9 +473,9 @@ qem_status qem_count_streams_decode(const qem_rans_tables *t, qem_rans_path path
     if (scalar_rows)
         width = 8;
     /* Lanes waiting for a SIMD group: rANS streams whose header is sound. */
-    const qem_stream_job *group[32];
-    unsigned grouped = 0;
-    uint16_t stage[32 * QEM_STREAM_MAX_SAMPLES];
+    const qem_stream_job *group[32], *raw_group[8];
+    unsigned grouped = 0, raw_grouped = 0;
+    uint16_t stage[32 * QEM_STREAM_MAX_SAMPLES], columns[8 * QEM_STREAM_MAX_SAMPLES];
     qem_status first = QEM_OK;
     for (size_t k = 0; k <= count; k++) {
         const int flush = k == count;
@@ -470,6 +489,18 @@ qem_status qem_count_streams_decode(const qem_rans_tables *t, qem_rans_path path
                                   (size_t)(j->span - base) + j->size < (size_t)INT32_MAX - 64 &&
                                   load_u32le(j->span) >= QEM_RANS_LOW &&
                                   load_u32le(j->span) < QEM_RANS_HIGH;
+            if (!simd && j->model == QEM_MODEL_RAW && job_stride(j) > 1 &&
+                n <= QEM_STREAM_MAX_SAMPLES) {
+                /* Raw streams bound for a row tile (float lanes, hot
+                 * pixels): eight columns at a time, transposed in. */
+                raw_group[raw_grouped++] = j;
+                if (raw_grouped == 8) {
+                    decode_columns(t, raw_group, raw_grouped, n, max_value, columns, jobs, failed,
+                                   &first);
+                    raw_grouped = 0;
+                }
+                continue;
+            }
             if (!simd) {
                 const qem_status st = decode_job_scalar(t, j, n, max_value);
                 if (st != QEM_OK && (size_t)(j - jobs) < *failed) {
@@ -479,20 +510,14 @@ qem_status qem_count_streams_decode(const qem_rans_tables *t, qem_rans_path path
                 continue;
             }
             group[grouped++] = j;
+        } else if (raw_grouped) {
+            decode_columns(t, raw_group, raw_grouped, n, max_value, columns, jobs, failed, &first);
+            raw_grouped = 0;
         }
         if (grouped == 0 || (!flush && grouped < width))
             continue;
         if (scalar_rows) {
-            for (unsigned l = 0; l < grouped; l++) {
-                const qem_stream_job *j = group[l];
-                const qem_status st = qem_count_stream_decode(t, j->model, j->span, j->size, n,
-                                                              max_value, stage + (size_t)l * n);
-                if (st != QEM_OK && (size_t)(j - jobs) < *failed) {
-                    *failed = (size_t)(j - jobs);
-                    first = st;
-                }
-            }
-            columns_copy_out(stage, group, grouped, n);
+            decode_columns(t, group, grouped, n, max_value, stage, jobs, failed, &first);
             grouped = 0;
             continue;
         }

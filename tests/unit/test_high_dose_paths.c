@@ -256,7 +256,10 @@ static void row_tiles(void)
     for (unsigned k = 0; k < STREAMS; k++) {
         const double lambda = k % 16 == 0 ? 0 : k % 16 == 1 ? 0.01 : k % 5 == 0 ? 45 : 20;
         for (unsigned i = 0; i < N; i++)
-            values[k][i] = (uint16_t)(k % 16 == 2 ? 9 : k % 23 == 3 ? 60000 + i : poisson(&seed, lambda));
+            values[k][i] = (uint16_t)(k % 16 == 2    ? 9
+                                      : k % 23 == 3  ? 60000 + i
+                                      : k / 8 == 5   ? test_rand(&seed) % 65536 /* eight raw, side by side */
+                                                     : poisson(&seed, lambda));
     }
     size_t offset[STREAMS], size[STREAMS];
     uint8_t model[STREAMS];
@@ -274,8 +277,12 @@ static void row_tiles(void)
                 else
                     buffer[at + size[k] - 1] ^= 0x01;
             }
+            if (damage == 3 && k == 45)
+                size[k] -= 2; /* a raw stream one sample short */
             at += size[k];
         }
+        for (unsigned k = 40; k < 48; k++)
+            CHECK_EQ_U64(model[k], QEM_MODEL_RAW);
         memset(buffer + at, 0, QEM_SPAN_PADDING);
         qem_status want_st[STREAMS];
         size_t first_bad = STREAMS;
