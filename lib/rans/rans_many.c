@@ -486,7 +486,10 @@ qem_status qem_count_streams_decode(const qem_rans_tables *t, qem_rans_path path
                                   n <= QEM_STREAM_MAX_SAMPLES
                             : j->model < QEM_RANS_MODELS && j->size >= 4 &&
                                   n <= QEM_STREAM_MAX_SAMPLES && j->span >= base &&
-                                  (size_t)(j->span - base) + j->size < (size_t)INT32_MAX - 64 &&
+                                  /* a broken lane's position may run up to 4
+                                   * bytes a sample past its end: no overflow */
+                                  (size_t)(j->span - base) + j->size <
+                                      (size_t)INT32_MAX - 4 * QEM_STREAM_MAX_SAMPLES - 64 &&
                                   load_u32le(j->span) >= QEM_RANS_LOW &&
                                   load_u32le(j->span) < QEM_RANS_HIGH;
             if (!simd && j->model == QEM_MODEL_RAW && job_stride(j) > 1 &&
