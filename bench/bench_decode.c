@@ -72,45 +72,6 @@ int bench_decode_once(const char *path, int threads, qem_decode_path decode_path
     return st == QEM_OK ? 0 : die("decode", &e);
 }
 
-/* Mean pattern and centre of mass on `threads`, best of the runs. */
-int bench_mean_com(const config *c, const char *path, int threads, double *mean_s, double *com_s)
-{
-    qem_error e = {0};
-    qem_container_options so;
-    qem_container_options_init(&so);
-    so.threads = threads;
-    qem_products_options po;
-    qem_products_options_init(&po);
-    po.threads = threads;
-    qem_container *src = NULL;
-    qem_products *p = NULL;
-    if (qem_container_open(path, &so, &src, &e) != QEM_OK ||
-        qem_products_open(src, &po, &p, &e) != QEM_OK) {
-        qem_container_close(src);
-        return die("open", &e);
-    }
-    double tm[MAX_RUNS], tc[MAX_RUNS], med;
-    int ok = 1;
-    for (int r = 0; ok && r < c->runs; r++) {
-        qem_image im;
-        double t0 = now();
-        ok = qem_products_mean(p, &im, &e) == QEM_OK;
-        tm[r] = now() - t0;
-        qem_image_free(&im);
-        t0 = now();
-        ok = ok && qem_products_com(p, NULL, 0, &im, &e) == QEM_OK;
-        tc[r] = now() - t0;
-        qem_image_free(&im);
-    }
-    qem_products_close(p);
-    qem_container_close(src);
-    if (!ok)
-        return die("mean/com", &e);
-    summarise(tm, c->runs, mean_s, &med);
-    summarise(tc, c->runs, com_s, &med);
-    return 0;
-}
-
 int bench_decode_file(const config *c, const char *path, int huge_out, char *out, size_t size)
 {
     qem_error e = {0};
