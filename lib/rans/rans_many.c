@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/transpose.h"
 #include "rans/rans.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -277,33 +278,6 @@ static inline size_t job_stride(const qem_stream_job *j)
     return j->stride ? j->stride : 1;
 }
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-
-/* Eight rows of eight u16 (src, `src_stride` apart) become eight columns. */
-static inline void transpose8x8_u16(const uint16_t *src, size_t src_stride, __m128i out[8])
-{
-    __m128i r[8];
-    for (int k = 0; k < 8; k++)
-        r[k] = _mm_loadu_si128((const __m128i *)(src + (size_t)k * src_stride));
-    const __m128i a0 = _mm_unpacklo_epi16(r[0], r[1]), a1 = _mm_unpackhi_epi16(r[0], r[1]);
-    const __m128i a2 = _mm_unpacklo_epi16(r[2], r[3]), a3 = _mm_unpackhi_epi16(r[2], r[3]);
-    const __m128i a4 = _mm_unpacklo_epi16(r[4], r[5]), a5 = _mm_unpackhi_epi16(r[4], r[5]);
-    const __m128i a6 = _mm_unpacklo_epi16(r[6], r[7]), a7 = _mm_unpackhi_epi16(r[6], r[7]);
-    const __m128i b0 = _mm_unpacklo_epi32(a0, a2), b1 = _mm_unpackhi_epi32(a0, a2);
-    const __m128i b2 = _mm_unpacklo_epi32(a1, a3), b3 = _mm_unpackhi_epi32(a1, a3);
-    const __m128i b4 = _mm_unpacklo_epi32(a4, a6), b5 = _mm_unpackhi_epi32(a4, a6);
-    const __m128i b6 = _mm_unpacklo_epi32(a5, a7), b7 = _mm_unpackhi_epi32(a5, a7);
-    out[0] = _mm_unpacklo_epi64(b0, b4);
-    out[1] = _mm_unpackhi_epi64(b0, b4);
-    out[2] = _mm_unpacklo_epi64(b1, b5);
-    out[3] = _mm_unpackhi_epi64(b1, b5);
-    out[4] = _mm_unpacklo_epi64(b2, b6);
-    out[5] = _mm_unpackhi_epi64(b2, b6);
-    out[6] = _mm_unpacklo_epi64(b3, b7);
-    out[7] = _mm_unpackhi_epi64(b3, b7);
-}
-#endif
 
 static inline uint16_t load_u16le(const uint8_t *p)
 {
@@ -398,7 +372,7 @@ static void stage_copy_out(const uint16_t *stage, unsigned width, const qem_stre
         uint32_t i0 = 0;
         for (; i0 + 8 <= n; i0 += 8) {
             __m128i c[8];
-            transpose8x8_u16(stage + (size_t)i0 * width + l0, width, c);
+            qem_transpose8x8_u16(stage + (size_t)i0 * width + l0, width, c);
             for (unsigned l = 0; l < 8; l++)
                 _mm_storeu_si128((__m128i *)(job[l0 + l]->out + i0), c[l]);
         }
@@ -429,7 +403,7 @@ static void columns_copy_out(const uint16_t *cols, const qem_stream_job *const *
 #if defined(__SSE2__)
     for (; side_by_side && i0 + 8 <= n; i0 += 8) {
         __m128i r[8];
-        transpose8x8_u16(cols + i0, n, r);
+        qem_transpose8x8_u16(cols + i0, n, r);
         for (unsigned k = 0; k < 8; k++)
             _mm_storeu_si128((__m128i *)(job[0]->out + (size_t)(i0 + k) * stride), r[k]);
     }
