@@ -93,8 +93,7 @@ static int time_products(const config *c, const char *path, const mask_case *m, 
 }
 
 /* Mean pattern and centre of mass from one file, best of the runs. */
-static int time_mean_com(const config *c, const char *path, int threads, double *mean_s,
-                         double *com_s)
+int bench_mean_com(const config *c, const char *path, int threads, double *mean_s, double *com_s)
 {
     qem_error e = {0};
     qem_container *src = NULL;
@@ -283,7 +282,7 @@ int bench_products(const config *c, const char *dir, char *out, size_t size)
     const char *files[2] = {qemf, pack};
     for (int f = 0; f < 2; f++)
         for (int th = 0; th < 2; th++)
-            if (time_mean_com(c, files[f], c->threads[th], &t_mean[f][th], &t_com[f][th]))
+            if (bench_mean_com(c, files[f], c->threads[th], &t_mean[f][th], &t_com[f][th]))
                 return -1;
     unlink(h5);
     for (int k = 0; have_numpy && k < 2; k++)

@@ -39,48 +39,14 @@ static int time_save(const config *c, const char *npy, int threads, const char *
 }
 
 /* Seconds to open (the header, and every body block's SHA-256) and then
- * to decode every scan, one chunk at a time, with `threads`. */
+ * to decode every scan, one chunk at a time, with `threads`. The caller's
+ * buffer asks for 2 MiB pages (madvise), so the figure does not depend on
+ * whether the machine's transparent huge pages are "always" or
+ * "madvise"; the table says how much memory actually got them. */
 static int time_decode(const char *qem, int threads, double *open_sec, double *sec)
 {
-    qem_error e = {0};
-    qem_open_options oo;
-    qem_open_options_init(&oo);
-    oo.threads = threads;
-    qem_file *f = NULL;
-    const double opened = now();
-    if (qem_open(qem, &oo, &f, &e) != QEM_OK)
-        return die("open", &e);
-    *open_sec = now() - opened;
-    qem_file_info info = {.struct_size = sizeof info};
-    qem_get_info(f, &info, NULL);
-    uint64_t most = 0;
-    for (uint64_t i = 0; i < info.chunk_count; i++) {
-        uint64_t scans = 0;
-        qem_get_chunk(f, i, NULL, &scans, NULL);
-        most = scans > most ? scans : most;
-    }
-    size_t bytes = (size_t)qem_read_scans_bound(f, most);
-    void *buf = malloc(bytes);
-    if (!buf) {
-        qem_close(f);
-        return fputs("qem-bench: out of memory\n", stderr), 1;
-    }
-    /* The caller's buffer is faulted in before the clock (with a nonzero
-     * byte: malloc + memset 0 may become calloc, which touches nothing). */
-    memset(buf, 0xA5, bytes);
-    double t0 = now();
-    qem_status st = QEM_OK;
-    for (uint64_t i = 0; i < info.chunk_count && st == QEM_OK; i++) {
-        uint64_t first = 0, scans = 0;
-        qem_get_chunk(f, i, &first, &scans, NULL);
-        st = qem_read_scans(f, first, scans, buf, bytes, &e);
-    }
-    *sec = now() - t0;
-    free(buf);
-    qem_close(f);
-    return st == QEM_OK ? 0 : die("decode", &e);
+    return bench_decode_once(qem, threads, QEM_DECODE_AUTO, 1, open_sec, sec, NULL, NULL);
 }
-
 
 /* Replaces the text between the markers in `path` (appends if absent). */
 
@@ -88,6 +54,9 @@ typedef struct set_result {
     const synth_params *data;
     uint64_t raw_bytes, qem_bytes;
     double save_min[2], save_med[2], dec_min[2], dec_med[2], open_min[2], open_med[2];
+    double mean_min[2], com_min[2]; /* integer sets: products over every pixel */
+    long huge_kib;                  /* of the caller's buffer, after a 1-thread decode */
+    size_t buffer_bytes;
     format_row others[4];
     int n_others;
 } set_result;
@@ -123,7 +92,14 @@ static int run_set(const config *c, const char *dir, const synth_params *data, s
                 return 1;
         summarise(t, c->runs, &out->dec_min[k], &out->dec_med[k]);
         summarise(o, c->runs, &out->open_min[k], &out->open_med[k]);
+        if (data->dtype != QEM_DTYPE_FLOAT32 &&
+            bench_mean_com(c, qem, c->threads[k], &out->mean_min[k], &out->com_min[k]))
+            return 1;
     }
+    double ignored;
+    if (bench_decode_once(qem, 1, QEM_DECODE_AUTO, 1, NULL, &ignored, &out->huge_kib,
+                          &out->buffer_bytes))
+        return 1;
     unlink(scratch);
     unlink(qem);
     fprintf(stderr, "  the same set as packs, HDF5 bitshuffle/LZ4 and zstd ...\n");
@@ -166,10 +142,22 @@ static int format_set(char *out, size_t size, const char *title, const set_resul
                       mb / 1e3 / r->dec_med[1], r->dec_min[0] / r->dec_min[1]);
     else
         n += snprintf(out + n, size - (size_t)n,
-                      "| full decode (G counts/s) | %.3f / %.3f | %.3f / %.3f | %.2fx |\n\n",
+                      "| full decode (G counts/s) | %.3f / %.3f | %.3f / %.3f | %.2fx |\n"
+                      "| mean pattern (G counts/s, min; share of the full-decode rate) | "
+                      "%.3f (%.0f %%) | %.3f (%.0f %%) | %.2fx |\n"
+                      "| centre of mass (G counts/s, min; share of the full-decode rate) | "
+                      "%.3f (%.0f %%) | %.3f (%.0f %%) | %.2fx |\n\n"
+                      "Huge pages: %.0f of the caller's %.0f MiB one-chunk buffer (it asks for "
+                      "them with madvise).\n\n",
                       counts / r->dec_min[0] / 1e9, counts / r->dec_med[0] / 1e9,
                       counts / r->dec_min[1] / 1e9, counts / r->dec_med[1] / 1e9,
-                      r->dec_min[0] / r->dec_min[1]);
+                      r->dec_min[0] / r->dec_min[1], counts / r->mean_min[0] / 1e9,
+                      100 * r->dec_min[0] / r->mean_min[0], counts / r->mean_min[1] / 1e9,
+                      100 * r->dec_min[1] / r->mean_min[1], r->mean_min[0] / r->mean_min[1],
+                      counts / r->com_min[0] / 1e9, 100 * r->dec_min[0] / r->com_min[0],
+                      counts / r->com_min[1] / 1e9, 100 * r->dec_min[1] / r->com_min[1],
+                      r->com_min[0] / r->com_min[1], (double)r->huge_kib / 1024.0,
+                      (double)r->buffer_bytes / 1048576.0);
     /* The same set in the other formats, .qem first. */
     n += snprintf(out + n, size - (size_t)n,
                   "| format | size, MB | ratio | .qem smaller by | encode MB/s (1 thread) | "
@@ -203,9 +191,10 @@ static int format_set(char *out, size_t size, const char *title, const set_resul
 
 static const char *const help =
     "usage: qem-bench [--runs N]\n"
-    "                 [--only integer|medium|pack|produce|virtual|ingest|float]\n"
-    "                 [--workdir DIR]\n"
-    "                 [--markdown FILE]\n"
+    "                 [--only integer|medium|high|pack|produce|virtual|ingest|float]\n"
+    "                 [--workdir DIR] [--markdown FILE]\n"
+    "       qem-bench --decode FILE.qem [--runs N] [--huge-out]\n"
+    "       qem-bench --kernel\n"
     "\n"
     "Generates synthetic 4D-STEM sets (fixed seeds) and measures, on 1 and 2\n"
     "threads, min and median of N runs (default 3): compression ratio, save\n"
@@ -213,6 +202,7 @@ static const char *const help =
     "  integer: set A, 128x128 scans x 128x128 uint16, dose 0.3 (G counts/s),\n"
     "           beside packs, HDF5 bitshuffle/LZ4 (row chunks) and zstd -3\n"
     "  medium:  set B, 256x256 scans x 128x128 uint16, dose 4 (2 GiB raw), the same\n"
+    "  high:    set H, 128x128 scans x 128x128 uint16, dose 20, the same\n"
     "  pack:    the integer set as a uint16/LZ4 pack: load phases vs SHA-256\n"
     "  produce: the integer set produced as a pack in both profiles, beside\n"
     "           h5repack to HDF5 bitshuffle/LZ4 (needs h5repack, h5diff)\n"
@@ -222,11 +212,18 @@ static const char *const help =
     "  float:   set C, 64x64 scans x 128x128 float32, dose 20, read noise 1 (GB/s)\n"
     "  virtual: BF/ADF virtual images (and mean, CoM) from .qem, the pack, HDF5\n"
     "           bitshuffle/LZ4, the dense cube in RAM (C loop) and numpy\n"
-    "--markdown replaces the results section of FILE.\n";
+    "--markdown replaces the results section of FILE.\n"
+    "--decode times the full decode of an existing integer .qem on every decode\n"
+    "path this CPU has (1 and 2 threads) beside its mean pattern and centre of\n"
+    "mass; --huge-out puts the caller's buffer on 2 MiB pages (madvise).\n"
+    "--kernel times the stream decoder alone, in cache, on every path.\n"
+    "Every run prints first the conditions that change its figures.\n";
 
 int main(int argc, char **argv)
 {
     config c = {3, {1, 2}, NULL, NULL, NULL};
+    const char *decode_file = NULL;
+    int huge_out = 0, kernel = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -243,6 +240,13 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--workdir") && v) {
             c.workdir = v;
             i++;
+        } else if (!strcmp(a, "--decode") && v) {
+            decode_file = v;
+            i++;
+        } else if (!strcmp(a, "--kernel")) {
+            kernel = 1;
+        } else if (!strcmp(a, "--huge-out")) {
+            huge_out = 1;
         } else if (!strcmp(a, "--markdown") && v) {
             c.markdown = v;
             i++;
@@ -250,6 +254,24 @@ int main(int argc, char **argv)
             fprintf(stderr, "qem-bench: unexpected argument '%s'\n\n%s", a, help);
             return 2;
         }
+    }
+    if (kernel) {
+        static char text[8192];
+        int m = bench_conditions(text, sizeof text);
+        m += snprintf(text + m, sizeof text - (size_t)m, "\n");
+        bench_kernel(text + m, sizeof text - (size_t)m);
+        fputs(text, stdout);
+        return 0;
+    }
+    if (decode_file) {
+        static char text[8192];
+        int m = bench_conditions(text, sizeof text);
+        m += snprintf(text + m, sizeof text - (size_t)m, "\n");
+        const int d = bench_decode_file(&c, decode_file, huge_out, text + m, sizeof text - (size_t)m);
+        if (d < 0)
+            return 1;
+        fputs(text, stdout);
+        return 0;
     }
     char dir[512];
     const char *base = c.workdir ? c.workdir : (getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
@@ -261,6 +283,8 @@ int main(int argc, char **argv)
                                              20261129, 0.0};
     static const synth_params medium_set = {{256, 256, 128, 128}, QEM_DTYPE_UINT16, 4.0,
                                             20261131, 0.0};
+    static const synth_params high_set = {{128, 128, 128, 128}, QEM_DTYPE_UINT16, 20.0,
+                                          20261201, 0.0};
     static const synth_params float_set = {{64, 64, 128, 128}, QEM_DTYPE_FLOAT32, 20.0,
                                            20261130, 1.0};
     char section[32768];
@@ -276,9 +300,11 @@ int main(int argc, char **argv)
                      "Machine: %s, %ld cores online, %s %s; compiler %s; %s.\n"
                      "Memory copy (memcpy of 256 MiB): %.1f GB/s on %d thread, %.1f GB/s on %d "
                      "(%.2fx): the most a memory-bound path can gain from the second thread.\n"
-                     "Runs: %d per cell; times are min / median.\n\n",
+                     "Runs: %d per cell; times are min / median.\n",
                      cpu, sysconf(_SC_NPROCESSORS_ONLN), u.sysname, u.release, __VERSION__, date,
                      copy1, c.threads[0], copy2, c.threads[1], copy2 / copy1, c.runs);
+    n += bench_conditions(section + n, sizeof section - (size_t)n);
+    n += snprintf(section + n, sizeof section - (size_t)n, "\n");
     set_result r;
     if (!c.only || !strcmp(c.only, "integer")) {
         if (run_set(&c, dir, &integer_set, &r))
@@ -291,6 +317,12 @@ int main(int argc, char **argv)
             return 1;
         n += format_set(section + n, sizeof section - (size_t)n,
                         "Set B: integer codec, medium dose", &r);
+    }
+    if (!c.only || !strcmp(c.only, "high")) {
+        if (run_set(&c, dir, &high_set, &r))
+            return 1;
+        n += format_set(section + n, sizeof section - (size_t)n,
+                        "Set H: integer codec, high dose", &r);
     }
     if (!c.only || !strcmp(c.only, "pack")) {
         int m = bench_pack_load(&c, dir, section + n, sizeof section - (size_t)n);

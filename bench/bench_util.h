@@ -65,4 +65,27 @@ int bench_products(const config *c, const char *dir, char *out, size_t size);
  * the same counts, beside sha256sum of the files; appends its table. */
 int bench_ingest(const config *c, const char *dir, char *out, size_t size);
 
+/* The conditions that change the figures (CPU and flags, decode paths,
+ * transparent huge pages, frequency, load) as one line; returns its
+ * length. */
+int bench_conditions(char *out, size_t size);
+/* This process's memory in transparent huge pages (kB), or -1. */
+long bench_anon_huge_kib(void);
+/* Huge-page memory (kB) of the mappings that hold [p, p + size). */
+long bench_buffer_huge_kib(const void *p, size_t size);
+
+/* One full decode of an integer .qem on `threads` and `decode_path`:
+ * seconds to open and to decode every scan; how much of the caller's
+ * buffer got huge pages (kB). `huge_out` asks for 2 MiB pages (madvise). */
+int bench_decode_once(const char *path, int threads, qem_decode_path decode_path, int huge_out,
+                      double *open_sec, double *sec, long *huge_kib, size_t *buffer_bytes);
+/* Mean pattern and centre of mass of a file on `threads`, best of runs. */
+int bench_mean_com(const config *c, const char *path, int threads, double *mean_s, double *com_s);
+/* The table of `qem-bench --decode FILE`: every path, 1 and 2 threads,
+ * mean and CoM; returns characters written or -1. */
+int bench_decode_file(const config *c, const char *path, int huge_out, char *out, size_t size);
+
+/* The decoder alone, in cache, on every path (`--kernel`). */
+int bench_kernel(char *out, size_t size);
+
 #endif

@@ -17,10 +17,13 @@ for tool in "$qem" "$synth"; do
 done
 command -v valgrind >/dev/null || { echo "callgrind.sh: valgrind is missing (scripts/install-deps)" >&2; exit 2; }
 mkdir -p "$out"
-rm -f "$out"/set.* "$out"/*.npy "$out"/*.receipt.json
+rm -f "$out"/set.* "$out"/setb.* "$out"/seth.* "$out"/*.npy "$out"/*.receipt.json
 
-# 32x32 scans of a 128x128 uint16 detector at dose 0.3, as set A's scans.
+# 32x32 scans of a 128x128 uint16 detector at dose 0.3, as set A's scans;
+# the same at set B's dose (4) and set H's (20) for the dense decoders.
 "$synth" "$out/set.npy" --shape 32,32,128,128 --dose 0.3 --seed 20261129 >/dev/null
+"$synth" "$out/setb.npy" --shape 32,32,128,128 --dose 4 --seed 20261131 >/dev/null
+"$synth" "$out/seth.npy" --shape 32,32,128,128 --dose 20 --seed 20261201 >/dev/null
 
 count() { # NAME COMMAND...: run it under callgrind, print its row
     name=$1
@@ -53,5 +56,12 @@ count virtual_bf "$qem" virtual "$out/set.qem" --detector bf --center 64,64 --ra
     -o "$out/bf.npy" --quiet --threads 1
 count virtual_adf "$qem" virtual "$out/set.qem" --detector annulus --center 64,64 \
     --inner 16.1 --outer 42.7 -o "$out/adf.npy" --quiet --threads 1
+"$qem" save "$out/setb.npy" "$out/setb.qem" --quiet
+"$qem" save "$out/seth.npy" "$out/seth.qem" --quiet
+count export_b "$qem" export "$out/setb.qem" "$out/export_b.npy" --quiet --threads 1
+count mean_b "$qem" mean "$out/setb.qem" -o "$out/mean_b.npy" --quiet --threads 1
+count verify_b "$qem" verify "$out/setb.qem" --quiet --threads 1
+count com_b "$qem" com "$out/setb.qem" -o "$out/com_b.npy" --quiet --threads 1
+count export_h "$qem" export "$out/seth.qem" "$out/export_h.npy" --quiet --threads 1
 count produce "$qem" pack produce "$out/set.npy" "$out/set.h5" --quiet --threads 1
 count pack_mean "$qem" mean "$out/set.h5" -o "$out/mean.npy" --quiet --threads 1

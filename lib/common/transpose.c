@@ -4,32 +4,6 @@
  * rows: a transpose. 8x8 blocks go through SSE2 registers (x86-64
  * baseline); edges and other targets take the scalar loop, which is also
  * the reference the tests compare against. */
-#if defined(__SSE2__)
-#include <emmintrin.h>
-
-static inline void transpose8x8_u16(const uint16_t *src, size_t src_stride, __m128i out[8])
-{
-    __m128i r[8];
-    for (int k = 0; k < 8; k++)
-        r[k] = _mm_loadu_si128((const __m128i *)(src + (size_t)k * src_stride));
-    const __m128i a0 = _mm_unpacklo_epi16(r[0], r[1]), a1 = _mm_unpackhi_epi16(r[0], r[1]);
-    const __m128i a2 = _mm_unpacklo_epi16(r[2], r[3]), a3 = _mm_unpackhi_epi16(r[2], r[3]);
-    const __m128i a4 = _mm_unpacklo_epi16(r[4], r[5]), a5 = _mm_unpackhi_epi16(r[4], r[5]);
-    const __m128i a6 = _mm_unpacklo_epi16(r[6], r[7]), a7 = _mm_unpackhi_epi16(r[6], r[7]);
-    const __m128i b0 = _mm_unpacklo_epi32(a0, a2), b1 = _mm_unpackhi_epi32(a0, a2);
-    const __m128i b2 = _mm_unpacklo_epi32(a1, a3), b3 = _mm_unpackhi_epi32(a1, a3);
-    const __m128i b4 = _mm_unpacklo_epi32(a4, a6), b5 = _mm_unpackhi_epi32(a4, a6);
-    const __m128i b6 = _mm_unpacklo_epi32(a5, a7), b7 = _mm_unpackhi_epi32(a5, a7);
-    out[0] = _mm_unpacklo_epi64(b0, b4);
-    out[1] = _mm_unpackhi_epi64(b0, b4);
-    out[2] = _mm_unpacklo_epi64(b1, b5);
-    out[3] = _mm_unpackhi_epi64(b1, b5);
-    out[4] = _mm_unpacklo_epi64(b2, b6);
-    out[5] = _mm_unpackhi_epi64(b2, b6);
-    out[6] = _mm_unpacklo_epi64(b3, b7);
-    out[7] = _mm_unpackhi_epi64(b3, b7);
-}
-#endif
 
 void qem_transpose_columns(const uint16_t *tile, uint32_t n, uint64_t width, uint32_t lo,
                            uint32_t hi, uint64_t P, uint8_t *rows, int bytes)
@@ -41,7 +15,7 @@ void qem_transpose_columns(const uint16_t *tile, uint32_t n, uint64_t width, uin
     for (; i0 + 8 <= hi; i0 += 8) {
         for (uint64_t j0 = 0; j0 < j_full; j0 += 8) {
             __m128i t[8];
-            transpose8x8_u16(tile + j0 * n + i0, n, t);
+            qem_transpose8x8_u16(tile + j0 * n + i0, n, t);
             for (int k = 0; k < 8; k++) {
                 const uint64_t at = (uint64_t)(i0 + (uint32_t)k - lo) * P + j0;
                 if (bytes == 2)

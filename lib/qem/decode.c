@@ -11,12 +11,11 @@
 #include "common/fileio.h"
 #include "common/large_alloc.h"
 #include "common/sha256.h"
-#include "common/transpose.h"
 #include "qem/qem_internal.h"
 #include "rans/rans.h"
 
-/* Pixels decoded together by one thread: a 512 x 64 column tile that stays
- * in L2 while it is transposed into scan rows. */
+/* Pixels decoded together by one thread: a 512 x 64 tile of scan rows
+ * (64 KiB) that stays in L2 until it is copied into the caller's rows. */
 #define PIXEL_GROUP 64
 
 /* A chunk buffer of at least `size` bytes: the file's spare when it is
@@ -268,9 +267,13 @@ static qem_status stream_failure(const qem_file *f, const qem_chunk_view *v, uin
                     (unsigned long long)block, where, v->models[s]);
 }
 
-qem_status qem_chunk_decode_list(const qem_file *f, const qem_chunk_view *v, uint64_t block,
-                                 const uint64_t *lanes, uint64_t count, uint16_t *out,
-                                 uint64_t *failed)
+/* Decodes lanes[0 .. count) of `block`; sample i of lanes[j] goes to
+ * out[j * column + i * stride] (column = n, stride = 1: columns; column =
+ * 1, stride = tile width: a tile of scan rows). */
+static qem_status decode_list_strided(const qem_file *f, const qem_chunk_view *v, uint64_t block,
+                                      const uint64_t *lanes, uint64_t count, uint16_t *out,
+                                      size_t column, size_t stride, int zeroed,
+                                      uint64_t *failed)
 {
     enum { BATCH = 64 };
     const uint32_t n = qem_block_samples(v->chunk, block);
@@ -282,7 +285,9 @@ qem_status qem_chunk_decode_list(const qem_file *f, const qem_chunk_view *v, uin
             jobs[j].model = v->models[s];
             jobs[j].span = v->payload + v->offsets[s];
             jobs[j].size = v->offsets[s + 1] - v->offsets[s];
-            jobs[j].out = out + (at + j) * n;
+            jobs[j].out = out + (at + j) * column;
+            jobs[j].stride = stride;
+            jobs[j].out_zeroed = zeroed;
         }
         size_t bad;
         const qem_status st = qem_count_streams_decode(f->tables, f->rans_path, v->payload, jobs,
@@ -293,6 +298,14 @@ qem_status qem_chunk_decode_list(const qem_file *f, const qem_chunk_view *v, uin
         }
     }
     return QEM_OK;
+}
+
+qem_status qem_chunk_decode_list(const qem_file *f, const qem_chunk_view *v, uint64_t block,
+                                 const uint64_t *lanes, uint64_t count, uint16_t *out,
+                                 uint64_t *failed)
+{
+    return decode_list_strided(f, v, block, lanes, count, out, qem_block_samples(v->chunk, block),
+                               1, 0, failed);
 }
 
 qem_status qem_chunk_decode_lanes(const qem_file *f, const qem_chunk_view *v, uint64_t block,
@@ -318,52 +331,59 @@ qem_status qem_chunk_decode_stream(const qem_file *f, const qem_chunk_view *v, u
     return QEM_OK;
 }
 
-/* Writes samples [lo, hi) of a decoded column tile (lanes_in_tile columns
- * of n samples) for pixels p0 .. p0 + width as scan rows. */
+qem_status qem_chunk_decode_rows(const qem_file *f, const qem_chunk_view *v, uint64_t block,
+                                 const uint64_t *lanes, uint64_t count, uint16_t *tile,
+                                 uint64_t *failed)
+{
+    /* Zeroed first, so zero streams cost nothing and sparse ones their events. */
+    memset(tile, 0, (size_t)count * qem_block_samples(v->chunk, block) * sizeof *tile);
+    return decode_list_strided(f, v, block, lanes, count, tile, 1, (size_t)count, 1, failed);
+}
+
+/* Streams [lane0, lane0 + count) of `block` (count <= 128) into a row tile. */
+static qem_status decode_row_tile(const qem_file *f, const qem_chunk_view *v, uint64_t block,
+                                  uint64_t lane0, uint64_t count, uint16_t *tile, uint64_t *failed)
+{
+    uint64_t lanes[128];
+    for (uint64_t j = 0; j < count; j++)
+        lanes[j] = lane0 + j;
+    return qem_chunk_decode_rows(f, v, block, lanes, count, tile, failed);
+}
+
+/* Writes samples [lo, hi) of a decoded row tile (sample i of lane j at
+ * tile[i * lanes + j]) for pixels p0 .. p0 + width as scan rows: each
+ * row of the tile is already a piece of a scan row. */
 static void emit_rows(const qem_file *f, const qem_chunk_view *v, qem_output kind,
-                      const uint16_t *tile, uint32_t n, uint64_t p0, uint64_t width, uint32_t lo,
-                      uint32_t hi, uint8_t *rows)
+                      const uint16_t *tile, uint64_t p0, uint64_t width, uint32_t lo, uint32_t hi,
+                      uint8_t *rows)
 {
     const uint64_t P = f->pixels;
-    if (kind == QEM_OUTPUT_NATIVE && f->codec == QEM_CODEC_INTEGER) {
-        const int bytes = f->dtype == QEM_DTYPE_UINT8 ? 1 : 2;
-        qem_transpose_columns(tile, n, width, lo, hi, P, rows + p0 * (uint64_t)bytes, bytes);
-        return;
-    }
-    if (kind == QEM_OUTPUT_NATIVE && f->codec == QEM_CODEC_FLOAT32) {
-        /* Lanes 2p, 2p + 1 are pixel p's low and high words: transposed
-         * as u16 lanes, each row of lanes is the little-endian float32s. */
-        qem_transpose_columns(tile, n, 2 * width, lo, hi, 2 * P, rows + p0 * 4, 2);
-        return;
-    }
-    if (kind == QEM_OUTPUT_CODES) {
-        qem_transpose_columns(tile, n, width, lo, hi, P, rows + p0 * 2, 2);
-        return;
-    }
+    const uint64_t lanes = f->codec == QEM_CODEC_FLOAT32 ? 2 * width : width;
     for (uint32_t i = lo; i < hi; i++) {
         const uint64_t row = (uint64_t)(i - lo) * P + p0;
-        if (f->codec == QEM_CODEC_FLOAT32) {
-            /* Lanes 2p and 2p + 1 are the low and high words of pixel p. */
+        const uint16_t *src = tile + (size_t)i * lanes;
+        if (kind != QEM_OUTPUT_VALUES && f->codec == QEM_CODEC_INTEGER &&
+            f->dtype == QEM_DTYPE_UINT8) {
+            uint8_t *dst = rows + row;
+            for (uint64_t j = 0; j < width; j++)
+                dst[j] = (uint8_t)src[j];
+        } else if (kind != QEM_OUTPUT_VALUES) {
+            /* u16 counts or codes; a float pixel's low and high words are
+             * its little-endian float32 bits. */
+            memcpy(rows + row * (lanes / width) * 2, src, (size_t)lanes * 2);
+        } else if (f->codec == QEM_CODEC_FLOAT32) {
             uint32_t *dst = (uint32_t *)rows + row;
             for (uint64_t j = 0; j < width; j++)
-                dst[j] = (uint32_t)tile[2 * j * n + i] | ((uint32_t)tile[(2 * j + 1) * n + i] << 16);
-        } else if (kind == QEM_OUTPUT_VALUES && f->codec == QEM_CODEC_SCALED) {
+                dst[j] = (uint32_t)src[2 * j] | ((uint32_t)src[2 * j + 1] << 16);
+        } else if (f->codec == QEM_CODEC_SCALED) {
             const qem_region *r = &f->regions[v->chunk->region];
             float *dst = (float *)rows + row;
             for (uint64_t j = 0; j < width; j++) /* float64 product, rounded once */
-                dst[j] = (float)((double)tile[j * n + i] * r->scale + r->offset);
-        } else if (kind == QEM_OUTPUT_VALUES) {
+                dst[j] = (float)((double)src[j] * r->scale + r->offset);
+        } else {
             float *dst = (float *)rows + row;
             for (uint64_t j = 0; j < width; j++)
-                dst[j] = (float)tile[j * n + i];
-        } else if (f->dtype == QEM_DTYPE_UINT8 && f->codec == QEM_CODEC_INTEGER) {
-            uint8_t *dst = rows + row;
-            for (uint64_t j = 0; j < width; j++)
-                dst[j] = (uint8_t)tile[j * n + i];
-        } else {
-            uint16_t *dst = (uint16_t *)rows + row;
-            for (uint64_t j = 0; j < width; j++)
-                dst[j] = tile[j * n + i];
+                dst[j] = (float)src[j];
         }
     }
 }
@@ -394,8 +414,8 @@ qem_status qem_decode_block(const qem_file *f, const qem_chunk_view *v, uint64_t
             const uint64_t width = P - p0 < PIXEL_GROUP ? P - p0 : PIXEL_GROUP;
             const uint64_t lane0 = p0 * lanes_per_pixel;
             uint64_t failed_lane;
-            const qem_status st = qem_chunk_decode_lanes(f, v, block, lane0,
-                                                         width * lanes_per_pixel, tile, &failed_lane);
+            const qem_status st =
+                decode_row_tile(f, v, block, lane0, width * lanes_per_pixel, tile, &failed_lane);
             if (st != QEM_OK) {
 #pragma omp critical(qem_decode_error)
                 if (failed_lane < bad_lane) {
@@ -404,7 +424,7 @@ qem_status qem_decode_block(const qem_file *f, const qem_chunk_view *v, uint64_t
                 }
             }
             if (st == QEM_OK)
-                emit_rows(f, v, kind, tile, n, p0, width, lo, hi, rows);
+                emit_rows(f, v, kind, tile, p0, width, lo, hi, rows);
         }
         free(tile);
     }

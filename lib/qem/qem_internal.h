@@ -171,6 +171,12 @@ qem_status qem_chunk_decode_list(const qem_file *file, const qem_chunk_view *vie
                                  const uint64_t *lanes, uint64_t count, uint16_t *out,
                                  uint64_t *failed);
 
+/* The same into a tile of scan rows: sample i of lanes[j] at
+ * tile[i * count + j] (count <= 128); products sum rows of it. */
+qem_status qem_chunk_decode_rows(const qem_file *file, const qem_chunk_view *view, uint64_t block,
+                                 const uint64_t *lanes, uint64_t count, uint16_t *tile,
+                                 uint64_t *failed);
+
 /* Decodes stream (block, lane) of a loaded chunk into `out`. */
 qem_status qem_chunk_decode_stream(const qem_file *file, const qem_chunk_view *view,
                                    uint64_t block, uint64_t lane, uint16_t *out,

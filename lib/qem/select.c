@@ -11,6 +11,7 @@
 #include "common/bitpack.h"
 #include "common/error.h"
 #include "qem/qem_internal.h"
+#include "rans/rans.h"
 
 #define PIXEL_GROUP 64
 
@@ -150,6 +151,34 @@ static qem_status plan_make(const qem_file *f, const int32_t *const *w, unsigned
     return QEM_OK;
 }
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define QEM_SELECT_AVX2 1
+
+/* dst[i - lo] += sum over j < m of w[j] * tile[i * m + j], i in [lo, hi):
+ * exact in 64 bits, four pixels per step (the weights are int32, so the
+ * signed 32 x 32 -> 64 multiply of each lane's low half is exact). */
+__attribute__((target("avx2"))) static void dot_rows_avx2(const uint16_t *tile, uint64_t m,
+                                                          uint32_t lo, uint32_t hi,
+                                                          const int64_t *w, int64_t *dst)
+{
+    const uint64_t m4 = m / 4 * 4;
+    for (uint32_t i = lo; i < hi; i++) {
+        const uint16_t *row = tile + (size_t)i * m;
+        __m256i acc = _mm256_setzero_si256();
+        for (uint64_t j = 0; j < m4; j += 4) {
+            const __m256i v = _mm256_cvtepu16_epi64(_mm_loadl_epi64((const __m128i *)(row + j)));
+            acc = _mm256_add_epi64(acc, _mm256_mul_epi32(v, _mm256_loadu_si256((const __m256i *)(w + j))));
+        }
+        const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+        int64_t sum = _mm_cvtsi128_si64(h) + _mm_cvtsi128_si64(_mm_unpackhi_epi64(h, h));
+        for (uint64_t j = m4; j < m; j++)
+            sum += w[j] * row[j];
+        dst[i - lo] += sum;
+    }
+}
+#endif
+
 /* One block: decoded streams and whole tiles, samples [lo, hi) into
  * out[k * count + at + (i - lo)]. */
 static qem_status reduce_block(const qem_file *f, const qem_chunk_view *v, uint64_t block,
@@ -159,6 +188,9 @@ static qem_status reduce_block(const qem_file *f, const qem_chunk_view *v, uint6
     const uint32_t n = qem_block_samples(v->chunk, block), span = hi - lo;
     const unsigned K = sp->planes;
     const uint64_t groups = (sp->decode_count + PIXEL_GROUP - 1) / PIXEL_GROUP;
+#ifdef QEM_SELECT_AVX2
+    const int use_avx2 = f->rans_path != QEM_RANS_PATH_SCALAR && qem_rans_path_supported(QEM_RANS_PATH_AVX2);
+#endif
     qem_status failed = QEM_OK;
     qem_error first_error = {0};
     uint64_t failed_at = UINT64_MAX;
@@ -166,6 +198,7 @@ static qem_status reduce_block(const qem_file *f, const qem_chunk_view *v, uint6
     {
         uint16_t *cols = malloc((size_t)PIXEL_GROUP * n * sizeof *cols);
         int64_t *local = calloc((size_t)span * K, sizeof *local);
+        int64_t wk[PIXEL_GROUP];
         qem_error e = {0};
 #pragma omp for schedule(dynamic, 1)
         for (uint64_t grp = 0; grp < groups; grp++) {
@@ -174,9 +207,10 @@ static qem_status reduce_block(const qem_file *f, const qem_chunk_view *v, uint6
             const uint64_t first_j = grp * PIXEL_GROUP;
             const uint64_t end = first_j + PIXEL_GROUP < sp->decode_count ? first_j + PIXEL_GROUP
                                                                           : sp->decode_count;
+            const uint64_t m = end - first_j;
             uint64_t bad_lane;
-            qem_status st = qem_chunk_decode_list(f, v, block, sp->decode + first_j,
-                                                  end - first_j, cols, &bad_lane);
+            qem_status st = qem_chunk_decode_rows(f, v, block, sp->decode + first_j, m, cols,
+                                                  &bad_lane);
             if (st != QEM_OK) {
                 /* The scalar decoder words the message for that stream. */
                 st = qem_chunk_decode_stream(f, v, block, bad_lane, cols, &e);
@@ -188,15 +222,29 @@ static qem_status reduce_block(const qem_file *f, const qem_chunk_view *v, uint6
                 }
                 continue;
             }
-            for (uint64_t j = first_j; j < end; j++) {
-                const uint16_t *col = cols + (j - first_j) * n;
-                const int32_t *wj = sp->weight + j * K;
-                for (unsigned k = 0; k < K; k++) {
-                    if (!wj[k])
-                        continue;
-                    int64_t *dst = local + (uint64_t)k * span;
-                    for (uint32_t i = 0; i < span; i++)
-                        dst[i] += (int64_t)wj[k] * col[lo + i];
+            /* Each scan's weighted sum over this group: a dot product of a
+             * tile row with each plane's weights. */
+            for (unsigned k = 0; k < K; k++) {
+                int64_t *dst = local + (uint64_t)k * span;
+                int nonzero = 0;
+                for (uint64_t j = 0; j < m; j++) {
+                    wk[j] = sp->weight[(first_j + j) * K + k];
+                    nonzero |= wk[j] != 0;
+                }
+                if (!nonzero)
+                    continue;
+#ifdef QEM_SELECT_AVX2
+                if (use_avx2) {
+                    dot_rows_avx2(cols, m, lo, hi, wk, dst);
+                    continue;
+                }
+#endif
+                for (uint32_t i = lo; i < hi; i++) {
+                    const uint16_t *row = cols + (size_t)i * m;
+                    int64_t acc = 0;
+                    for (uint64_t j = 0; j < m; j++)
+                        acc += wk[j] * row[j];
+                    dst[i - lo] += acc;
                 }
             }
         }
@@ -337,7 +385,7 @@ qem_status qem_pixel_sums(qem_file *f, uint64_t first, uint64_t count, uint64_t 
             const uint32_t hi = (uint32_t)((end < b0 + n ? end : b0 + n) - b0);
             uint64_t bad_lane = UINT64_MAX;
             qem_status bad = QEM_OK;
-            /* Each pixel's column is summed where it was decoded: no rows. */
+            /* Each pixel's samples are summed in the decoded tile: no scan rows. */
 #pragma omp parallel num_threads(threads)
             {
                 uint16_t *cols = malloc((size_t)PIXEL_GROUP * n * sizeof *cols);
@@ -345,8 +393,10 @@ qem_status qem_pixel_sums(qem_file *f, uint64_t first, uint64_t count, uint64_t 
                 for (uint64_t g = 0; g < groups; g++) {
                     const uint64_t p0 = g * PIXEL_GROUP;
                     const uint64_t w = P - p0 < PIXEL_GROUP ? P - p0 : PIXEL_GROUP;
-                    uint64_t failed;
-                    qem_status gst = cols ? qem_chunk_decode_lanes(f, &v, b, p0, w, cols, &failed)
+                    uint64_t failed, lanes[PIXEL_GROUP];
+                    for (uint64_t j = 0; j < w; j++)
+                        lanes[j] = p0 + j;
+                    qem_status gst = cols ? qem_chunk_decode_rows(f, &v, b, lanes, w, cols, &failed)
                                           : QEM_E_NO_MEMORY;
                     if (gst != QEM_OK) {
 #pragma omp critical(qem_pixel_sums_error)
@@ -356,17 +406,26 @@ qem_status qem_pixel_sums(qem_file *f, uint64_t first, uint64_t count, uint64_t 
                         }
                         continue;
                     }
-                    for (uint64_t j = 0; j < w; j++) {
-                        const uint16_t *col = cols + j * n;
-                        uint64_t acc = 0;
-                        uint32_t top = max ? max[p0 + j] : 0;
+                    /* Rows of the tile summed in 32 bits (512 x 65535 fits). */
+                    uint32_t acc[PIXEL_GROUP] = {0};
+                    for (uint32_t i = lo; i < hi && w == PIXEL_GROUP; i++) {
+                        const uint16_t *row = cols + (size_t)i * PIXEL_GROUP;
+                        for (uint64_t j = 0; j < PIXEL_GROUP; j++) /* vectorised */
+                            acc[j] += row[j];
+                    }
+                    for (uint32_t i = lo; i < hi && w < PIXEL_GROUP; i++) {
+                        const uint16_t *row = cols + (size_t)i * w;
+                        for (uint64_t j = 0; j < w; j++)
+                            acc[j] += row[j];
+                    }
+                    for (uint64_t j = 0; j < w; j++)
+                        sums[p0 + j] += acc[j];
+                    if (max) {
                         for (uint32_t i = lo; i < hi; i++) {
-                            acc += col[i];
-                            top = col[i] > top ? col[i] : top;
+                            const uint16_t *row = cols + (size_t)i * w;
+                            for (uint64_t j = 0; j < w; j++)
+                                max[p0 + j] = row[j] > max[p0 + j] ? row[j] : max[p0 + j];
                         }
-                        sums[p0 + j] += acc;
-                        if (max)
-                            max[p0 + j] = top;
                     }
                 }
                 free(cols);

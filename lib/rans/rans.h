@@ -84,14 +84,19 @@ typedef struct qem_stream_job {
     unsigned model;
     const uint8_t *span;
     size_t size;
-    uint16_t *out; /* n samples */
+    uint16_t *out; /* sample i goes to out[i * stride] */
+    size_t stride; /* 0 or 1: a column of n samples; more: a tile of scan rows */
+    int out_zeroed; /* 1: out already holds zeros, so zero streams write nothing
+                       and sparse streams only their events */
 } qem_stream_job;
 
 /* Decodes `count` streams of `n` samples each (one block), rANS streams
  * side by side in SIMD lanes on the given path. Every span lies in one
  * buffer starting at `base` followed by QEM_SPAN_PADDING readable bytes.
  * Returns the status of the first failing job (its index in *failed, else
- * count), exactly as qem_count_stream_decode would. */
+ * count), exactly as qem_count_stream_decode would. Jobs whose outputs sit
+ * side by side in one tile (out[k + 1] == out[k] + 1, one stride) are
+ * written a row of lanes at a time. A failing job's output is undefined. */
 qem_status qem_count_streams_decode(const qem_rans_tables *tables, qem_rans_path path,
                                     const uint8_t *base, const qem_stream_job *jobs, size_t count,
                                     uint32_t n, uint32_t max_value, size_t *failed);

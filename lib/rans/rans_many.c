@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/transpose.h"
 #include "rans/rans.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -93,68 +94,121 @@ static void lanes_setup(const uint8_t *base, const qem_stream_job *const *job, u
 }
 
 #define LANES_AVX2 8
+#define GROUPS_AVX2 4 /* independent 8-lane groups in flight: hides the gathers' latency */
 
-/* Up to 8 rANS streams whose first 4 bytes and initial states are valid.
- * Offsets are relative to `base`; every span lies within `base` plus
- * QEM_SPAN_PADDING readable bytes. Returns a bit per lane that must be
- * decoded again (any rule broken). */
-__attribute__((target("avx2"))) static unsigned
-decode_lanes_avx2(const qem_rans_tables *t, const uint8_t *base, const qem_stream_job *const *job,
-                  unsigned lanes, uint32_t n, uint32_t max_value, uint32_t *stage)
+/* One rANS step of one 8-lane group, every rule checked per lane. The
+ * renormalisation is branch-free: a state below LOW after the step needs
+ * one byte, below 2^15 two (it is never below 2^13), so each lane takes
+ * the top k bytes of the 4 it gathers at its position. */
+__attribute__((target("avx2"), always_inline)) static inline __m256i
+step_avx2(const int *slots, const uint8_t *base, __m256i *x, __m256i *pos, __m256i end,
+          __m256i model, __m256i maxv, __m256i *bad)
 {
-    int32_t x0[LANES_AVX2], pos0[LANES_AVX2], end0[LANES_AVX2], model0[LANES_AVX2];
-    lanes_setup(base, job, lanes, LANES_AVX2, x0, pos0, end0, model0);
-    __m256i x = _mm256_loadu_si256((const __m256i *)x0);
-    __m256i pos = _mm256_loadu_si256((const __m256i *)pos0);
-    const __m256i end = _mm256_loadu_si256((const __m256i *)end0);
-    const __m256i model = _mm256_loadu_si256((const __m256i *)model0);
     const __m256i low = _mm256_set1_epi32((int32_t)QEM_RANS_LOW);
+    const __m256i low2 = _mm256_set1_epi32(1 << 15);
     const __m256i slot_mask = _mm256_set1_epi32((int32_t)(QEM_RANS_SCALE - 1));
     const __m256i m11 = _mm256_set1_epi32(2047), m10 = _mm256_set1_epi32(1023);
-    const __m256i escape = _mm256_set1_epi32(QEM_RANS_ESCAPE);
-    const __m256i ff = _mm256_set1_epi32(255), ffff = _mm256_set1_epi32(65535);
+    const __m256i bswap = _mm256_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12,
+                                           3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12);
+    const __m256i idx = _mm256_add_epi32(model, _mm256_and_si256(*x, slot_mask));
+    const __m256i e = _mm256_i32gather_epi32(slots, idx, 4);
+    const __m256i sym = _mm256_srli_epi32(e, 21);
+    *x = _mm256_add_epi32(
+        _mm256_mullo_epi32(_mm256_and_si256(e, m11), _mm256_srli_epi32(*x, QEM_RANS_SCALE_BITS)),
+        _mm256_and_si256(_mm256_srli_epi32(e, 11), m10));
+    const __m256i need1 = _mm256_cmpgt_epi32(low, *x);
+    if (!_mm256_testz_si256(need1, need1)) {
+        /* k = 0, 1 or 2 bytes (the compares give -1 where true). */
+        const __m256i k = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                           _mm256_add_epi32(need1, _mm256_cmpgt_epi32(low2, *x)));
+        const __m256i next = _mm256_add_epi32(*pos, k);
+        /* A lane that runs past its end is caught at the end (its position
+         * only grows, so it cannot come back to the end) and reads no
+         * further than its end plus the padding meanwhile. */
+        const __m256i word = _mm256_i32gather_epi32((const int *)base, _mm256_min_epi32(*pos, end), 1);
+        const __m256i bits = _mm256_slli_epi32(k, 3);
+        const __m256i top = _mm256_srlv_epi32(_mm256_shuffle_epi8(word, bswap),
+                                              _mm256_sub_epi32(_mm256_set1_epi32(32), bits));
+        *x = _mm256_or_si256(_mm256_sllv_epi32(*x, bits), top);
+        *pos = next;
+    }
+    const __m256i esc = _mm256_cmpeq_epi32(sym, _mm256_set1_epi32(QEM_RANS_ESCAPE));
+    if (_mm256_testz_si256(esc, esc))
+        return sym;
+    const __m256i two = _mm256_set1_epi32(2);
+    const __m256i raw = _mm256_and_si256(
+        _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), (const int *)base,
+                                    _mm256_min_epi32(*pos, end), esc, 1),
+        _mm256_set1_epi32(65535));
+    *bad = _mm256_or_si256(*bad, _mm256_and_si256(esc, _mm256_cmpgt_epi32(raw, maxv)));
+    *pos = _mm256_add_epi32(*pos, _mm256_and_si256(esc, two));
+    return _mm256_blendv_epi8(sym, raw, esc);
+}
+
+/* Up to 8 * groups rANS streams whose first 4 bytes and initial states
+ * are valid, `groups` 8-lane groups stepping together. Offsets are
+ * relative to `base`; every span lies within `base` plus QEM_SPAN_PADDING
+ * readable bytes. Writes sample i of lane l to stage[i * 8 * groups + l]
+ * and returns a bit per lane that must be decoded again (any rule
+ * broken). */
+__attribute__((target("avx2"), always_inline)) static inline unsigned
+decode_groups_avx2(const qem_rans_tables *t, const uint8_t *base, const qem_stream_job *const *job,
+                   unsigned lanes, uint32_t n, uint32_t max_value, uint16_t *stage,
+                   const unsigned groups)
+{
+    enum { W = LANES_AVX2 * GROUPS_AVX2 };
+    int32_t x0[W], pos0[W], end0[W], model0[W];
+    lanes_setup(base, job, lanes, LANES_AVX2 * groups, x0, pos0, end0, model0);
+    __m256i x[GROUPS_AVX2], pos[GROUPS_AVX2], end[GROUPS_AVX2], model[GROUPS_AVX2],
+        bad[GROUPS_AVX2], v[GROUPS_AVX2];
+#pragma GCC unroll 4
+    for (unsigned g = 0; g < groups; g++) {
+        x[g] = _mm256_loadu_si256((const __m256i *)(x0 + 8 * g));
+        pos[g] = _mm256_loadu_si256((const __m256i *)(pos0 + 8 * g));
+        end[g] = _mm256_loadu_si256((const __m256i *)(end0 + 8 * g));
+        model[g] = _mm256_loadu_si256((const __m256i *)(model0 + 8 * g));
+        bad[g] = _mm256_setzero_si256();
+    }
     const __m256i maxv = _mm256_set1_epi32((int32_t)max_value);
-    const __m256i one = _mm256_set1_epi32(1), two = _mm256_set1_epi32(2);
     const int *slots = (const int *)&t->slot[0][0];
-    __m256i bad = _mm256_setzero_si256();
+    const size_t width = (size_t)LANES_AVX2 * groups;
     for (uint32_t i = 0; i < n; i++) {
-        const __m256i idx = _mm256_add_epi32(model, _mm256_and_si256(x, slot_mask));
-        const __m256i e = _mm256_i32gather_epi32(slots, idx, 4);
-        const __m256i sym = _mm256_srli_epi32(e, 21);
-        x = _mm256_add_epi32(
-            _mm256_mullo_epi32(_mm256_and_si256(e, m11), _mm256_srli_epi32(x, QEM_RANS_SCALE_BITS)),
-            _mm256_and_si256(_mm256_srli_epi32(e, 11), m10));
-        /* Renormalise: at most a few bytes per lane, lanes in step. */
-        __m256i need = _mm256_cmpgt_epi32(low, x);
-        while (!_mm256_testz_si256(need, need)) {
-            bad = _mm256_or_si256(bad, _mm256_and_si256(need, _mm256_cmpgt_epi32(_mm256_add_epi32(pos, one), end)));
-            /* A broken lane reads no further than its end (plus padding). */
-            const __m256i at = _mm256_min_epi32(pos, end);
-            const __m256i byte = _mm256_and_si256(
-                _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), (const int *)base, at, need, 1),
-                ff);
-            x = _mm256_blendv_epi8(x, _mm256_or_si256(_mm256_slli_epi32(x, 8), byte), need);
-            pos = _mm256_sub_epi32(pos, need); /* need is -1 where true */
-            need = _mm256_cmpgt_epi32(low, x);
+#pragma GCC unroll 4
+        for (unsigned g = 0; g < groups; g++)
+            v[g] = step_avx2(slots, base, &x[g], &pos[g], end[g], model[g], maxv, &bad[g]);
+        if (groups == 1) {
+            const __m256i p = _mm256_packus_epi32(v[0], _mm256_permute2x128_si256(v[0], v[0], 1));
+            _mm_storeu_si128((__m128i *)(stage + (size_t)i * width), _mm256_castsi256_si128(p));
+            continue;
         }
-        __m256i value = sym;
-        const __m256i esc = _mm256_cmpeq_epi32(sym, escape);
-        if (!_mm256_testz_si256(esc, esc)) {
-            bad = _mm256_or_si256(bad, _mm256_and_si256(esc, _mm256_cmpgt_epi32(_mm256_add_epi32(pos, two), end)));
-            const __m256i at = _mm256_min_epi32(pos, end);
-            const __m256i raw = _mm256_and_si256(
-                _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), (const int *)base, at, esc, 1),
-                ffff);
-            bad = _mm256_or_si256(bad, _mm256_and_si256(esc, _mm256_cmpgt_epi32(raw, maxv)));
-            value = _mm256_blendv_epi8(sym, raw, esc);
-            pos = _mm256_add_epi32(pos, _mm256_and_si256(esc, two));
+#pragma GCC unroll 4
+        for (unsigned g = 0; g + 1 < groups; g += 2) {
+            /* packus interleaves 128-bit halves; the permute restores lane order. */
+            const __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(v[g], v[g + 1]), 0xD8);
+            _mm256_storeu_si256((__m256i *)(stage + (size_t)i * width + 8 * g), p);
         }
-        _mm256_storeu_si256((__m256i *)(stage + (size_t)i * LANES_AVX2), value);
     }
     /* Every byte used and the final state back at LOW. */
-    bad = _mm256_or_si256(bad, _mm256_xor_si256(_mm256_cmpeq_epi32(pos, end), _mm256_set1_epi32(-1)));
-    bad = _mm256_or_si256(bad, _mm256_xor_si256(_mm256_cmpeq_epi32(x, low), _mm256_set1_epi32(-1)));
-    return (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(bad)) & ((1u << lanes) - 1u);
+    uint64_t redo = 0;
+    const __m256i low = _mm256_set1_epi32((int32_t)QEM_RANS_LOW);
+    for (unsigned g = 0; g < groups; g++) {
+        const __m256i ok = _mm256_and_si256(_mm256_cmpeq_epi32(pos[g], end[g]),
+                                            _mm256_cmpeq_epi32(x[g], low));
+        const __m256i b = _mm256_or_si256(bad[g], _mm256_xor_si256(ok, _mm256_set1_epi32(-1)));
+        redo |= (uint64_t)(unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(b)) << (8 * g);
+    }
+    return (unsigned)(redo & ((1ull << lanes) - 1u));
+}
+
+__attribute__((target("avx2"))) static unsigned
+decode_lanes_avx2(const qem_rans_tables *t, const uint8_t *base, const qem_stream_job *const *job,
+                  unsigned lanes, uint32_t n, uint32_t max_value, uint16_t *stage)
+{
+    if (lanes > 2 * LANES_AVX2)
+        return decode_groups_avx2(t, base, job, lanes, n, max_value, stage, 4);
+    if (lanes > LANES_AVX2)
+        return decode_groups_avx2(t, base, job, lanes, n, max_value, stage, 2);
+    return decode_groups_avx2(t, base, job, lanes, n, max_value, stage, 1);
 }
 
 #define LANES_AVX512 16
@@ -162,7 +216,7 @@ decode_lanes_avx2(const qem_rans_tables *t, const uint8_t *base, const qem_strea
 __attribute__((target("avx512f,avx2"))) static unsigned
 decode_lanes_avx512(const qem_rans_tables *t, const uint8_t *base,
                     const qem_stream_job *const *job, unsigned lanes, uint32_t n,
-                    uint32_t max_value, uint32_t *stage)
+                    uint32_t max_value, uint16_t *stage)
 {
     int32_t x0[LANES_AVX512], pos0[LANES_AVX512], end0[LANES_AVX512], model0[LANES_AVX512];
     lanes_setup(base, job, lanes, LANES_AVX512, x0, pos0, end0, model0);
@@ -209,13 +263,176 @@ decode_lanes_avx512(const qem_rans_tables *t, const uint8_t *base,
             value = _mm512_mask_mov_epi32(sym, esc, raw);
             pos = _mm512_mask_add_epi32(pos, esc, pos, two);
         }
-        _mm512_storeu_si512(stage + (size_t)i * LANES_AVX512, value);
+        /* Values fit 16 bits: narrowed, as the AVX2 path stores them. */
+        _mm256_storeu_si256((__m256i *)(stage + (size_t)i * LANES_AVX512),
+                            _mm512_cvtepi32_epi16(value));
     }
     bad |= _mm512_cmpneq_epi32_mask(pos, end) | _mm512_cmpneq_epi32_mask(x, low);
     return (unsigned)bad & ((1u << lanes) - 1u);
 }
 
 #endif /* QEM_HAVE_X86_SIMD */
+
+static inline size_t job_stride(const qem_stream_job *j)
+{
+    return j->stride ? j->stride : 1;
+}
+
+
+static inline uint16_t load_u16le(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | (p[1] << 8));
+}
+
+/* The reference decoder on one job, whatever its stride. Zero, constant
+ * and sparse streams into a row tile are written in place, with the
+ * reference's checks in the reference's order; the rest are decoded as a
+ * column and spread. */
+static qem_status decode_job_scalar(const qem_rans_tables *t, const qem_stream_job *j, uint32_t n,
+                                    uint32_t max_value)
+{
+    const size_t stride = job_stride(j);
+    if (stride == 1 && !j->out_zeroed)
+        return qem_count_stream_decode(t, j->model, j->span, j->size, n, max_value, j->out);
+    uint16_t *out = j->out;
+    switch (j->model) {
+    case QEM_MODEL_ZERO:
+        if (j->size != 0)
+            return QEM_E_MODEL;
+        for (uint32_t i = 0; !j->out_zeroed && i < n; i++)
+            out[i * stride] = 0;
+        return QEM_OK;
+    case QEM_MODEL_CONSTANT: {
+        if (j->size != 2)
+            return QEM_E_MODEL;
+        const uint16_t v = load_u16le(j->span);
+        if (v > max_value)
+            return QEM_E_VALUE_RANGE;
+        for (uint32_t i = 0; i < n; i++)
+            out[i * stride] = v;
+        return QEM_OK;
+    }
+    case QEM_MODEL_SPARSE: {
+        if (j->size % 2 != 0)
+            return QEM_E_MODEL;
+        for (uint32_t i = 0; !j->out_zeroed && i < n; i++)
+            out[i * stride] = 0;
+        long previous = -1;
+        for (size_t k = 0; k < j->size / 2; k++) {
+            const uint16_t e = load_u16le(j->span + 2 * k);
+            const long at = e >> 7;
+            if (at <= previous || at >= (long)n)
+                return QEM_E_SPARSE;
+            const uint32_t v = (uint32_t)(e & 127) + 1;
+            if (v > max_value)
+                return QEM_E_VALUE_RANGE;
+            out[(size_t)at * stride] = (uint16_t)v;
+            previous = at;
+        }
+        return QEM_OK;
+    }
+    default:
+        break;
+    }
+    if (stride == 1)
+        return qem_count_stream_decode(t, j->model, j->span, j->size, n, max_value, j->out);
+    uint16_t column[QEM_STREAM_MAX_SAMPLES];
+    if (n > QEM_STREAM_MAX_SAMPLES)
+        return QEM_E_MODEL; /* no count stream holds more than one block */
+    const qem_status st = qem_count_stream_decode(t, j->model, j->span, j->size, n, max_value, column);
+    for (uint32_t i = 0; st == QEM_OK && i < n; i++)
+        out[i * stride] = column[i];
+    return st;
+}
+
+/* Copies `lanes` lanes of a stage (sample i of lane l at
+ * stage[i * width + l]) to their jobs' outputs. */
+static void stage_copy_out(const uint16_t *stage, unsigned width, const qem_stream_job *const *job,
+                           unsigned lanes, uint32_t n)
+{
+    const size_t stride = job_stride(job[0]);
+    int side_by_side = stride > 1;
+    for (unsigned l = 1; side_by_side && l < lanes; l++)
+        side_by_side = job[l]->out == job[0]->out + l && job_stride(job[l]) == stride;
+    if (side_by_side) {
+        /* A row of lanes per sample, straight into the tile. */
+        for (uint32_t i = 0; i < n; i++)
+            memcpy(job[0]->out + i * stride, stage + (size_t)i * width, lanes * sizeof *stage);
+        return;
+    }
+    unsigned l0 = 0;
+#if defined(__SSE2__)
+    /* Columns: eight lanes by eight samples at a time through registers. */
+    for (; l0 + 8 <= lanes; l0 += 8) {
+        int columns = 1;
+        for (unsigned l = l0; l < l0 + 8; l++)
+            columns &= job_stride(job[l]) == 1;
+        if (!columns)
+            break;
+        uint32_t i0 = 0;
+        for (; i0 + 8 <= n; i0 += 8) {
+            __m128i c[8];
+            qem_transpose8x8_u16(stage + (size_t)i0 * width + l0, width, c);
+            for (unsigned l = 0; l < 8; l++)
+                _mm_storeu_si128((__m128i *)(job[l0 + l]->out + i0), c[l]);
+        }
+        for (unsigned l = l0; l < l0 + 8; l++)
+            for (uint32_t i = i0; i < n; i++)
+                job[l]->out[i] = stage[(size_t)i * width + l];
+    }
+#endif
+    for (unsigned l = l0; l < lanes; l++) {
+        uint16_t *out = job[l]->out;
+        const size_t s = job_stride(job[l]);
+        for (uint32_t i = 0; i < n; i++)
+            out[i * s] = stage[(size_t)i * width + l];
+    }
+}
+
+/* Copies `lanes` decoded columns (lane l's samples at cols[l * n]) to
+ * their jobs' strided outputs: eight side-by-side lanes through 8x8
+ * transposes, others one value at a time. */
+static void columns_copy_out(const uint16_t *cols, const qem_stream_job *const *job,
+                             unsigned lanes, uint32_t n)
+{
+    const size_t stride = job_stride(job[0]);
+    int side_by_side = lanes == 8;
+    for (unsigned l = 1; side_by_side && l < lanes; l++)
+        side_by_side = job[l]->out == job[0]->out + l && job_stride(job[l]) == stride;
+    uint32_t i0 = 0;
+#if defined(__SSE2__)
+    for (; side_by_side && i0 + 8 <= n; i0 += 8) {
+        __m128i r[8];
+        qem_transpose8x8_u16(cols + i0, n, r);
+        for (unsigned k = 0; k < 8; k++)
+            _mm_storeu_si128((__m128i *)(job[0]->out + (size_t)(i0 + k) * stride), r[k]);
+    }
+#endif
+    for (unsigned l = 0; l < lanes; l++) {
+        const size_t s = job_stride(job[l]);
+        for (uint32_t i = i0; i < n; i++)
+            job[l]->out[i * s] = cols[(size_t)l * n + i];
+    }
+}
+
+/* The reference decoder on up to eight jobs, each into its own column of
+ * `cols`, then copied to the jobs' outputs; failures are recorded as
+ * qem_count_streams_decode reports them (the lowest job index wins). */
+static void decode_columns(const qem_rans_tables *t, const qem_stream_job *const *group,
+                           unsigned count, uint32_t n, uint32_t max_value, uint16_t *cols,
+                           const qem_stream_job *jobs, size_t *failed, qem_status *first)
+{
+    for (unsigned l = 0; l < count; l++) {
+        const qem_stream_job *j = group[l];
+        const qem_status st = qem_count_stream_decode(t, j->model, j->span, j->size, n, max_value,
+                                                      cols + (size_t)l * n);
+        if (st != QEM_OK && (size_t)(j - jobs) < *failed) {
+            *failed = (size_t)(j - jobs);
+            *first = st;
+        }
+    }
+    columns_copy_out(cols, group, count, n);
+}
 
 qem_status qem_count_streams_decode(const qem_rans_tables *t, qem_rans_path path,
                                     const uint8_t *base, const qem_stream_job *jobs, size_t count,
@@ -225,27 +442,49 @@ qem_status qem_count_streams_decode(const qem_rans_tables *t, qem_rans_path path
     unsigned width = 1;
 #ifdef QEM_HAVE_X86_SIMD
     if (path == QEM_RANS_PATH_AVX2)
-        width = LANES_AVX2;
+        width = LANES_AVX2 * GROUPS_AVX2;
     else if (path == QEM_RANS_PATH_AVX512)
         width = LANES_AVX512;
 #endif
+    /* The scalar path decodes rANS streams bound for a row tile as columns,
+     * eight at a time, and transposes them in. */
+    const int scalar_rows = width == 1;
+    if (scalar_rows)
+        width = 8;
     /* Lanes waiting for a SIMD group: rANS streams whose header is sound. */
-    const qem_stream_job *group[16];
-    unsigned grouped = 0;
-    uint32_t stage[16 * QEM_STREAM_MAX_SAMPLES];
+    const qem_stream_job *group[32], *raw_group[8];
+    unsigned grouped = 0, raw_grouped = 0;
+    uint16_t stage[32 * QEM_STREAM_MAX_SAMPLES], columns[8 * QEM_STREAM_MAX_SAMPLES];
     qem_status first = QEM_OK;
     for (size_t k = 0; k <= count; k++) {
         const int flush = k == count;
         if (!flush) {
             const qem_stream_job *j = &jobs[k];
-            const int simd = width > 1 && j->model < QEM_RANS_MODELS && j->size >= 4 &&
-                             n <= QEM_STREAM_MAX_SAMPLES && j->span >= base &&
-                             (size_t)(j->span - base) + j->size < (size_t)INT32_MAX - 64 &&
-                             load_u32le(j->span) >= QEM_RANS_LOW &&
-                             load_u32le(j->span) < QEM_RANS_HIGH;
+            const int simd =
+                scalar_rows ? j->model < QEM_RANS_MODELS && job_stride(j) > 1 &&
+                                  n <= QEM_STREAM_MAX_SAMPLES
+                            : j->model < QEM_RANS_MODELS && j->size >= 4 &&
+                                  n <= QEM_STREAM_MAX_SAMPLES && j->span >= base &&
+                                  /* a broken lane's position may run up to 4
+                                   * bytes a sample past its end: no overflow */
+                                  (size_t)(j->span - base) + j->size <
+                                      (size_t)INT32_MAX - 4 * QEM_STREAM_MAX_SAMPLES - 64 &&
+                                  load_u32le(j->span) >= QEM_RANS_LOW &&
+                                  load_u32le(j->span) < QEM_RANS_HIGH;
+            if (!simd && j->model == QEM_MODEL_RAW && job_stride(j) > 1 &&
+                n <= QEM_STREAM_MAX_SAMPLES) {
+                /* Raw streams bound for a row tile (float lanes, hot
+                 * pixels): eight columns at a time, transposed in. */
+                raw_group[raw_grouped++] = j;
+                if (raw_grouped == 8) {
+                    decode_columns(t, raw_group, raw_grouped, n, max_value, columns, jobs, failed,
+                                   &first);
+                    raw_grouped = 0;
+                }
+                continue;
+            }
             if (!simd) {
-                const qem_status st =
-                    qem_count_stream_decode(t, j->model, j->span, j->size, n, max_value, j->out);
+                const qem_status st = decode_job_scalar(t, j, n, max_value);
                 if (st != QEM_OK && (size_t)(j - jobs) < *failed) {
                     *failed = (size_t)(j - jobs);
                     first = st;
@@ -253,29 +492,40 @@ qem_status qem_count_streams_decode(const qem_rans_tables *t, qem_rans_path path
                 continue;
             }
             group[grouped++] = j;
+        } else if (raw_grouped) {
+            decode_columns(t, raw_group, raw_grouped, n, max_value, columns, jobs, failed, &first);
+            raw_grouped = 0;
         }
         if (grouped == 0 || (!flush && grouped < width))
             continue;
+        if (scalar_rows) {
+            decode_columns(t, group, grouped, n, max_value, stage, jobs, failed, &first);
+            grouped = 0;
+            continue;
+        }
         unsigned redo = 0;
+        unsigned stage_width = width;
 #ifdef QEM_HAVE_X86_SIMD
-        redo = width == LANES_AVX512
-                   ? decode_lanes_avx512(t, base, group, grouped, n, max_value, stage)
-                   : decode_lanes_avx2(t, base, group, grouped, n, max_value, stage);
+        if (path == QEM_RANS_PATH_AVX512) {
+            redo = decode_lanes_avx512(t, base, group, grouped, n, max_value, stage);
+        } else {
+            stage_width = grouped > 2 * LANES_AVX2 ? 4 * LANES_AVX2
+                          : grouped > LANES_AVX2   ? 2 * LANES_AVX2
+                                                   : LANES_AVX2;
+            redo = decode_lanes_avx2(t, base, group, grouped, n, max_value, stage);
+        }
 #endif
+        stage_copy_out(stage, stage_width, group, grouped, n);
         for (unsigned l = 0; l < grouped; l++) {
-            const qem_stream_job *j = group[l];
-            if (redo & (1u << l)) {
-                /* The scalar decoder names the rule this lane broke. */
-                const qem_status st =
-                    qem_count_stream_decode(t, j->model, j->span, j->size, n, max_value, j->out);
-                if (st != QEM_OK && (size_t)(j - jobs) < *failed) {
-                    *failed = (size_t)(j - jobs);
-                    first = st;
-                }
+            if (!(redo & (1u << l)))
                 continue;
+            /* The scalar decoder names the rule this lane broke. */
+            const qem_stream_job *j = group[l];
+            const qem_status st = decode_job_scalar(t, j, n, max_value);
+            if (st != QEM_OK && (size_t)(j - jobs) < *failed) {
+                *failed = (size_t)(j - jobs);
+                first = st;
             }
-            for (uint32_t i = 0; i < n; i++)
-                j->out[i] = (uint16_t)stage[(size_t)i * width + l];
         }
         grouped = 0;
     }

@@ -1,6 +1,7 @@
 /* The count-stream decoder: every path (scalar, AVX2, AVX-512 where the
- * CPU has them), one stream and a full batch of copies, must give the
- * scalar decoder's status and values. Layout: model byte, u16 sample
+ * CPU has them), one stream and a full batch of copies, as columns and
+ * side by side in a zeroed tile of scan rows, must give the scalar
+ * decoder's status and values. Layout: model byte, u16 sample
  * count, a byte choosing the maximum value, then the stream. */
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             continue;
         qem_stream_job jobs[COPIES];
         for (int c = 0; c < COPIES; c++)
-            jobs[c] = (qem_stream_job){model, buf + (size_t)c * span_size, span_size, got[c]};
+            jobs[c] = (qem_stream_job){model, buf + (size_t)c * span_size, span_size, got[c], 1, 0};
         size_t failed;
         const qem_status bst =
             qem_count_streams_decode(t, paths[p], buf, jobs, COPIES, n, max_value, &failed);
@@ -45,6 +46,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (int c = 0; st == QEM_OK && c < COPIES; c++)
             if (memcmp(got[c], want, n * sizeof *want) != 0)
                 abort();
+        /* The same copies into a zeroed tile of scan rows, side by side. */
+        static uint16_t tile[QEM_STREAM_MAX_SAMPLES * COPIES];
+        memset(tile, 0, sizeof tile);
+        for (int c = 0; c < COPIES; c++)
+            jobs[c] = (qem_stream_job){model, buf + (size_t)c * span_size, span_size, tile + c,
+                                       COPIES, 1};
+        const qem_status rst =
+            qem_count_streams_decode(t, paths[p], buf, jobs, COPIES, n, max_value, &failed);
+        if (rst != st || (st != QEM_OK && failed != 0))
+            abort();
+        for (int c = 0; st == QEM_OK && c < COPIES; c++)
+            for (uint32_t i = 0; i < n; i++)
+                if (tile[(size_t)i * COPIES + c] != want[i])
+                    abort();
     }
     free(buf);
     return 0;

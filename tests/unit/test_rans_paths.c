@@ -86,7 +86,7 @@ static unsigned check_paths(const qem_rans_tables *t, const stream *s, uint32_t 
         /* One stream per call gives each stream's own status ... */
         int wrong = 0;
         for (unsigned k = 0; k < STREAMS; k++) {
-            qem_stream_job job = {s[k].model, buffer + s[k].offset, s[k].size, got[k]};
+            qem_stream_job job = {s[k].model, buffer + s[k].offset, s[k].size, got[k], 1, 0};
             size_t failed;
             const qem_status st = qem_count_streams_decode(t, paths[pi], buffer, &job, 1, N,
                                                            max_value, &failed);
@@ -96,7 +96,7 @@ static unsigned check_paths(const qem_rans_tables *t, const stream *s, uint32_t 
         /* ... and all at once the first failure and every good stream. */
         qem_stream_job jobs[STREAMS];
         for (unsigned k = 0; k < STREAMS; k++)
-            jobs[k] = (qem_stream_job){s[k].model, buffer + s[k].offset, s[k].size, got[k]};
+            jobs[k] = (qem_stream_job){s[k].model, buffer + s[k].offset, s[k].size, got[k], 1, 0};
         size_t failed;
         const qem_status st = qem_count_streams_decode(t, paths[pi], buffer, jobs, STREAMS, N,
                                                        max_value, &failed);

@@ -1,0 +1,104 @@
+/* The count-stream decoder alone, in cache: 64 streams of 512 Poisson
+ * samples (one pixel group of one block) encoded as the writer encodes
+ * them, decoded again and again into a tile of scan rows on each path,
+ * by process CPU time (a shared machine's other work does not count).
+ * `qem-bench --kernel`: the per-count cost of the rANS step itself,
+ * without chunk reads, tiles or the caller's rows. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench_util.h"
+#include "rans/rans.h"
+
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static uint64_t rng = 20261201;
+static double uniform(void)
+{
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)((rng >> 11) + 1) * 0x1.0p-53;
+}
+
+static unsigned poisson(double lambda)
+{
+    const double limit = exp(-lambda);
+    double prod = uniform();
+    unsigned k = 0;
+    while (prod > limit) {
+        prod *= uniform();
+        k++;
+    }
+    return k;
+}
+
+int bench_kernel(char *out, size_t size)
+{
+    enum { N = 512, S = 64, REPS = 300 };
+    static qem_rans_tables t;
+    qem_rans_tables_init(&t);
+    static uint16_t values[S][N], tile[N * S];
+    static uint8_t buffer[S * 2 * N + QEM_SPAN_PADDING], scratch[4 * N + 8];
+    /* Dose per stream: one value each, or (negative) a spread of doses
+     * from 0.05 to 33 as a pixel group crossing a disk edge has. */
+    static const double doses[] = {0.3, 4, 20, -1};
+    static const qem_rans_path paths[] = {QEM_RANS_PATH_SCALAR, QEM_RANS_PATH_AVX2,
+                                          QEM_RANS_PATH_AVX512};
+    int n = snprintf(out, size,
+                     "Decoder alone (`qem-bench --kernel`): 64 streams x 512 samples in cache "
+                     "into a tile of scan rows, best of %d by process CPU time, ns per count.\n\n"
+                     "| counts per sample | stream bytes per count | rANS streams | scalar | "
+                     "avx2 | avx512 |\n|---|---|---|---|---|---|\n",
+                     REPS);
+    for (size_t d = 0; d < sizeof doses / sizeof *doses; d++) {
+        size_t at = 0, offset[S], len[S];
+        uint8_t model[S];
+        unsigned rans = 0;
+        for (unsigned k = 0; k < S; k++) {
+            const double lambda = doses[d] > 0 ? doses[d] : exp(-3.0 + (k * 37 % 64) / 64.0 * 6.5);
+            for (unsigned i = 0; i < N; i++)
+                values[k][i] = (uint16_t)poisson(lambda);
+            len[k] = qem_count_stream_encode(&t, values[k], N, buffer + at, &model[k], scratch);
+            offset[k] = at;
+            at += len[k];
+            rans += model[k] < QEM_RANS_MODELS;
+        }
+        memset(buffer + at, 0, QEM_SPAN_PADDING);
+        qem_stream_job jobs[S];
+        for (unsigned k = 0; k < S; k++)
+            jobs[k] = (qem_stream_job){model[k], buffer + offset[k], len[k], tile + k, S, 1};
+        char cells[3][32];
+        for (int p = 0; p < 3; p++) {
+            snprintf(cells[p], sizeof cells[p], "not on this CPU");
+            if (!qem_rans_path_supported(paths[p]))
+                continue;
+            double best = 1e9;
+            int ok = 1;
+            for (int r = 0; r < REPS && ok; r++) {
+                memset(tile, 0, sizeof tile);
+                size_t failed;
+                const double c0 = cpu_now();
+                ok = qem_count_streams_decode(&t, paths[p], buffer, jobs, S, N, 65535, &failed) ==
+                     QEM_OK;
+                const double c = cpu_now() - c0;
+                best = c < best ? c : best;
+            }
+            for (unsigned k = 0; ok && k < S; k++)
+                for (unsigned i = 0; i < N; i++)
+                    ok &= tile[i * S + k] == values[k][i];
+            snprintf(cells[p], sizeof cells[p], ok ? "%.2f" : "wrong", best / (S * N) * 1e9);
+        }
+        char dose[32];
+        snprintf(dose, sizeof dose, doses[d] > 0 ? "%.1f" : "0.05-33 (spread)", doses[d]);
+        n += snprintf(out + n, size - (size_t)n, "| %s | %.2f | %u of %d | %s | %s | %s |\n", dose,
+                      (double)at / (S * N), rans, S, cells[0], cells[1], cells[2]);
+    }
+    n += snprintf(out + n, size - (size_t)n, "\n");
+    return n;
+}
