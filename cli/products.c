@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "detector.h"
 
 const char *const dp_help =
     "usage: qem dp FILE --scan ROW,COLUMN -o OUT [--raw] [--json]\n"
@@ -240,22 +241,6 @@ int cmd_mean(int argc, char **argv)
     return code;
 }
 
-static int parse_detector(const char *name, qem_detector *d)
-{
-    static const struct {
-        const char *name;
-        qem_detector d;
-    } names[] = {{"bf", QEM_DETECTOR_BF},       {"abf", QEM_DETECTOR_ABF},
-                 {"adf", QEM_DETECTOR_ADF},     {"haadf", QEM_DETECTOR_HAADF},
-                 {"df", QEM_DETECTOR_DF},       {"annulus", QEM_DETECTOR_ANNULUS}};
-    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
-        if (!strcasecmp(name, names[k].name)) {
-            *d = names[k].d;
-            return 1;
-        }
-    return 0;
-}
-
 /* The mask a command asks for (--mask or --detector), or NULL with *none
  * set when it asks for neither. Records what was used in `summary`. */
 static uint8_t *build_mask(product_run *r, const options *o, const char *help, json_t *summary,
@@ -288,56 +273,44 @@ static uint8_t *build_mask(product_run *r, const options *o, const char *help, j
         json_object_set_new(summary, "mask", json_string(o->mask));
         return mask;
     }
-    qem_detector_geometry g;
-    qem_detector_geometry_init(&g);
-    if (!parse_detector(o->detector, &g.detector)) {
+    detector_request dr;
+    memset(&dr, 0, sizeof dr);
+    if (!detector_parse_name(o->detector, &dr.detector)) {
         free(mask);
         *code = usage_error(help, "unknown detector '%s' (bf, abf, adf, haadf, df, annulus)",
                             o->detector);
         return NULL;
     }
+    dr.have_center = o->have_center;
+    dr.center[0] = o->center[0];
+    dr.center[1] = o->center[1];
+    dr.have_radius = o->have_radius;
+    dr.radius = o->radius;
+    dr.have_inner = o->have_inner;
+    dr.inner = o->inner;
+    dr.have_outer = o->have_outer;
+    dr.outer = o->outer;
+    dr.unit_mrad = o->unit && !strcmp(o->unit, "mrad");
+    dr.semiangle = o->semiangle;
     /* Centre and radius: given, else the file's calibration, else the
-     * estimate from the mean pattern. */
+     * estimate from the mean pattern (cli/detector.c). */
     qem_detector_calibration cal;
     const char *origin = "given";
-    /* An annulus (or ADF) given by both bounds needs no radius. */
-    const int bounds_given = o->have_inner && o->have_outer &&
-                             (g.detector == QEM_DETECTOR_ANNULUS || g.detector == QEM_DETECTOR_ADF);
-    if (!o->have_center || !(o->have_radius || bounds_given) ||
-        (o->unit && !strcmp(o->unit, "mrad"))) {
-        if (qem_products_file_calibration(r->products, &cal)) {
-            origin = "file detector calibration";
-        } else if (qem_products_estimate_calibration(r->products, &cal, &e) == QEM_OK) {
-            origin = "estimate (mean-diffraction-half-maximum)";
-        } else {
-            free(mask);
-            *code = fail(r->command, &e);
-            return NULL;
-        }
-    }
-    g.center_row = o->have_center ? o->center[0] : cal.center_row;
-    g.center_column = o->have_center ? o->center[1] : cal.center_column;
-    g.unit_mrad = o->unit && !strcmp(o->unit, "mrad");
-    g.semiangle_mrad = o->semiangle;
-    double semi = o->semiangle;
-    if (g.unit_mrad && !(semi > 0))
-        qem_products_semiangle(r->products, &semi);
-    /* With both bounds and the centre given, no radius is needed or known. */
-    const int radius_unused = bounds_given && o->have_center && !o->have_radius && !g.unit_mrad;
-    g.radius = o->have_radius ? o->radius
-               : g.unit_mrad  ? semi
-               : radius_unused ? 0
-                               : cal.bright_field_radius;
-    g.inner = o->have_inner ? o->inner : 0;
-    g.outer = o->have_outer ? o->outer : 0;
-    const double radius_px = o->have_center && o->have_radius && !g.unit_mrad
-                                 ? o->radius
-                                 : cal.bright_field_radius;
-    if (qem_products_detector_mask(r->products, &g, radius_px, mask, &e) != QEM_OK) {
+    if (detector_needs_calibration(&dr) &&
+        detector_default_calibration(r->products, &cal, &origin, &e) != QEM_OK) {
         free(mask);
         *code = fail(r->command, &e);
         return NULL;
     }
+    detector_resolved resolved;
+    if (detector_build(r->products, &dr, detector_needs_calibration(&dr) ? &cal : NULL, origin,
+                       mask, &resolved, &e) != QEM_OK) {
+        free(mask);
+        *code = fail(r->command, &e);
+        return NULL;
+    }
+    const qem_detector_geometry g = resolved.geometry;
+    const int radius_unused = resolved.radius_unused;
     uint64_t selected = 0;
     for (uint64_t k = 0; k < info.pixels; k++)
         selected += mask[k];
