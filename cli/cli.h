@@ -84,4 +84,7 @@ int cmd_com(int argc, char **argv);
 int cmd_dpc(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
 
+/* The viewer, self-contained (cli/view/): cmd_view and view_help. */
+#include "view/view.h"
+
 #endif

@@ -32,6 +32,7 @@ static const char *const main_help =
     "  dpc FILE -o OUT         DPC rotation search and iDPC phase\n"
     "  calibrate FILE [-o NEW] detector centre and bright-field radius estimate\n"
     "                          (products: OUT .npy exact, .tif float32, .png 8-bit)\n"
+    "  view FILE [FILE...]     open in the browser: live virtual detector (qem help view)\n"
     "  pack inspect|plan|produce SRC [DEST.h5]\n"
     "                          write a Lossless Pack Format v1 file (see qem help pack)\n"
     "FILE is a .qem file or a Lossless Pack Format v1 file (.h5), recognised by\n"
@@ -717,6 +718,7 @@ int main(int argc, char **argv)
               : !strcmp(topic, "com")    ? com_help
               : !strcmp(topic, "dpc")    ? dpc_help
               : !strcmp(topic, "calibrate") ? calibrate_help
+              : !strcmp(topic, "view")   ? view_help
                                          : main_help,
               stdout);
         return EXIT_OK;
@@ -743,6 +745,8 @@ int main(int argc, char **argv)
         return cmd_calibrate(argc - 2, argv + 2);
     if (!strcmp(cmd, "pack"))
         return cmd_pack(argc - 2, argv + 2);
+    if (!strcmp(cmd, "view"))
+        return cmd_view(argc - 2, argv + 2);
     fprintf(stderr, "qem: unknown command '%s'\n\n%s", cmd, main_help);
     return EXIT_USAGE;
 }
