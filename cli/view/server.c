@@ -55,6 +55,20 @@ typedef struct view_client {
     uint64_t used;        /* guarded by server->clients_lock: LRU clock */
 } view_client;
 
+/* Patterns at the cursor from a .qem file: one 512-scan block of a chunk
+ * is decoded whole (a single scan costs about as much) and kept, so that
+ * hovering over neighbouring positions is a copy. Two blocks in all. */
+#define FRAME_BLOCK 512
+#define FRAME_SLOTS 2
+
+typedef struct frame_slot {
+    int used;
+    size_t file;
+    uint64_t first, count, tick;
+    unsigned char *data; /* count scans in the working dtype, invalid pixels 0 */
+    size_t size;
+} frame_slot;
+
 struct view_server {
     view_config config;
     view_file *files;
@@ -73,6 +87,10 @@ struct view_server {
     pthread_mutex_t clients_lock;
     view_client *clients[MAX_SESSIONS];
     uint64_t clock;
+    pthread_mutex_t frames_lock;
+    frame_slot frames[FRAME_SLOTS];
+    uint64_t frames_clock;
+    atomic_ullong frame_hits, frame_misses;
     atomic_ullong requests, live_updates, refused, failed, sessions_created, sessions_evicted;
 };
 
@@ -337,6 +355,7 @@ qem_status view_server_create(const view_config *config, view_server **out, qem_
     s->products = calloc(config->files, sizeof *s->products);
     s->shapes = calloc(config->files, sizeof *s->shapes);
     pthread_mutex_init(&s->clients_lock, NULL);
+    pthread_mutex_init(&s->frames_lock, NULL);
     qem_status st = s->files && s->products && s->shapes ? QEM_OK : QEM_E_NO_MEMORY;
     if (st != QEM_OK)
         snprintf(error->message, sizeof error->message, "out of memory");
@@ -722,13 +741,99 @@ static void reply_json(reply *r, json_t *j)
 
 /* --- routes ---------------------------------------------------------------- */
 
+/* The 512-scan block of a .qem chunk that holds `scan`: [*first, +*count). */
+static int frame_block(qem_file *qf, uint64_t scan, uint64_t *first, uint64_t *count)
+{
+    qem_file_info fi;
+    qem_get_info(qf, &fi);
+    uint64_t lo = 0, hi = fi.chunk_count;
+    while (lo < hi) { /* chunks are contiguous and in order */
+        const uint64_t mid = lo + (hi - lo) / 2;
+        uint64_t at, n;
+        if (qem_get_chunk(qf, mid, &at, &n) != QEM_OK)
+            return 0;
+        if (scan < at) {
+            hi = mid;
+        } else if (scan >= at + n) {
+            lo = mid + 1;
+        } else {
+            *first = at + (scan - at) / FRAME_BLOCK * FRAME_BLOCK;
+            *count = at + n - *first < FRAME_BLOCK ? at + n - *first : FRAME_BLOCK;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The pattern at `scan` of a .qem file of counts, through the block
+ * cache: the working values with invalid pixels 0, which is what
+ * qem_products_frame gives (tests/viewer checks the bytes against qem dp).
+ * 0 when the cache does not apply (then the library is asked directly). */
+static int frame_from_block(view_server *s, size_t index, uint64_t scan, reply *r)
+{
+    view_file *f = &s->files[index];
+    qem_file *qf = qem_source_file(f->source);
+    uint64_t first, count;
+    if (!f->counts || !qf || !frame_block(qf, scan, &first, &count))
+        return 0;
+    const size_t item = qem_dtype_size(f->info.working_dtype);
+    const size_t frame = (size_t)f->info.pixels * item;
+    qem_error e = {0};
+    pthread_mutex_lock(&s->frames_lock);
+    frame_slot *slot = NULL;
+    for (int k = 0; k < FRAME_SLOTS && !slot; k++)
+        if (s->frames[k].used && s->frames[k].file == index && s->frames[k].first == first)
+            slot = &s->frames[k];
+    if (slot) {
+        atomic_fetch_add(&s->frame_hits, 1);
+    } else {
+        atomic_fetch_add(&s->frame_misses, 1);
+        slot = &s->frames[0];
+        for (int k = 1; k < FRAME_SLOTS; k++)
+            if (!s->frames[k].used || (slot->used && s->frames[k].tick < slot->tick))
+                slot = &s->frames[k];
+        slot->used = 0;
+        const size_t size = (size_t)count * frame;
+        if (slot->size < size) {
+            free(slot->data);
+            slot->data = malloc(size);
+            slot->size = slot->data ? size : 0;
+        }
+        qem_status st = slot->data ? qem_source_read(f->source, first, count, QEM_VALUES_WORKING,
+                                                     slot->data, size, &e)
+                                   : own_error(&e, QEM_E_NO_MEMORY, "out of memory for patterns");
+        if (st != QEM_OK) {
+            pthread_mutex_unlock(&s->frames_lock);
+            reply_failure(r, &e);
+            return 1;
+        }
+        for (uint64_t k = 0; k < count; k++)
+            for (uint64_t px = 0; px < f->info.pixels; px++)
+                if (!f->valid[px])
+                    memset(slot->data + k * frame + px * item, 0, item);
+        slot->used = 1;
+        slot->file = index;
+        slot->first = first;
+        slot->count = count;
+    }
+    slot->tick = ++s->frames_clock;
+    size_t n = 0;
+    unsigned char *body = view_npy_encode(f->info.working_dtype, 2, f->info.shape + 2,
+                                          slot->data + (scan - first) * frame, &n);
+    pthread_mutex_unlock(&s->frames_lock);
+    reply_owned(r, "application/octet-stream", body, n);
+    return 1;
+}
+
 static void route_dp(view_server *s, const view_request *q, reply *r)
 {
     view_file *f = &s->files[q->file];
+    const uint64_t scan = q->scan[0] * f->info.shape[1] + q->scan[1];
+    if (frame_from_block(s, (size_t)q->file, scan, r))
+        return;
     qem_error e = {0};
     qem_image im;
-    if (qem_products_frame(f->products, q->scan[0] * f->info.shape[1] + q->scan[1], &im, &e) !=
-        QEM_OK)
+    if (qem_products_frame(f->products, scan, &im, &e) != QEM_OK)
         reply_failure(r, &e);
     else
         reply_image(r, &im);
@@ -931,7 +1036,8 @@ static void route_stats(view_server *s, reply *r)
 {
     const union MHD_DaemonInfo *info =
         s->daemon ? MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS) : NULL;
-    reply_json(r, json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:I}", "requests",
+    reply_json(r, json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:I, s:I, s:I}",
+                            "requests",
                             (json_int_t)atomic_load(&s->requests), "live_updates",
                             (json_int_t)atomic_load(&s->live_updates), "refused",
                             (json_int_t)atomic_load(&s->refused), "failed",
@@ -940,7 +1046,9 @@ static void route_stats(view_server *s, reply *r)
                             (json_int_t)atomic_load(&s->sessions_created), "sessions_evicted",
                             (json_int_t)atomic_load(&s->sessions_evicted), "max_sessions",
                             MAX_SESSIONS, "connections",
-                            (json_int_t)(info ? info->num_connections : 0)));
+                            (json_int_t)(info ? info->num_connections : 0), "pattern_block_hits",
+                            (json_int_t)atomic_load(&s->frame_hits), "pattern_block_misses",
+                            (json_int_t)atomic_load(&s->frame_misses)));
 }
 
 static void dispatch(view_server *s, const view_request *q, reply *r)
@@ -1061,7 +1169,7 @@ static enum MHD_Result send_reply(view_server *s, struct MHD_Connection *connect
 /* The request target as logged: the token's value hidden. */
 static void log_request(const char *method, const view_call *call, unsigned status, double ms)
 {
-    char shown[160];
+    char shown[VIEW_MAX_TARGET + 1];
     snprintf(shown, sizeof shown, "%s", call && !call->too_long ? call->target : "(too long)");
     for (char *t = strstr(shown, "token="); t; t = strstr(t + 6, "token="))
         for (char *v = t + 6; *v && *v != '&'; v++)
@@ -1185,6 +1293,9 @@ void view_server_free(view_server *s)
     for (size_t k = 0; k < s->nfiles; k++)
         file_close(&s->files[k]);
     pthread_mutex_destroy(&s->clients_lock);
+    for (int k = 0; k < FRAME_SLOTS; k++)
+        free(s->frames[k].data);
+    pthread_mutex_destroy(&s->frames_lock);
     free(s->files);
     free(s->products);
     free(s->shapes);

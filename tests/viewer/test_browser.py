@@ -227,15 +227,22 @@ def exercise_patterns(d, tmp, path):
     check_pattern(d, tmp, path, row - 1, min(col + 1, cols - 1))
 
 
-def finish(d, name):
-    d.save_screenshot(os.path.join(artifacts_dir(), name))
+def finish(d, server, name):
+    """Screenshot and the server's request log (token hidden) as artifacts;
+    no console errors."""
+    d.save_screenshot(os.path.join(artifacts_dir(), name + ".png"))
     errors = console_errors(d)
     assert errors == [], json.dumps(errors, indent=1)
     assert js(d, "return qemView.errors;") == []
+    d.get("about:blank")  # the page lets go of its connections
+    log = server.stop()
+    with open(os.path.join(artifacts_dir(), name + "-requests.log"), "w") as f:
+        f.write(log)
+    assert "-> 5" not in log, "the server failed a request:\n" + log
 
 
 def test_qem_file(driver, tmp_path):
-    with Server([QEM_FIXTURE]) as server:
+    with Server([QEM_FIXTURE], "--verbose") as server:
         open_page(driver, server)
         exercise_detector(driver, str(tmp_path), [QEM_FIXTURE])
         exercise_patterns(driver, str(tmp_path), QEM_FIXTURE)
@@ -243,22 +250,22 @@ def test_qem_file(driver, tmp_path):
         driver.find_element("id", "show-mean").click()
         wait_idle(driver)
         same_values(page_array(driver, "pattern"), load_npy(qem_product(str(tmp_path), "mean", QEM_FIXTURE)))
-        finish(driver, "viewer-qem.png")
+        finish(driver, server, "viewer-qem")
 
 
 def test_pack_file(driver, tmp_path):
-    with Server([PACK_FIXTURE]) as server:
+    with Server([PACK_FIXTURE], "--verbose") as server:
         open_page(driver, server)
         exercise_detector(driver, str(tmp_path), [PACK_FIXTURE])
         exercise_patterns(driver, str(tmp_path), PACK_FIXTURE)
-        finish(driver, "viewer-pack.png")
+        finish(driver, server, "viewer-pack")
 
 
 def test_series(driver, tmp_path):
     """Two files, one detector: both images follow every move, and the
     thumbnails select which file the panels show."""
     paths = [QEM_FIXTURE, PACK_FIXTURE]
-    with Server(paths) as server:
+    with Server(paths, "--verbose") as server:
         open_page(driver, server)
         assert js(driver, "return document.querySelectorAll('#thumbs canvas').length;") == 2
         exercise_detector(driver, str(tmp_path), paths)
@@ -266,4 +273,4 @@ def test_series(driver, tmp_path):
         wait_idle(driver)
         assert js(driver, "return qemView.state.selected;") == 1
         exercise_patterns(driver, str(tmp_path), PACK_FIXTURE)
-        finish(driver, "viewer-series.png")
+        finish(driver, server, "viewer-series")

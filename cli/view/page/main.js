@@ -108,7 +108,13 @@ const live = new LatestOnly(
     drawScan();
     drawThumbs();
     updateExports();
-    qemView.ready = true;
+    if (!qemView.ready) {
+      // The mean pattern (a pass over every scan) only once the first image
+      // is up, so that it does not delay it.
+      qemView.ready = true;
+      loadMean(state.selected);
+      if (smallFile(file())) computeDpc();
+    }
   },
   (error) => setStatus('detector update refused: ' + error.message),
 );
@@ -682,8 +688,6 @@ async function start() {
     buildFields();
     drawDp();
     live.submit(state.det);
-    loadMean(0);
-    if (smallFile(state.files[0])) computeDpc();
   } catch (error) {
     setStatus('cannot start: ' + error.message);
   } finally {
