@@ -136,13 +136,15 @@ def check_scan_images(d, tmp, paths):
     return det
 
 
-def drag(d, element_id, start, moves):
+def drag(d, element_id, start, moves, step_ms=250):
     """Presses at `start` (CSS pixels from the element's centre) and moves
-    by each offset in turn, as a person dragging would."""
+    by each offset in turn, each move taking `step_ms`, as a person
+    dragging would."""
     from selenium.webdriver.common.action_chains import ActionChains
 
     element = d.find_element("id", element_id)
-    chain = ActionChains(d).move_to_element_with_offset(element, int(round(start[0])), int(round(start[1])))
+    chain = ActionChains(d, duration=step_ms)
+    chain.move_to_element_with_offset(element, int(round(start[0])), int(round(start[1])))
     chain.click_and_hold()
     for dx, dy in moves:
         chain.move_by_offset(dx, dy)
@@ -259,6 +261,41 @@ def test_pack_file(driver, tmp_path):
         exercise_detector(driver, str(tmp_path), [PACK_FIXTURE])
         exercise_patterns(driver, str(tmp_path), PACK_FIXTURE)
         finish(driver, server, "viewer-pack")
+
+
+SLOW_LIVE = """
+const original = window.fetch;
+window.fetch = (url, options) => String(url).startsWith('/api/live')
+  ? new Promise((resolve) => setTimeout(resolve, arguments[0])).then(() => original(url, options))
+  : original(url, options);
+"""
+
+
+def test_moves_never_queue(driver, tmp_path):
+    """A server slower than the moves (each live answer held back 1 s in
+    the page, moves 20 ms apart): a drag of 12 steps sends only a few
+    updates, the latest detector wins, and images are drawn in increasing
+    order only."""
+    with Server([QEM_FIXTURE], "--verbose") as server:
+        open_page(driver, server)
+        js(driver, SLOW_LIVE, 1000)
+        moves = js(driver, "return qemView.counts.moves;")
+        sent = js(driver, "return qemView.counts.liveSent;")
+        drawn = js(driver, "return qemView.drawnSeqs.length;")
+        p = js(driver, "return qemView.detectorPoint();")
+        step = max(1, int(round(p["scale"] / 3)))
+        drag(driver, "dp-overlay", (p["x"], p["y"]), [(step, 0)] * 6 + [(0, step)] * 6, step_ms=20)
+        wait_idle(driver, "the page after a slow drag")
+        moved = js(driver, "return qemView.counts.moves;") - moves
+        moves_sent = js(driver, "return qemView.counts.liveSent;") - sent
+        assert moved >= 8, moved
+        assert 1 <= moves_sent <= 3, (moved, moves_sent)
+        seqs = js(driver, "return qemView.drawnSeqs;")
+        assert seqs == sorted(set(seqs)), seqs
+        assert len(seqs) - drawn == moves_sent
+        # What is drawn last is the last place the detector was dragged to.
+        check_scan_images(driver, str(tmp_path), [QEM_FIXTURE])
+        finish(driver, server, "viewer-slow")
 
 
 def test_series(driver, tmp_path):

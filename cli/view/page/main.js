@@ -41,7 +41,8 @@ const qemView = {
   last: null,
   lastPattern: null,
   errors: [],
-  counts: { liveSent: 0, liveDrawn: 0, patternsDrawn: 0 },
+  counts: { moves: 0, liveSent: 0, liveDrawn: 0, patternsDrawn: 0 },
+  drawnSeqs: [],
   busy: () => live.busy() || patterns.busy() || loading > 0,
   values(which, k = 0) {
     if (which === 'scan') return qemView.last ? plainValues(qemView.last.images[k].data) : null;
@@ -89,7 +90,8 @@ const live = new LatestOnly(
     qemView.counts.liveSent++;
     return getLive({ client: state.clientId, seq, file: state.selected, ...detectorParams(det) });
   },
-  (result, det) => {
+  (result, det, seq) => {
+    qemView.drawnSeqs.push(seq);
     state.images = result.images;
     qemView.last = {
       seq: result.seq,
@@ -120,6 +122,7 @@ const live = new LatestOnly(
 );
 
 function detectorChanged() {
+  qemView.counts.moves++;
   drawDetectorOverlay();
   syncFields();
   live.submit(state.det);
