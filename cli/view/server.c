@@ -680,8 +680,8 @@ static void reply_header(reply *r, const char *name, const char *fmt, ...)
 
 static void reply_text(reply *r, unsigned status, const char *message)
 {
+    static const char no_memory[] = "out of memory\n";
     free(r->owned);
-    r->owned = NULL;
     r->status = status;
     r->type = "text/plain; charset=utf-8";
     const size_t n = strlen(message);
@@ -690,12 +690,12 @@ static void reply_text(reply *r, unsigned status, const char *message)
         memcpy(r->owned, message, n);
         r->owned[n] = '\n';
         r->owned[n + 1] = '\0';
+        r->data = r->owned;
         r->length = n + 1;
     } else {
-        r->data = "out of memory\n";
-        r->length = 14;
+        r->data = no_memory;
+        r->length = sizeof no_memory - 1;
     }
-    r->data = r->owned ? r->owned : r->data;
 }
 
 /* A library failure: the caller's geometry or parameters (400), memory or
