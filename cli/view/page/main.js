@@ -104,8 +104,9 @@ const live = new LatestOnly(
       maskPixels: result.maskPixels,
     };
     qemView.counts.liveDrawn++;
+    const work = result.fullRecomputation ? 'full computation' : `${result.pixelsChanged} pixels changed`;
     $('latency').textContent = `update ${result.roundTripMs.toFixed(1)} ms (server ${result.computeMs.toFixed(1)} ms; `
-      + `${result.pixelsChanged} pixels changed, ${result.maskPixels} in the detector)`;
+      + `${work}, ${result.maskPixels} in the detector)`;
     setStatus('');
     drawScan();
     drawThumbs();
