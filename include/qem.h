@@ -773,6 +773,16 @@ QEM_API qem_status qem_npy_read(qem_npy *npy, uint64_t first, uint64_t count, vo
 QEM_API qem_status qem_npy_read_mask(const char *path, uint64_t rows, uint64_t columns,
                                      uint8_t *mask, size_t mask_size, qem_error *error);
 
+/* The header qem's .npy writers put before an array of `dtype` and `shape`
+ * (magic, version 1.0, the dictionary, spaces up to a 64-byte boundary and
+ * '\n'), for .npy bodies built in memory: written into `header`
+ * (header_size bytes; QEM_NPY_HEADER_MAX holds any shape), its length in
+ * *length. The array's C-order bytes follow it. */
+#define QEM_NPY_HEADER_MAX 640
+QEM_API qem_status qem_npy_header(qem_dtype dtype, unsigned ndim, const uint64_t *shape,
+                                  void *header, size_t header_size, size_t *length,
+                                  qem_error *error);
+
 /* Streaming .npy writer, published atomically like .qem files. */
 typedef struct qem_npy_writer qem_npy_writer;
 QEM_API qem_status qem_npy_writer_create(const char *dest, qem_dtype dtype, unsigned ndim,

@@ -520,7 +520,7 @@ int main(void)
     char fam[600];
     snprintf(fam, sizeof fam, "%s/family", test_dir());
     mkdir(fam, 0755);
-    const h5b_arina a = {fam, "scan", 2, frames, DR, DC, data, SR, SC, pixel_mask};
+    const h5b_arina a = {fam, "scan", 2, frames, DR, DC, data, SR, SC, pixel_mask, NULL};
     CHECK(h5b_write_arina(&a, cases[3].path, sizeof cases[3].path, cases[3].data_files) == 0);
 
     for (int k = 0; k < 4; k++) {
