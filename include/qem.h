@@ -634,10 +634,18 @@ typedef struct qem_pack_plan {
     uint64_t receipt_max_bytes;
     uint64_t disk_need_bytes;      /* output + receipt at the destination */
     uint64_t available_memory, available_disk;
+    /* The prelude, manifest and index at their largest (every digest,
+     * offset and count at its widest), with room for a later detector
+     * calibration; and the HDF5 user block that holds them: 65536, or the
+     * smallest power of two above that they fit, at most 16 MiB. */
+    uint64_t metadata_max_bytes;
+    uint64_t user_block_bytes;
 } qem_pack_plan;
 
 /* Computes the shard size and predicted bounds; fails with the required
- * and available figures (QEM_E_INSUFFICIENT_MEMORY / _DISK) when short.
+ * and available figures (QEM_E_INSUFFICIENT_MEMORY / _DISK) when short,
+ * and with QEM_E_LIMIT, naming both sizes, when the metadata of the
+ * shards would not fit the largest user block.
  * Shard size: uint8/bitpacked - the largest multiple of 32 that divides
  * the scan count, at most 4096; uint16/LZ4 - see doc/pack-producer.md. */
 QEM_API qem_status qem_pack_plan_make(const qem_pack_inspection *inspection,
