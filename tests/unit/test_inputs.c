@@ -664,6 +664,7 @@ static void test_hdf5_refusals(void)
     free((void *)empty);
     free((void *)partial);
     free((void *)pu);
+    free((void *)pd);
     free((void *)pf);
     free((void *)pi);
 }
