@@ -1,6 +1,7 @@
 # Entry points. Each target installs what it needs (scripts/install-deps is
 # idempotent), configures with CMake and builds; ctest runs the tests.
-#   make demo   build, then save / verify / describe a synthetic dataset
+#   make demo   build, then save / verify / describe a synthetic dataset, write
+#               its virtual BF and mean pattern as PNG, print the qem view command
 #   make test   every test: release, install, the Python package, each decode
 #               path, golden under valgrind, ASan + UBSan, TSan, fuzz smoke
 #   make bench  the benchmark (writes doc/benchmarks.md); make bench-python the package's
@@ -41,6 +42,11 @@ demo: build
 	@echo "== summary"
 	$(BUILD)/qem info $(DEMO)/synthetic.qem
 	@ls -l $(DEMO)/synthetic.npy $(DEMO)/synthetic.qem | awk '{print $$5, $$9}'
+	@echo "== a virtual bright-field image and the mean pattern, as PNG"
+	$(BUILD)/qem virtual $(DEMO)/synthetic.qem --detector bf -o $(DEMO)/virtual-bf.png
+	$(BUILD)/qem mean $(DEMO)/synthetic.qem -o $(DEMO)/mean.png
+	@echo "== to explore it in the browser (live virtual detector; Ctrl-C stops):"
+	@echo "   $(BUILD)/qem view $(DEMO)/synthetic.qem"
 
 test: deps test-release test-install test-python test-paths test-valgrind test-asan test-tsan test-fuzz
 

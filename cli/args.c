@@ -95,6 +95,16 @@ const option_spec option_specs[OPT_COUNT] = {
                         "raw binary: bytes before the first frame (default 0)"},
     [OPT_RAW_FRAME_HEADER] = {"--raw-frame-header", NULL, ARG_INT, "BYTES", 0, 1 << 30, 0, 0, 0,
                               NULL, "raw binary: bytes before each frame (default 0)"},
+    [OPT_PORT] = {"--port", NULL, ARG_INT, "N", 0, 65535, 0, 0, 0, NULL,
+                  "TCP port, 0 to 65535 (default 0: any free port, printed)"},
+    [OPT_BIND] = {"--bind", NULL, ARG_TEXT, "ADDR", 0, 0, 0, 0, 0, NULL,
+                  "IPv4 address to listen on (default 127.0.0.1; localhost is the same);\n"
+                  "any other than a 127.x address lets other machines reach the server\n"
+                  "(they still need the token): a warning is printed"},
+    [OPT_NO_OPEN] = {"--no-open", NULL, ARG_FLAG, NULL, 0, 0, 0, 0, 0, NULL,
+                     "print the address only; do not start a browser"},
+    [OPT_VERBOSE] = {"--verbose", NULL, ARG_FLAG, NULL, 0, 0, 0, 0, 0, NULL,
+                     "one line per request on stderr (the token hidden)"},
 };
 /* clang-format on */
 

@@ -50,6 +50,10 @@ typedef enum option_id {
     OPT_RAW_DTYPE,
     OPT_RAW_OFFSET,
     OPT_RAW_FRAME_HEADER,
+    OPT_PORT,
+    OPT_BIND,
+    OPT_NO_OPEN,
+    OPT_VERBOSE,
     OPT_COUNT
 } option_id;
 
@@ -87,9 +91,12 @@ typedef struct arg_value {
     double r[2];
 } arg_value;
 
+/* The most positional arguments any command takes (qem view's files). */
+#define ARGS_MAX_POSITIONAL 64
+
 typedef struct args {
     const char *command; /* "save", "pack produce" */
-    const char *positional[4];
+    const char *positional[ARGS_MAX_POSITIONAL];
     int npositional;
     arg_value v[OPT_COUNT];
 } args;

@@ -16,6 +16,7 @@ enum { EXIT_OK = 0, EXIT_FAILED = 1, EXIT_USAGE = 2 };
 extern const command_spec file_commands[];    /* cmd_files.c: save, info, verify, export */
 extern const command_spec product_commands[]; /* cmd_products.c: dp, mean, virtual, ... */
 extern const command_spec pack_commands[];    /* cmd_pack.c: pack inspect, plan, produce */
+extern const command_spec view_commands[];    /* view/view.c: view */
 
 /* 1 when `path` ends in ".EXT" for one of `extensions` ("tif|tiff"),
  * ignoring case. */

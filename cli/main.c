@@ -8,7 +8,8 @@
 #include "cli.h"
 #include "terminal.h"
 
-static const command_spec *const families[] = {file_commands, product_commands, pack_commands};
+static const command_spec *const families[] = {file_commands, product_commands, view_commands,
+                                                pack_commands};
 
 static const command_spec *find_command(const char *name)
 {

@@ -235,6 +235,8 @@ void print_plan(const qem_pack_plan *p)
            (unsigned long long)p->resident_bytes);
     printf("%-24s %llu bytes (available %llu)\n", "peak transient memory",
            (unsigned long long)p->peak_transient_bytes, (unsigned long long)p->available_memory);
+    printf("%-24s %llu bytes at most, in a %llu-byte user block\n", "manifest and index",
+           (unsigned long long)p->metadata_max_bytes, (unsigned long long)p->user_block_bytes);
     printf("%-24s %llu bytes at most\n", "output", (unsigned long long)p->output_max_bytes);
     printf("%-24s %llu bytes at most\n", "receipt", (unsigned long long)p->receipt_max_bytes);
     printf("%-24s %llu bytes (available %llu)\n", "disk need",

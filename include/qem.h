@@ -660,10 +660,18 @@ typedef struct qem_pack_plan {
     uint64_t receipt_max_bytes;
     uint64_t disk_need_bytes;      /* output + receipt at the destination */
     uint64_t available_memory, available_disk;
+    /* The prelude, manifest and index at their largest (every digest,
+     * offset and count at its widest), with room for a later detector
+     * calibration; and the HDF5 user block that holds them: 65536, or the
+     * smallest power of two above that they fit, at most 16 MiB. */
+    uint64_t metadata_max_bytes;
+    uint64_t user_block_bytes;
 } qem_pack_plan;
 
 /* Computes the shard size and predicted bounds; fails with the required
- * and available figures (QEM_E_INSUFFICIENT_MEMORY / _DISK) when short.
+ * and available figures (QEM_E_INSUFFICIENT_MEMORY / _DISK) when short,
+ * and with QEM_E_LIMIT, naming both sizes, when the metadata of the
+ * shards would not fit the largest user block.
  * Shard size: uint8/bitpacked - the largest multiple of 32 that divides
  * the scan count, at most 4096; uint16/LZ4 - see doc/pack-producer.md. */
 QEM_API qem_status qem_pack_plan_make(const qem_pack_inspection *inspection,
@@ -798,6 +806,16 @@ QEM_API qem_status qem_npy_read(qem_npy *npy, uint64_t first, uint64_t count, vo
  * only) into `mask` (mask_size >= rows * columns bytes, 1 = set). */
 QEM_API qem_status qem_npy_read_mask(const char *path, uint64_t rows, uint64_t columns,
                                      uint8_t *mask, size_t mask_size, qem_error *error);
+
+/* The header qem's .npy writers put before an array of `dtype` and `shape`
+ * (magic, version 1.0, the dictionary, spaces up to a 64-byte boundary and
+ * '\n'), for .npy bodies built in memory: written into `header`
+ * (header_size bytes; QEM_NPY_HEADER_MAX holds any shape), its length in
+ * *length. The array's C-order bytes follow it. */
+#define QEM_NPY_HEADER_MAX 640
+QEM_API qem_status qem_npy_header(qem_dtype dtype, unsigned ndim, const uint64_t *shape,
+                                  void *header, size_t header_size, size_t *length,
+                                  qem_error *error);
 
 /* Streaming .npy writer, published atomically like .qem files. */
 typedef struct qem_npy_writer qem_npy_writer;

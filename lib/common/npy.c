@@ -406,12 +406,12 @@ struct qem_npy_writer {
     uint64_t written;
 };
 
-qem_status qem_npy_writer_create(const char *dest, qem_dtype dtype, unsigned ndim,
-                                 const uint64_t *shape, qem_npy_writer **out, qem_error *error)
+qem_status qem_npy_header(qem_dtype dtype, unsigned ndim, const uint64_t *shape, void *header,
+                          size_t header_size, size_t *length, qem_error *error)
 {
     qem_error_clear(error);
-    if (!dest || !out || (ndim && !shape) || ndim > 8)
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_npy_writer_create: bad argument");
+    if (!header || !length || (ndim && !shape) || ndim > 8)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_npy_header: bad argument");
     const char *descr = dtype == QEM_DTYPE_UINT8     ? "|u1"
                         : dtype == QEM_DTYPE_UINT16  ? "<u2"
                         : dtype == QEM_DTYPE_FLOAT32 ? "<f4"
@@ -420,7 +420,7 @@ qem_status qem_npy_writer_create(const char *dest, qem_dtype dtype, unsigned ndi
                         : dtype == QEM_DTYPE_FLOAT64 ? "<f8"
                                                      : NULL;
     if (!descr)
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_npy_writer_create: bad dtype");
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_npy_header: bad dtype");
     char dict[512];
     int n = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (", descr);
     uint64_t elements = 1;
@@ -432,10 +432,13 @@ qem_status qem_npy_writer_create(const char *dest, qem_dtype dtype, unsigned ndi
     }
     n += snprintf(dict + n, sizeof dict - (size_t)n, "), }");
     /* Pad with spaces so the data starts on a 64-byte boundary. */
-    size_t total = 10 + (size_t)n + 1;
-    size_t padded = (total + 63) / 64 * 64;
-    size_t header_len = padded - 10;
-    unsigned char pre[10 + 512 + 64];
+    const size_t padded = (10 + (size_t)n + 1 + 63) / 64 * 64;
+    const size_t header_len = padded - 10;
+    if (header_size < padded)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "qem_npy_header: %zu bytes given, the header needs %zu", header_size,
+                        padded);
+    unsigned char *pre = header;
     memcpy(pre, NPY_MAGIC, 6);
     pre[6] = 1;
     pre[7] = 0;
@@ -444,6 +447,22 @@ qem_status qem_npy_writer_create(const char *dest, qem_dtype dtype, unsigned ndi
     memcpy(pre + 10, dict, (size_t)n);
     memset(pre + 10 + n, ' ', header_len - (size_t)n - 1);
     pre[padded - 1] = '\n';
+    *length = padded;
+    return QEM_OK;
+}
+
+qem_status qem_npy_writer_create(const char *dest, qem_dtype dtype, unsigned ndim,
+                                 const uint64_t *shape, qem_npy_writer **out, qem_error *error)
+{
+    qem_error_clear(error);
+    if (!dest || !out || (ndim && !shape) || ndim > 8)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_npy_writer_create: bad argument");
+    unsigned char pre[QEM_NPY_HEADER_MAX];
+    size_t padded = 0;
+    QEM_TRY(qem_npy_header(dtype, ndim, shape, pre, sizeof pre, &padded, error));
+    uint64_t elements = 1;
+    for (unsigned i = 0; i < ndim; i++)
+        elements *= shape[i]; /* checked by qem_npy_header */
 
     qem_npy_writer *w = calloc(1, sizeof *w);
     if (!w)

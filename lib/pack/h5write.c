@@ -210,9 +210,9 @@ static int set_string_attribute(hid_t object, const char *name, const char *valu
     return ok;
 }
 
-qem_status pack_h5_create(int fd, const char *schema, const char *identity_hex,
-                          const uint64_t shape[4], const char *working_dtype,
-                          pack_h5_writer **out, qem_error *error)
+qem_status pack_h5_create(int fd, uint64_t user_block, const char *schema,
+                          const char *identity_hex, const uint64_t shape[4],
+                          const char *working_dtype, pack_h5_writer **out, qem_error *error)
 {
     pack_h5_writer *w = calloc(1, sizeof *w);
     if (!w)
@@ -227,7 +227,7 @@ qem_status pack_h5_create(int fd, const char *schema, const char *identity_hex,
         hid_t fcpl = H5Pcreate(H5P_FILE_CREATE), fapl = H5Pcreate(H5P_FILE_ACCESS);
         const fd_fapl info = {fd, &w->failed};
         if (w->driver >= 0 && fcpl >= 0 && fapl >= 0 &&
-            H5Pset_userblock(fcpl, PACK_USER_BLOCK) >= 0 &&
+            H5Pset_userblock(fcpl, (hsize_t)user_block) >= 0 &&
             H5Pset_driver(fapl, w->driver, &info) >= 0)
             w->file = H5Fcreate("qem-pack", H5F_ACC_TRUNC, fcpl, fapl);
         if (fcpl >= 0)

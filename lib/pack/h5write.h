@@ -1,5 +1,6 @@
-/* A genuine HDF5 file for a pack: a 64 KiB user block (filled in last
- * with prelude, manifest and index), and one group per shard under
+/* A genuine HDF5 file for a pack: a user block (filled in last with
+ * prelude, manifest and index; 64 KiB unless the plan needs more), and
+ * one group per shard under
  * /quantem_gpu/shards holding contiguous 1-D datasets whose absolute file
  * offsets the index records. */
 #ifndef QEM_PACK_H5WRITE_H
@@ -9,16 +10,21 @@
 
 #include "qem.h"
 
+/* The user block every upstream producer writes, and the largest one a
+ * plan may take when the metadata of many shards needs more (libhdf5
+ * takes powers of two of at least 512). */
 #define PACK_USER_BLOCK 65536u
+#define PACK_MAX_USER_BLOCK (16u << 20)
 
 typedef struct pack_h5_writer pack_h5_writer;
 
 /* Creates the HDF5 file in the open, empty file `fd` (an unnamed
- * O_TMPFILE until it is published) with the user block and the
- * /quantem_gpu group and its attributes. `fd` stays the caller's. */
-qem_status pack_h5_create(int fd, const char *schema, const char *identity_hex,
-                          const uint64_t shape[4], const char *working_dtype,
-                          pack_h5_writer **out, qem_error *error);
+ * O_TMPFILE until it is published) with a user block of `user_block`
+ * bytes (a power of two) and the /quantem_gpu group and its attributes.
+ * `fd` stays the caller's. */
+qem_status pack_h5_create(int fd, uint64_t user_block, const char *schema,
+                          const char *identity_hex, const uint64_t shape[4],
+                          const char *working_dtype, pack_h5_writer **out, qem_error *error);
 
 /* Writes dataset /quantem_gpu/shards/NNN/`name` (created with the shard's
  * group on its first dataset) of `count` elements of 1 or 4 bytes

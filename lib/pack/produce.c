@@ -232,8 +232,21 @@ static uint64_t disk_available(const char *dest)
     return (uint64_t)vs.f_bavail * vs.f_frsize;
 }
 
+/* The mask identity's origin: the source's own mask, or the caller's
+ * exclusions (see mask_identity). */
+static const char *mask_origin_of(const acquisition *s, const uint8_t *extra)
+{
+    return extra ? "qem-excluded-pixels-u32-mask" : s->mask_origin;
+}
+
+static qem_status metadata_worst_case(const acquisition *s, qem_pack_profile profile,
+                                      const uint32_t *excluded, uint64_t excluded_count,
+                                      const char *mask_origin, uint64_t sps, uint64_t shards,
+                                      uint64_t *bytes, qem_error *error);
+
 static qem_status plan_make(const acquisition *s, const qem_pack_plan_options *o,
-                            qem_pack_plan *plan, uint64_t excluded, qem_error *error)
+                            qem_pack_plan *plan, const uint32_t *excluded_list,
+                            uint64_t excluded, qem_error *error)
 {
     memset(plan, 0, sizeof *plan);
     /* Both profiles record source_dtype uint16. uint8 counts go to the
@@ -280,6 +293,22 @@ static qem_status plan_make(const acquisition *s, const qem_pack_plan_options *o
     const uint64_t shards = scans / sps, rows = sps * P * 2;
     plan->scans_per_shard = sps;
     plan->shard_count = shards;
+    /* The user block must hold the manifest and index, which are written
+     * only after every shard: decided here, from their largest form. */
+    QEM_TRY(metadata_worst_case(s, o->profile, excluded_list, excluded,
+                                mask_origin_of(s, o->exclude), sps, shards,
+                                &plan->metadata_max_bytes, error));
+    plan->user_block_bytes = PACK_USER_BLOCK;
+    while (plan->user_block_bytes < plan->metadata_max_bytes &&
+           plan->user_block_bytes < PACK_MAX_USER_BLOCK)
+        plan->user_block_bytes *= 2;
+    if (plan->metadata_max_bytes > plan->user_block_bytes)
+        return qem_fail(error, QEM_E_LIMIT,
+                        "%llu shards of %llu scans need up to %llu bytes of manifest and index, "
+                        "more than the largest user block this producer writes (%u bytes); "
+                        "nothing was written",
+                        (unsigned long long)shards, (unsigned long long)sps,
+                        (unsigned long long)plan->metadata_max_bytes, PACK_MAX_USER_BLOCK);
     uint64_t shard_resident, shard_stored, transient;
     if (o->profile == QEM_PACK_UINT16_LZ4) {
         const uint64_t tiles = (sps + PACK_V1_TILE - 1) / PACK_V1_TILE;
@@ -304,7 +333,7 @@ static qem_status plan_make(const acquisition *s, const qem_pack_plan_options *o
         paths += strlen(s->members[i].path);
     plan->resident_bytes = shards * shard_resident;
     plan->peak_transient_bytes = transient;
-    plan->output_max_bytes = PACK_USER_BLOCK + shards * shard_stored + (4ull << 20) +
+    plan->output_max_bytes = plan->user_block_bytes + shards * shard_stored + (4ull << 20) +
                              shards * (64ull << 10);
     plan->receipt_max_bytes = (1ull << 20) + shards * 1024 + s->member_count * 1024 + paths;
     plan->disk_need_bytes = plan->output_max_bytes + plan->receipt_max_bytes;
@@ -333,13 +362,14 @@ qem_status qem_pack_plan_make(const qem_pack_inspection *in, const qem_pack_plan
     qem_pack_plan_options o;
     qem_pack_plan_options_init(&o);
     QEM_TRY(qem_options_overlay(&o, sizeof o, options, "qem_pack_plan_options", error));
+    QEM_TRY(qem_result_check(plan, "qem_pack_plan", error));
     uint32_t *excluded = NULL;
     uint64_t count = 0;
     QEM_TRY(excluded_pixels(in->source, o.exclude, &excluded, &count, error));
-    free(excluded);
-    QEM_TRY(qem_result_check(plan, "qem_pack_plan", error));
     qem_pack_plan made;
-    QEM_TRY(plan_make(in->source, &o, &made, count, error));
+    const qem_status st = plan_make(in->source, &o, &made, excluded, count, error);
+    free(excluded);
+    QEM_TRY(st);
     return qem_result_deliver(plan, &made, sizeof made, "qem_pack_plan", error);
 }
 
@@ -566,6 +596,71 @@ static json_t *manifest(production *pr)
     return m;
 }
 
+/* Room left in the planned metadata for the detector_calibration member
+ * a calibrated copy (qem calibrate -o) adds: it keeps the user block. */
+#define CALIBRATION_ROOM 1024u
+
+/* The prelude, manifest and index at their largest: the manifest this
+ * producer writes, built from the plan with every per-shard offset, size
+ * and count at its widest (digests are always 64 hex digits, raw constants
+ * 65535), and the index, whose size the plan fixes; plus CALIBRATION_ROOM. */
+static qem_status metadata_worst_case(const acquisition *s, qem_pack_profile profile,
+                                      const uint32_t *excluded, uint64_t excluded_count,
+                                      const char *mask_origin, uint64_t sps, uint64_t shards,
+                                      uint64_t *bytes, qem_error *error)
+{
+    /* Past the largest user block on the index alone: no need to build the
+     * manifest to know. */
+    const uint64_t index_floor = PACK_PRELUDE_BYTES + 4 * excluded_count + 96 * shards;
+    if (index_floor > PACK_MAX_USER_BLOCK) {
+        *bytes = index_floor;
+        return QEM_OK;
+    }
+    production pr = {0};
+    pr.src = (acquisition *)s;
+    pr.profile = profile;
+    pr.sps = sps;
+    pr.shards = shards;
+    pr.excluded = (uint32_t *)excluded;
+    pr.excluded_count = excluded_count;
+    pr.mask_origin = mask_origin;
+    pr.records = calloc((size_t)shards, sizeof *pr.records);
+    pr.kept = calloc((size_t)shards, sizeof *pr.kept);
+    pr.range_sha = calloc((size_t)shards, sizeof *pr.range_sha);
+    pr.constants = calloc((size_t)excluded_count + 1, sizeof *pr.constants);
+    char *text = NULL;
+    uint8_t *index = NULL;
+    uint64_t index_bytes = 0;
+    if (pr.records && pr.kept && pr.range_sha && pr.constants) {
+        for (uint64_t k = 0; k < excluded_count; k++)
+            pr.constants[k] = UINT16_MAX;
+        for (uint64_t k = 0; k < shards; k++) {
+            pack_shard_record *r = &pr.records[k];
+            r->payload_offset = r->payload_bytes = r->lengths_offset = r->lengths_bytes =
+                r->widths_offset = r->widths_bytes = r->decoded_bytes = INT64_MAX;
+            r->descriptor_count = r->chunk_count = UINT32_MAX;
+            pr.kept[k].maximum_width = 16;
+        }
+        json_t *m = manifest(&pr);
+        text = m ? json_dumps(m, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+        json_decref(m);
+        index = text ? pack_index_build(profile, s->shape, sps, excluded, excluded_count,
+                                        s->identity, pr.records, shards, &index_bytes)
+                     : NULL;
+    }
+    const qem_status st = index ? QEM_OK : qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    if (st == QEM_OK)
+        *bytes = ((PACK_PRELUDE_BYTES + strlen(text) + 7) & ~7ull) + index_bytes +
+                 CALIBRATION_ROOM;
+    free(index);
+    free(text);
+    free(pr.records);
+    free(pr.kept);
+    free(pr.range_sha);
+    free(pr.constants);
+    return st;
+}
+
 static json_t *receipt(production *pr, const char *dest, uint64_t output_bytes,
                        const uint8_t output_sha[32], double total_ms)
 {
@@ -664,9 +759,9 @@ static json_t *receipt(production *pr, const char *dest, uint64_t output_bytes,
  * caller exclusions, the LE u32 mask of every excluded pixel (1) or not (0). */
 static void mask_identity(production *pr, const uint8_t *extra)
 {
+    pr->mask_origin = mask_origin_of(pr->src, extra);
     if (!extra) {
         memcpy(pr->mask_sha, pr->src->detector_mask_sha256, 32);
-        pr->mask_origin = pr->src->mask_origin;
         return;
     }
     qem_sha256 *ctx = qem_sha256_new();
@@ -677,7 +772,6 @@ static void mask_identity(production *pr, const uint8_t *extra)
     if (ctx)
         qem_sha256_final(ctx, pr->mask_sha);
     qem_sha256_free(ctx);
-    pr->mask_origin = "qem-excluded-pixels-u32-mask";
 }
 
 static qem_status prepare(production *pr, qem_pack_inspection *in, const qem_pack_plan_options *po,
@@ -687,7 +781,7 @@ static qem_status prepare(production *pr, qem_pack_inspection *in, const qem_pac
     pr->profile = po->profile;
     pr->P = pr->src->shape[2] * pr->src->shape[3];
     QEM_TRY(excluded_pixels(pr->src, po->exclude, &pr->excluded, &pr->excluded_count, error));
-    QEM_TRY(plan_make(pr->src, po, &pr->plan, pr->excluded_count, error));
+    QEM_TRY(plan_make(pr->src, po, &pr->plan, pr->excluded, pr->excluded_count, error));
     pr->sps = pr->plan.scans_per_shard;
     pr->shards = pr->plan.shard_count;
     pr->is_excluded = calloc((size_t)pr->P, 1);
@@ -742,11 +836,12 @@ static qem_status finish(production *pr, const char *dest, qem_publish *pack, qe
                                       pr->excluded_count, pr->src->identity, pr->records,
                                       pr->shards, &index_bytes);
     uint8_t *block = NULL;
+    const uint64_t user_block = pr->plan.user_block_bytes;
     qem_status st = text && index ? pack_user_block(text, strlen(text), index, index_bytes,
-                                                    PACK_USER_BLOCK, &block, error)
+                                                    user_block, &block, error)
                                   : qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     if (st == QEM_OK)
-        st = qem_pwrite_full(pack->fd, block, PACK_USER_BLOCK, 0, error);
+        st = qem_pwrite_full(pack->fd, block, (size_t)user_block, 0, error);
     free(block);
     free(index);
     free(text);
@@ -834,7 +929,7 @@ static qem_status qem_pack_produce_body(qem_pack_inspection *in, const qem_pack_
     if (st == QEM_OK) {
         char hex[65];
         qem_sha256_hex(pr.src->identity, hex);
-        st = pack_h5_create(pack.fd,
+        st = pack_h5_create(pack.fd, pr.plan.user_block_bytes,
                             pr.profile == QEM_PACK_UINT16_LZ4 ? PACK_SCHEMA_V1 : PACK_SCHEMA_V3,
                             hex, pr.src->shape,
                             pr.profile == QEM_PACK_UINT16_LZ4 ? "uint16" : "uint8", &h5, error);

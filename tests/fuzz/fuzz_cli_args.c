@@ -11,7 +11,7 @@
 static const command_spec *find(const char *name)
 {
     static const command_spec *const families[] = {file_commands, product_commands,
-                                                   pack_commands};
+                                                   view_commands, pack_commands};
     for (size_t f = 0; f < sizeof families / sizeof families[0]; f++)
         for (const command_spec *c = families[f]; c->name; c++)
             if (!strcmp(c->name, name))

@@ -19,7 +19,7 @@ mkdir -p "$BUILD/findings"
 failed=0
 total=0
 for t in qem_file qem_decode rans pack_file pack_parts npy roundtrip encoded_chunk mib empad raw \
-         cli_args; do
+         cli_args view_request; do
     mkdir -p "$BUILD/corpus/$t"
     log="$BUILD/findings/$t.log"
     # The argument parser explains every refusal on stderr: keep it quiet.

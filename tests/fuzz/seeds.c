@@ -302,6 +302,22 @@ int main(int argc, char **argv)
         snprintf(name, sizeof name, "model_%u", model);
         put(out, "rans", name, head, 4, code, len);
     }
+    /* Viewer requests: the targets a real page sent (captured from the
+     * browser test's request log, token replaced by a fixed one), each
+     * alone and with the token header after a newline. */
+    FILE *requests = fopen(QEM_VIEW_REQUESTS, "r");
+    char line[4096];
+    for (int k = 0; requests && fgets(line, sizeof line, requests); k++) {
+        size_t n = strcspn(line, "\n");
+        line[n] = '\0';
+        static const char header[] = "\n0123456789abcdef0123456789abcdef";
+        snprintf(name, sizeof name, "request_%03d", k);
+        put(out, "view_request", name, line, n, NULL, 0);
+        snprintf(name, sizeof name, "request_%03d_header", k);
+        put(out, "view_request", name, line, n, header, sizeof header - 1);
+    }
+    if (requests)
+        fclose(requests);
     /* Round trip: a few byte strings. */
     for (int k = 0; k < 3; k++) {
         uint8_t r[64];

@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """Opens a pack with h5py, as a user would, and checks that it is a genuine
-HDF5 file with a 65536-byte user block whose index names exactly the bytes
-of the shard datasets. Usage: check_pack_h5.py PACK.h5; exit 0 when all hold."""
+HDF5 file with the expected user block (65536 unless a second argument
+names the size the plan chose) whose index names exactly the bytes of the
+shard datasets. Usage: check_pack_h5.py PACK.h5 [USER_BLOCK]; exit 0 when
+all hold."""
 import json
 import struct
 import sys
@@ -10,7 +12,7 @@ import h5py
 import numpy as np
 
 
-def main(path):
+def main(path, user_block=65536):
     with open(path, "rb") as f:
         data = f.read()
     magic, jlen, _crc, ix_off, ix_len = struct.unpack_from("<8sIIII", data, 0)
@@ -26,7 +28,8 @@ def main(path):
     names = (["payload_u32", None, "compact_headers_u32"] if v3 else
              ["payload_lz4", "payload_lengths_minus_one", "descriptor_widths_u8"])
     with h5py.File(path, "r") as h5:
-        assert h5.userblock_size == 65536, "user block %d" % h5.userblock_size
+        assert h5.userblock_size == user_block, "user block %d" % h5.userblock_size
+        assert ix_off + ix_len <= user_block, "metadata past the user block"
         group = h5["quantem_gpu"]
         assert group.attrs["schema"].decode() == manifest["schema"], "schema attribute"
         for k, r in enumerate(records):
@@ -39,8 +42,8 @@ def main(path):
                 assert ds.id.get_offset() == offset, "%s offset" % name
                 raw = ds[()].astype("<u4" if v3 else "u1").tobytes()
                 assert raw == data[offset:offset + size], "%s bytes" % name
-    print("h5py: %s opens, user block 65536, %d shards match their index ranges" % (path, shards))
+    print("h5py: %s opens, user block %d, %d shards match their index ranges" % (path, user_block, shards))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], *map(int, sys.argv[2:3]))

@@ -57,6 +57,22 @@ int main(void)
         CHECK_STATUS(qem_npy_read(n, 60, 30, back, sizeof back - 2, &e), QEM_E_INVALID_ARGUMENT, &e);
         qem_npy_close(n);
     }
+    /* The header for in-memory bodies is the writer's, byte for byte; a
+     * buffer too small for it is refused. */
+    {
+        size_t file_size = 0, length = 0;
+        uint8_t *file = read_file(test_path("a.npy"), &file_size);
+        uint8_t header[QEM_NPY_HEADER_MAX];
+        CHECK_OK(qem_npy_header(QEM_DTYPE_UINT16, 4, shape, header, sizeof header, &length, &e),
+                 &e);
+        CHECK(file && length == file_size - sizeof data && length % 64 == 0);
+        CHECK(file && memcmp(file, header, length) == 0);
+        free(file);
+        CHECK_STATUS(qem_npy_header(QEM_DTYPE_UINT16, 4, shape, header, length - 1, &length, &e),
+                     QEM_E_INVALID_ARGUMENT, &e);
+        CHECK_STATUS(qem_npy_header((qem_dtype)99, 2, shape, header, sizeof header, &length, &e),
+                     QEM_E_INVALID_ARGUMENT, &e);
+    }
     /* Existing destinations are never overwritten. */
     qem_npy_writer *w = NULL;
     CHECK_STATUS(qem_npy_writer_create(test_path("a.npy"), QEM_DTYPE_UINT8, 4, shape, &w, &e),

@@ -4,6 +4,7 @@
  * identity match an independent computation; h5py opens it; and every
  * refusal publishes nothing. */
 #include <dirent.h>
+#include <errno.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -339,6 +340,20 @@ static void refusals(source_case *npy)
     CHECK(python_check(dest));
 }
 
+/* The end of the prelude, manifest and index a pack's prelude names. */
+static uint64_t metadata_end(const char *pack)
+{
+    uint8_t pre[24] = {0};
+    FILE *f = fopen(pack, "rb");
+    const int ok = f && fread(pre, 1, sizeof pre, f) == sizeof pre;
+    if (f)
+        fclose(f);
+    uint32_t index_at = 0, index_bytes = 0;
+    memcpy(&index_at, pre + 16, 4);
+    memcpy(&index_bytes, pre + 20, 4);
+    return ok ? (uint64_t)index_at + index_bytes : 0;
+}
+
 /* Several shards: 8192 scans give two 4096-scan shards in each profile;
  * 5000 scans have no multiple-of-128 divisor, so uint16/LZ4 shards of 2500
  * end in a partial tile, and uint8 (no multiple of 32 divides) is refused. */
@@ -372,8 +387,11 @@ static void multi_shard(uint64_t sr, uint64_t sc, qem_pack_profile profile, uint
     }
     CHECK_OK(qem_pack_plan_make(in, &po, &plan, &e), &e);
     CHECK_EQ_U64(plan.shard_count, want_shards);
+    CHECK_EQ_U64(plan.user_block_bytes, 65536);
     CHECK_OK(qem_pack_produce(in, &po, dest, NULL, &e), &e);
     qem_pack_inspection_free(in);
+    const uint64_t end = metadata_end(dest);
+    CHECK(end > 0 && end <= plan.metadata_max_bytes);
     qem_pack *p = NULL;
     CHECK_OK(qem_pack_open(dest, &p, &e), &e);
     CHECK_OK(qem_pack_load(p, NULL, &e), &e);
@@ -390,6 +408,77 @@ static void multi_shard(uint64_t sr, uint64_t sc, qem_pack_profile profile, uint
     CHECK(python_check(dest));
     free(v);
     free(back);
+}
+
+/* A small .npy of `rows` x `cols` scans of 2 x 2 counts below 256. */
+static uint16_t *small_detector_npy(const char *path, uint64_t rows, uint64_t cols)
+{
+    const uint64_t n = rows * cols * 4, shape[4] = {rows, cols, 2, 2};
+    uint16_t *v = malloc(n * 2);
+    uint64_t seed = rows + cols;
+    for (uint64_t k = 0; k < n; k++)
+        v[k] = (uint16_t)(test_rand(&seed) % 256);
+    CHECK(write_npy4(path, QEM_DTYPE_UINT16, shape, v));
+    return v;
+}
+
+/* Metadata beyond 64 KiB: 32 x 1021 scans (1021 is prime) leave the uint8
+ * profile 32-scan shards, 1021 of them, whose index alone (96 bytes a
+ * shard) passes the usual 65536-byte user block. The plan gives the pack
+ * the power-of-two user block its largest metadata needs, so production
+ * succeeds (it used to write every shard, then refuse) and the pack reads
+ * back exactly; h5py sees that user block. A set whose metadata would pass
+ * the largest user block (2 x 20011 scans: uint16 shards of 2 scans,
+ * 20011 manifest entries) is refused at planning with both sizes, and
+ * production writes nothing. */
+static void metadata_beyond_64k(void)
+{
+    enum { ROWS = 32, COLS = 1021 };
+    const uint64_t n = (uint64_t)ROWS * COLS * 4;
+    char src[600], dest[700];
+    snprintf(src, sizeof src, "%s/many_shards.npy", test_dir());
+    snprintf(dest, sizeof dest, "%s.h5", src);
+    uint16_t *v = small_detector_npy(src, ROWS, COLS), *back = malloc(n * 2);
+    qem_error e = {0};
+    qem_pack_inspection *in = NULL;
+    CHECK_OK(qem_pack_inspect(src, NULL, &in, &e), &e);
+    qem_pack_plan_options po;
+    qem_pack_plan_options_init(&po);
+    po.profile = QEM_PACK_UINT8_BITPACKED;
+    qem_pack_plan plan = {.struct_size = sizeof plan};
+    CHECK_OK(qem_pack_plan_make(in, &po, &plan, &e), &e);
+    CHECK_EQ_U64(plan.shard_count, COLS);
+    CHECK(plan.metadata_max_bytes > 65536 && plan.metadata_max_bytes <= plan.user_block_bytes);
+    CHECK_EQ_U64(plan.user_block_bytes, 131072);
+    CHECK(plan.output_max_bytes > plan.user_block_bytes);
+    CHECK_OK(qem_pack_produce(in, &po, dest, NULL, &e), &e);
+    qem_pack_inspection_free(in);
+    const uint64_t end = metadata_end(dest);
+    CHECK(end > 65536 && end <= plan.metadata_max_bytes);
+    qem_pack *p = NULL;
+    CHECK_OK(qem_pack_open(dest, &p, &e), &e);
+    CHECK_OK(qem_pack_load(p, NULL, &e), &e);
+    CHECK_OK(qem_pack_read_scans(p, 0, ROWS * COLS, QEM_PACK_RAW, back, n * 2, &e), &e);
+    CHECK(memcmp(back, v, n * 2) == 0);
+    qem_pack_close(p);
+    char cmd[1600];
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/check_pack_h5.py '%s' 131072 >&2", QEM_TOOLS,
+             dest);
+    CHECK(system(cmd) == 0);
+    free(v);
+    free(back);
+
+    snprintf(src, sizeof src, "%s/too_many_shards.npy", test_dir());
+    snprintf(dest, sizeof dest, "%s.h5", src);
+    free(small_detector_npy(src, 2, 20011));
+    CHECK_OK(qem_pack_inspect(src, NULL, &in, &e), &e);
+    po.profile = QEM_PACK_UINT16_LZ4;
+    CHECK_STATUS(qem_pack_plan_make(in, &po, &plan, &e), QEM_E_LIMIT, &e);
+    CHECK(strstr(e.message, "20011 shards") && strstr(e.message, "16777216 bytes"));
+    CHECK_STATUS(qem_pack_produce(in, &po, dest, NULL, &e), QEM_E_LIMIT, &e);
+    qem_pack_inspection_free(in);
+    struct stat sb;
+    CHECK(stat(dest, &sb) != 0 && errno == ENOENT);
 }
 
 /* SIGKILL or SIGINT at random points of `qem pack produce`: afterwards there is no
@@ -537,6 +626,7 @@ int main(void)
     multi_shard(64, 128, QEM_PACK_UINT8_BITPACKED, 2);
     multi_shard(100, 50, QEM_PACK_UINT16_LZ4, 2);
     multi_shard(100, 50, QEM_PACK_UINT8_BITPACKED, 0);
+    metadata_beyond_64k();
     killed_mid_produce();
     return test_finish("unit_pack_produce");
 }

@@ -1,0 +1,629 @@
+/* qem-bench-viewer: how fast `qem view` answers, measured from outside as
+ * a page would see it (server compute plus loopback transfer):
+ *   - the time from starting `qem view FILE` to the first scan image
+ *     (files opened and a pack loaded, the default detector resolved, the
+ *     first image received), for the file as generated and for a copy
+ *     that records its detector calibration;
+ *   - 1-pixel detector moves through one page's session (p50, p95);
+ *   - the pattern at the cursor along a hover path and at random positions.
+ * Synthetic sets (bench/synth.c) are generated into --workdir, checked
+ * against the free disk and memory first, and deleted afterwards unless
+ * --keep. Not a test: nothing is asserted. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "synth.h"
+
+extern char **environ;
+
+#define MAX_RUNS 9
+
+static const char *const help =
+    "usage: qem-bench-viewer [--sets 256,512] [--runs N] [--moves N] [--workdir DIR]\n"
+    "                        [--qem PATH] [--keep]\n"
+    "\n"
+    "Latency of qem view on synthetic uint16 sets: 256 = 256 x 256 scans x\n"
+    "128 x 128 detector (2.1 GB raw), 512 = 512 x 512 scans x 192 x 192\n"
+    "(19.3 GB raw), each as .qem and as a pack (plus copies recording their\n"
+    "detector calibration). Prints a markdown section. Defaults: --sets 256\n"
+    "--runs 3 --moves 200 --workdir /tmp/qem-bench-viewer.\n";
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The p-quantile (nearest rank) of n values; sorts them. */
+static double quantile(double *v, int n, double p)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    int k = (int)ceil(p * n) - 1;
+    return v[k < 0 ? 0 : k >= n ? n - 1 : k];
+}
+
+static double load_average(void)
+{
+    double one = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &one) != 1)
+            one = -1;
+        fclose(f);
+    }
+    return one;
+}
+
+static uint64_t mem_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    uint64_t kib = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", (unsigned long long *)&kib) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kib * 1024;
+}
+
+static uint64_t disk_available(const char *dir)
+{
+    struct statvfs v;
+    return statvfs(dir, &v) == 0 ? (uint64_t)v.f_bavail * v.f_frsize : 0;
+}
+
+static uint64_t file_size(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? (uint64_t)st.st_size : 0;
+}
+
+static int exists(const char *path)
+{
+    return access(path, F_OK) == 0;
+}
+
+static int die(const char *what, const qem_error *e)
+{
+    fprintf(stderr, "qem-bench-viewer: %s: %s\n", what,
+            e && e->message[0] ? e->message : e ? qem_strerror(e->status) : "failed");
+    return 1;
+}
+
+/* --- a minimal HTTP/1.1 client (keep-alive, Content-Length bodies) ---------- */
+
+typedef struct http {
+    int fd;
+    char buf[1 << 16];
+    size_t have;
+    const char *token;
+} http;
+
+static int http_connect(http *h, unsigned port, const char *token)
+{
+    h->have = 0;
+    h->token = token;
+    h->fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (h->fd < 0)
+        return 0;
+    int one = 1;
+    setsockopt(h->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return connect(h->fd, (struct sockaddr *)&a, sizeof a) == 0;
+}
+
+typedef struct answer {
+    unsigned status;
+    double compute_ms; /* X-Qem-Compute-Ms, or -1 */
+    char *body;        /* NUL-terminated; caller frees */
+    size_t length;
+} answer;
+
+static int http_get(http *h, const char *target, answer *out)
+{
+    memset(out, 0, sizeof *out);
+    out->compute_ms = -1;
+    char request[4096];
+    int n = snprintf(request, sizeof request,
+                     "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Qem-Token: %s\r\n\r\n", target,
+                     h->token);
+    if (n <= 0 || (size_t)n >= sizeof request || write(h->fd, request, (size_t)n) != n)
+        return 0;
+    char *end = NULL;
+    for (;;) {
+        h->buf[h->have] = '\0';
+        end = strstr(h->buf, "\r\n\r\n");
+        if (end || h->have + 1 >= sizeof h->buf)
+            break;
+        ssize_t got = read(h->fd, h->buf + h->have, sizeof h->buf - 1 - h->have);
+        if (got <= 0)
+            return 0;
+        h->have += (size_t)got;
+    }
+    if (!end || sscanf(h->buf, "HTTP/1.1 %u", &out->status) != 1)
+        return 0;
+    const size_t head = (size_t)(end + 4 - h->buf);
+    size_t length = 0;
+    for (char *line = strstr(h->buf, "\r\n"); line && line < end; line = strstr(line + 2, "\r\n")) {
+        unsigned long long v;
+        double ms;
+        if (sscanf(line + 2, "Content-Length: %llu", &v) == 1)
+            length = (size_t)v;
+        else if (sscanf(line + 2, "X-Qem-Compute-Ms: %lf", &ms) == 1)
+            out->compute_ms = ms;
+    }
+    out->body = malloc(length + 1);
+    if (!out->body)
+        return 0;
+    size_t taken = h->have - head < length ? h->have - head : length;
+    memcpy(out->body, h->buf + head, taken);
+    memmove(h->buf, h->buf + head + taken, h->have - head - taken);
+    h->have -= head + taken;
+    while (taken < length) {
+        ssize_t got = read(h->fd, out->body + taken, length - taken);
+        if (got <= 0) {
+            free(out->body);
+            out->body = NULL;
+            return 0;
+        }
+        taken += (size_t)got;
+    }
+    out->body[length] = '\0';
+    out->length = length;
+    return 1;
+}
+
+/* --- the server ----------------------------------------------------------------- */
+
+typedef struct server {
+    pid_t pid;
+    unsigned port;
+    char token[33];
+} server;
+
+/* Starts `qem view --no-open --port 0 FILE` and reads its address. */
+static int server_start(const char *qem, const char *file, server *s)
+{
+    int out[2];
+    if (pipe(out))
+        return 0;
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
+    posix_spawn_file_actions_addclose(&actions, out[0]);
+    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+    char *argv[] = {(char *)qem, "view", "--no-open", "--port", "0", (char *)file, NULL};
+    const int rc = posix_spawn(&s->pid, qem, &actions, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&actions);
+    close(out[1]);
+    if (rc) {
+        close(out[0]);
+        return 0;
+    }
+    char line[256];
+    size_t used = 0;
+    struct pollfd p = {out[0], POLLIN, 0};
+    while (used + 1 < sizeof line && poll(&p, 1, 600000) > 0) {
+        ssize_t got = read(out[0], line + used, 1);
+        if (got <= 0 || line[used] == '\n')
+            break;
+        used++;
+    }
+    line[used] = '\0';
+    close(out[0]);
+    return sscanf(line, "http://127.0.0.1:%u/?token=%32s", &s->port, s->token) == 2;
+}
+
+static void server_stop(server *s)
+{
+    kill(s->pid, SIGTERM);
+    waitpid(s->pid, NULL, 0);
+}
+
+/* --- one measured run -------------------------------------------------------------- */
+
+typedef struct run_result {
+    double address_ms, detector_ms, first_ms; /* from the start of qem view */
+    double move_p50, move_p95, compute_p50, compute_p95;
+    double hover_p50, hover_p95, jump_p50, jump_p95;
+    double load_before, load_after;
+} run_result;
+
+static double json_number_after(const char *json, const char *key)
+{
+    const char *at = strstr(json, key);
+    return at ? strtod(at + strlen(key), NULL) : NAN;
+}
+
+/* Starts the server on `file`, measures the first image and (unless
+ * first_only) the moves and patterns, stops it. */
+static int measure(const char *qem, const char *file, const uint64_t shape[4], int moves,
+                   int first_only, run_result *r)
+{
+    memset(r, 0, sizeof *r);
+    r->load_before = load_average();
+    server s;
+    const double t0 = now_ms();
+    if (!server_start(qem, file, &s)) {
+        fprintf(stderr, "qem-bench-viewer: qem view did not start on %s\n", file);
+        return 0;
+    }
+    r->address_ms = now_ms() - t0;
+    http h;
+    answer a;
+    int ok = http_connect(&h, s.port, s.token) && http_get(&h, "/api/info", &a) && a.status == 200;
+    free(a.body);
+    /* The page's first requests: the default detector, then its image. */
+    ok = ok && http_get(&h, "/api/detector?file=0&detector=bf", &a) && a.status == 200;
+    double cr = NAN, cc = NAN, radius = NAN;
+    if (ok) {
+        const char *c = strstr(a.body, "\"center\":[");
+        cr = c ? strtod(c + 10, NULL) : NAN;
+        const char *comma = c ? strchr(c + 10, ',') : NULL;
+        cc = comma ? strtod(comma + 1, NULL) : NAN;
+        radius = json_number_after(a.body, "\"radius\":");
+    }
+    free(a.body);
+    r->detector_ms = now_ms() - t0;
+    /* Two decimals, as the page sends them. */
+    cr = round(cr * 100) / 100;
+    cc = round(cc * 100) / 100;
+    radius = round(radius * 100) / 100;
+    char target[512];
+    snprintf(target, sizeof target,
+             "/api/live?client=0123456789abcdef&seq=0&file=0&detector=bf&center=%.2f,%.2f&radius=%.2f",
+             cr, cc, radius);
+    ok = ok && isfinite(cr) && isfinite(cc) && isfinite(radius) && http_get(&h, target, &a) &&
+         a.status == 200;
+    free(a.body);
+    r->first_ms = now_ms() - t0;
+    if (ok && !first_only) {
+        double *rt = malloc((size_t)moves * sizeof *rt), *cm = malloc((size_t)moves * sizeof *cm);
+        /* 1-pixel moves: right 10, left 10, and so on, as a slow drag. */
+        for (int k = 0; ok && k < moves; k++) {
+            const int phase = (k / 10) % 2, step = k % 10 + 1;
+            const double col = cc + (phase ? 10 - step : step);
+            snprintf(target, sizeof target,
+                     "/api/live?client=0123456789abcdef&seq=%d&file=0&detector=bf&center=%.2f,%.2f"
+                     "&radius=%.2f",
+                     k + 1, cr, col, radius);
+            const double m0 = now_ms();
+            ok = http_get(&h, target, &a) && a.status == 200;
+            rt[k] = now_ms() - m0;
+            cm[k] = a.compute_ms;
+            free(a.body);
+        }
+        if (ok) {
+            r->move_p50 = quantile(rt, moves, 0.5);
+            r->move_p95 = quantile(rt, moves, 0.95);
+            r->compute_p50 = quantile(cm, moves, 0.5);
+            r->compute_p95 = quantile(cm, moves, 0.95);
+        }
+        /* The pattern at the cursor: a hover path (neighbouring positions
+         * along a row, as a mouse sweeps), then random positions. */
+        const uint64_t row0 = shape[0] / 2, col0 = shape[1] / 8;
+        for (int k = 0; ok && k < moves; k++) {
+            snprintf(target, sizeof target, "/api/dp.npy?file=0&scan=%llu,%llu",
+                     (unsigned long long)row0,
+                     (unsigned long long)((col0 + (uint64_t)k) % shape[1]));
+            const double m0 = now_ms();
+            ok = http_get(&h, target, &a) && a.status == 200;
+            rt[k] = now_ms() - m0;
+            free(a.body);
+        }
+        if (ok) {
+            r->hover_p50 = quantile(rt, moves, 0.5);
+            r->hover_p95 = quantile(rt, moves, 0.95);
+        }
+        uint64_t state = 88172645463325252ull;
+        const int jumps = moves / 4 > 0 ? moves / 4 : 1;
+        for (int k = 0; ok && k < jumps; k++) {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            snprintf(target, sizeof target, "/api/dp.npy?file=0&scan=%llu,%llu",
+                     (unsigned long long)(state % shape[0]),
+                     (unsigned long long)((state >> 32) % shape[1]));
+            const double m0 = now_ms();
+            ok = http_get(&h, target, &a) && a.status == 200;
+            rt[k] = now_ms() - m0;
+            free(a.body);
+        }
+        if (ok) {
+            r->jump_p50 = quantile(rt, jumps, 0.5);
+            r->jump_p95 = quantile(rt, jumps, 0.95);
+        }
+        free(rt);
+        free(cm);
+    }
+    close(h.fd);
+    server_stop(&s);
+    r->load_after = load_average();
+    if (!ok)
+        fprintf(stderr, "qem-bench-viewer: a request to qem view on %s failed\n", file);
+    return ok;
+}
+
+/* --- the data ------------------------------------------------------------------------ */
+
+typedef struct set {
+    const char *name;
+    uint64_t shape[4];
+    char npy[600], qem[600], pack[600], qem_cal[600], pack_cal[600];
+    char pack_refused[480]; /* why the producer refused this set, or "" */
+} set;
+
+static int calibrated_copy(const char *src, const char *dest)
+{
+    if (exists(dest))
+        return 1;
+    qem_error e = {0};
+    qem_container *s = NULL;
+    qem_products *p = NULL;
+    qem_detector_calibration cal = {.struct_size = sizeof cal};
+    int ok = qem_container_open(src, NULL, &s, &e) == QEM_OK &&
+             qem_products_open(s, NULL, &p, &e) == QEM_OK &&
+             qem_products_estimate_calibration(p, &cal, &e) == QEM_OK;
+    qem_products_close(p);
+    qem_container_close(s);
+    ok = ok && qem_write_calibrated_copy(src, dest, &cal, &e) == QEM_OK;
+    if (!ok)
+        die("calibrated copy", &e);
+    return ok;
+}
+
+/* Generates what is missing, checking disk and memory first. */
+static int prepare(set *t, int keep)
+{
+    const uint64_t raw = t->shape[0] * t->shape[1] * t->shape[2] * t->shape[3] * 2;
+    qem_error e = {0};
+    /* A refusal is remembered beside the set: producing again would take
+     * minutes to be refused again. */
+    char refused[700];
+    snprintf(refused, sizeof refused, "%s.refused", t->pack);
+    FILE *mark = fopen(refused, "r");
+    if (mark) {
+        if (!fgets(t->pack_refused, sizeof t->pack_refused, mark))
+            t->pack_refused[0] = '\0';
+        fclose(mark);
+    }
+    if (!exists(t->qem) || (!exists(t->pack) && !t->pack_refused[0])) {
+        if (!exists(t->npy)) {
+            const char *slash = strrchr(t->npy, '/');
+            char dir[600];
+            snprintf(dir, sizeof dir, "%.*s", (int)(slash - t->npy), t->npy);
+            /* the .npy, then the .qem and pack (about 1/8 of it together) */
+            const uint64_t need = raw + raw / 4;
+            if (disk_available(dir) < need) {
+                fprintf(stderr,
+                        "qem-bench-viewer: set %s needs %.1f GB of disk in %s, %.1f GB free\n",
+                        t->name, need / 1e9, dir, disk_available(dir) / 1e9);
+                return 0;
+            }
+            fprintf(stderr, "generating %s (%.1f GB)\n", t->npy, raw / 1e9);
+            synth_params sp = {{t->shape[0], t->shape[1], t->shape[2], t->shape[3]},
+                               QEM_DTYPE_UINT16, 4.0, 20261131, 1.0};
+            if (synth_write_npy(&sp, t->npy, &e) != QEM_OK)
+                return !die("synthesising", &e);
+        }
+        if (!exists(t->qem)) {
+            fprintf(stderr, "saving %s\n", t->qem);
+            if (qem_save_file(t->npy, t->qem, NULL, &e) != QEM_OK)
+                return !die("saving", &e);
+        }
+        if (!exists(t->pack)) {
+            fprintf(stderr, "producing %s\n", t->pack);
+            qem_pack_inspection *in = NULL;
+            qem_pack_plan_options po;
+            qem_pack_plan_options_init(&po);
+            po.destination = t->pack;
+            qem_pack_plan plan = {.struct_size = sizeof plan};
+            int ok = qem_pack_inspect(t->npy, NULL, &in, &e) == QEM_OK &&
+                     qem_pack_plan_make(in, &po, &plan, &e) == QEM_OK &&
+                     qem_pack_produce(in, &po, t->pack, NULL, &e) == QEM_OK;
+            qem_pack_inspection_free(in);
+            if (!ok) {
+                /* Reported in the table: a fact about the producer. */
+                snprintf(t->pack_refused, sizeof t->pack_refused, "%s", e.message);
+                fprintf(stderr, "qem-bench-viewer: no pack of set %s: %s\n", t->name, e.message);
+                mark = fopen(refused, "w");
+                if (mark) {
+                    fputs(t->pack_refused, mark);
+                    fclose(mark);
+                }
+            }
+        }
+    }
+    if (!keep && exists(t->npy))
+        unlink(t->npy);
+    /* Loading the pack holds its resident; the server and this process
+     * must fit beside what else runs. */
+    const uint64_t need = file_size(t->pack) * 2 + ((uint64_t)1 << 30);
+    if (mem_available() < need) {
+        fprintf(stderr, "qem-bench-viewer: set %s needs about %.1f GB of memory, %.1f GB available\n",
+                t->name, need / 1e9, mem_available() / 1e9);
+        return 0;
+    }
+    fprintf(stderr, "calibrated copies of %s\n", t->name);
+    return calibrated_copy(t->qem, t->qem_cal) &&
+           (t->pack_refused[0] || calibrated_copy(t->pack, t->pack_cal));
+}
+
+static void cleanup(set *t)
+{
+    char extra[700];
+    const char *all[] = {t->npy, t->qem, t->pack, t->qem_cal, t->pack_cal};
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
+        unlink(all[k]);
+    snprintf(extra, sizeof extra, "%s.receipt.json", t->pack);
+    unlink(extra);
+    snprintf(extra, sizeof extra, "%s.refused", t->pack);
+    unlink(extra);
+    snprintf(extra, sizeof extra, "%s.receipt.json", t->pack_cal);
+    unlink(extra);
+}
+
+/* --- report --------------------------------------------------------------------------- */
+
+static double median_of(const run_result *r, int n, size_t offset)
+{
+    double v[MAX_RUNS];
+    for (int k = 0; k < n; k++)
+        v[k] = *(const double *)((const char *)&r[k] + offset);
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return v[n / 2];
+}
+
+#define MED(field) median_of(r, runs, offsetof(run_result, field))
+
+static void print_runs(FILE *out, const char *label, const run_result *r, int runs,
+                       int first_only)
+{
+    fprintf(out, "- %s, each run (load average before/after):", label);
+    for (int k = 0; k < runs; k++) {
+        if (first_only)
+            fprintf(out, " first image %.0f ms (%.2f/%.2f);", r[k].first_ms, r[k].load_before,
+                    r[k].load_after);
+        else
+            fprintf(out,
+                    " move %.1f/%.1f, hover %.2f/%.2f, random %.1f/%.1f, first %.0f ms "
+                    "(%.2f/%.2f);",
+                    r[k].move_p50, r[k].move_p95, r[k].hover_p50, r[k].hover_p95, r[k].jump_p50,
+                    r[k].jump_p95, r[k].first_ms, r[k].load_before, r[k].load_after);
+    }
+    fprintf(out, "\n");
+}
+
+int main(int argc, char **argv)
+{
+    const char *sets_arg = "256", *workdir = "/tmp/qem-bench-viewer", *qem = QEM_CLI;
+    int runs = 3, moves = 200, keep = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--sets") && v) {
+            sets_arg = v;
+            i++;
+        } else if (!strcmp(a, "--runs") && v) {
+            runs = atoi(v);
+            i++;
+        } else if (!strcmp(a, "--moves") && v) {
+            moves = atoi(v);
+            i++;
+        } else if (!strcmp(a, "--workdir") && v) {
+            workdir = v;
+            i++;
+        } else if (!strcmp(a, "--qem") && v) {
+            qem = v;
+            i++;
+        } else if (!strcmp(a, "--keep")) {
+            keep = 1;
+        } else {
+            fputs(help, strcmp(a, "--help") ? stderr : stdout);
+            return strcmp(a, "--help") ? 2 : 0;
+        }
+    }
+    if (runs < 1 || runs > MAX_RUNS || moves < 4) {
+        fputs(help, stderr);
+        return 2;
+    }
+    mkdir(workdir, 0755);
+    set all[2] = {{"256", {256, 256, 128, 128}, "", "", "", "", "", ""},
+                  {"512", {512, 512, 192, 192}, "", "", "", "", "", ""}};
+    printf("Command: `build/bench/qem-bench-viewer --sets %s --runs %d --moves %d`; %d cores "
+           "online, load average %.2f at the start.\n\n",
+           sets_arg, runs, moves, (int)sysconf(_SC_NPROCESSORS_ONLN), load_average());
+    printf("| set | file | size | first image, ms (address / detector / image) | "
+           "first image, calibrated copy, ms | 1-px move p50 / p95, ms | "
+           "of which server compute p50 / p95 | pattern, hover p50 / p95, ms | "
+           "pattern, random p50 / p95, ms |\n|---|---|---|---|---|---|---|---|---|\n");
+    char details[8192] = "";
+    size_t details_used = 0;
+    for (int k = 0; k < 2; k++) {
+        set *t = &all[k];
+        if (!strstr(sets_arg, t->name))
+            continue;
+        snprintf(t->npy, sizeof t->npy, "%s/view%s.npy", workdir, t->name);
+        snprintf(t->qem, sizeof t->qem, "%s/view%s.qem", workdir, t->name);
+        snprintf(t->pack, sizeof t->pack, "%s/view%s.h5", workdir, t->name);
+        snprintf(t->qem_cal, sizeof t->qem_cal, "%s/view%s-calibrated.qem", workdir, t->name);
+        snprintf(t->pack_cal, sizeof t->pack_cal, "%s/view%s-calibrated.h5", workdir, t->name);
+        if (!prepare(t, keep))
+            return 1;
+        const char *files[2][2] = {{t->qem, t->qem_cal}, {t->pack, t->pack_cal}};
+        for (int f = 0; f < 2; f++) {
+            if (f == 1 && t->pack_refused[0]) {
+                printf("| %llu x %llu x %llu x %llu | pack (u16-LZ4) | not produced: %s | | | | "
+                       "| | |\n",
+                       (unsigned long long)t->shape[0], (unsigned long long)t->shape[1],
+                       (unsigned long long)t->shape[2], (unsigned long long)t->shape[3],
+                       t->pack_refused);
+                continue;
+            }
+            run_result r[MAX_RUNS], c[MAX_RUNS];
+            for (int n = 0; n < runs; n++) {
+                fprintf(stderr, "set %s, %s, run %d\n", t->name, files[f][0], n + 1);
+                if (!measure(qem, files[f][0], t->shape, moves, 0, &r[n]) ||
+                    !measure(qem, files[f][1], t->shape, moves, 1, &c[n]))
+                    return 1;
+            }
+            printf("| %llu x %llu x %llu x %llu | %s | %.1f MB | %.0f (%.0f / %.0f / %.0f) | %.0f | "
+                   "%.1f / %.1f | %.1f / %.1f | %.2f / %.2f | %.1f / %.1f |\n",
+                   (unsigned long long)t->shape[0], (unsigned long long)t->shape[1],
+                   (unsigned long long)t->shape[2], (unsigned long long)t->shape[3],
+                   f ? "pack (u16-LZ4)" : ".qem",
+                   file_size(files[f][0]) / 1e6, MED(first_ms), MED(address_ms),
+                   MED(detector_ms) - MED(address_ms), MED(first_ms) - MED(detector_ms),
+                   median_of(c, runs, offsetof(run_result, first_ms)), MED(move_p50),
+                   MED(move_p95), MED(compute_p50), MED(compute_p95), MED(hover_p50),
+                   MED(hover_p95), MED(jump_p50), MED(jump_p95));
+            fflush(stdout);
+            char label[128];
+            snprintf(label, sizeof label, "set %s %s", t->name, f ? "pack" : ".qem");
+            /* Per-run figures, printed after the table. */
+            FILE *mem = fmemopen(details + details_used, sizeof details - details_used, "w");
+            if (mem) {
+                print_runs(mem, label, r, runs, 0);
+                snprintf(label, sizeof label, "set %s %s, calibrated copy", t->name,
+                         f ? "pack" : ".qem");
+                print_runs(mem, label, c, runs, 1);
+                fflush(mem);
+                details_used += (size_t)ftell(mem);
+                fclose(mem);
+            }
+        }
+        if (!keep)
+            cleanup(t);
+    }
+    printf("\nEvery run, p50/p95 in ms (medians of the runs in the table):\n\n%s", details);
+    printf("\nLoad average at the end %.2f.\n", load_average());
+    return 0;
+}

@@ -1,0 +1,36 @@
+/* The viewer's HTTP server: open files, the token, per-page detector
+ * sessions, and the libmicrohttpd daemon that answers the page and the
+ * API (doc/viewer.md). */
+#ifndef QEM_VIEW_SERVER_H
+#define QEM_VIEW_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "qem.h"
+
+typedef struct view_server view_server;
+
+typedef struct view_config {
+    const char *const *paths; /* the files, in order */
+    size_t files;
+    const char *bind;         /* IPv4 address, dotted */
+    unsigned port;            /* 0 = any free port */
+    int threads;              /* library threads per call; 0 = all cores */
+    int verbose;              /* one line per request on stderr */
+    int quiet;                /* no progress while packs load */
+} view_config;
+
+/* Opens every file (a pack is loaded, with progress and Ctrl-C as in every
+ * command), checks that one detector can serve them all, and prepares the
+ * page. */
+qem_status view_server_create(const view_config *config, view_server **out, qem_error *error);
+/* Starts listening; *port receives the port bound. */
+qem_status view_server_start(view_server *server, unsigned *port, qem_error *error);
+/* The access token (32 hex digits). */
+const char *view_server_token(const view_server *server);
+/* Asks running work to stop, stops the daemon (waiting for its threads)
+ * and frees everything. Accepts NULL. */
+void view_server_free(view_server *server);
+
+#endif

@@ -1,0 +1,137 @@
+/* `qem view FILE [FILE...]`: the browser viewer as a command of the
+ * options table. It opens the files, prints the address, opens a browser,
+ * and serves until Ctrl-C or SIGTERM, which reach it as every command's
+ * do (cli/terminal.c): the signal is noted, the wait below sees it, the
+ * server stops (running computations cancel at their next window) and the
+ * exit status is 128 + the signal; a shutdown that takes longer than the
+ * one-second alarm, or a second signal, exits at once. */
+#include <arpa/inet.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "terminal.h"
+#include "view/request.h"
+#include "view/server.h"
+
+extern char **environ;
+
+_Static_assert(VIEW_MAX_FILES <= ARGS_MAX_POSITIONAL, "qem view's files are positional arguments");
+
+static int is_loopback(const char *address)
+{
+    return !strncmp(address, "127.", 4);
+}
+
+/* xdg-open when it exists on PATH; a missing browser is never an error. */
+static pid_t open_browser(const char *url)
+{
+    const char *path = getenv("PATH");
+    char candidate[4096];
+    int found = 0;
+    for (const char *p = path; p && *p && !found;) {
+        const char *colon = strchr(p, ':');
+        const size_t n = colon ? (size_t)(colon - p) : strlen(p);
+        if (n && n + sizeof "/xdg-open" < sizeof candidate) {
+            memcpy(candidate, p, n);
+            memcpy(candidate + n, "/xdg-open", sizeof "/xdg-open");
+            found = access(candidate, X_OK) == 0;
+        }
+        p = colon ? colon + 1 : p + n;
+    }
+    if (!found)
+        return 0;
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", 0, 0);
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", 1, 0);
+    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", 1, 0);
+    char *argv[] = {candidate, (char *)url, NULL};
+    pid_t pid = 0;
+    if (posix_spawn(&pid, candidate, &actions, NULL, argv, environ) != 0)
+        pid = 0;
+    posix_spawn_file_actions_destroy(&actions);
+    return pid;
+}
+
+static int run_view(const args *a)
+{
+    const char *bind = given(a, OPT_BIND) ? text_of(a, OPT_BIND) : "127.0.0.1";
+    if (!strcmp(bind, "localhost"))
+        bind = "127.0.0.1";
+    struct in_addr address;
+    if (inet_pton(AF_INET, bind, &address) != 1)
+        return usage_fail("view", "--bind needs an IPv4 address such as 127.0.0.1, not '%s'",
+                          SAFE(bind));
+    if (given(a, OPT_QUIET) && given(a, OPT_VERBOSE))
+        return usage_fail("view", "give --quiet or --verbose, not both");
+    const int quiet = given(a, OPT_QUIET);
+    view_config config = {a->positional,
+                          (size_t)a->npositional,
+                          bind,
+                          (unsigned)a->v[OPT_PORT].i[0],
+                          (int)a->v[OPT_THREADS].i[0],
+                          given(a, OPT_VERBOSE),
+                          quiet};
+    qem_error e = {0};
+    view_server *server = NULL;
+    if (view_server_create(&config, &server, &e) != QEM_OK)
+        return fail("view", &e);
+    unsigned bound = 0;
+    if (view_server_start(server, &bound, &e) != QEM_OK) {
+        view_server_free(server);
+        return fail("view", &e);
+    }
+    const char *host = !strcmp(bind, "0.0.0.0") ? "127.0.0.1" : bind;
+    char url[256];
+    snprintf(url, sizeof url, "http://%s:%u/?token=%s", host, bound, view_server_token(server));
+    if (!is_loopback(bind))
+        fprintf(stderr,
+                "qem view: warning: listening on %s, not a loopback address: other machines "
+                "can reach this server (each request still needs the token)\n",
+                bind);
+    printf("%s\n", url);
+    fflush(stdout);
+    if (!quiet)
+        fprintf(stderr, "qem view: serving %d file%s on %s port %u; Ctrl-C stops\n",
+                a->npositional, a->npositional == 1 ? "" : "s", bind, bound);
+    const pid_t browser = given(a, OPT_NO_OPEN) ? 0 : open_browser(url);
+    /* Whichever thread the signal lands on, its handler only notes it;
+     * this loop looks often enough that stopping feels immediate. */
+    while (!interrupted_by()) {
+        const struct timespec tick = {0, 50 * 1000 * 1000};
+        nanosleep(&tick, NULL);
+        if (browser > 0)
+            waitpid(browser, NULL, WNOHANG);
+    }
+    if (!quiet)
+        fprintf(stderr, "qem view: stopping\n");
+    view_server_free(server);
+    return interrupt_exit_status();
+}
+
+static const command_option view_options[] = {{OPT_PORT, NULL},
+                                              {OPT_BIND, NULL},
+                                              {OPT_NO_OPEN, NULL},
+                                              {OPT_VERBOSE, NULL},
+                                              {OPT_NONE, NULL}};
+
+const command_spec view_commands[] = {
+    {"view", "FILE [FILE...] [options]",
+     "open in the browser: a live virtual detector over the scan image",
+     "Opens FILE (a .qem file or a pack) in the browser: the scan image of a\n"
+     "virtual detector on the left, the mean pattern or the pattern under the\n"
+     "cursor on the right with the detector drawn over it; drag the detector and\n"
+     "the image follows live. Several files (a tilt or time series, at most 64,\n"
+     "with one detector shape) share one detector and update together. The page\n"
+     "is served from inside qem; nothing is fetched from elsewhere. The address\n"
+     "printed on stdout carries a random access token: every request without it\n"
+     "is refused. Ctrl-C or SIGTERM stops the server (exit status 128 + the\n"
+     "signal). The API the page uses (also for scripts) is in doc/viewer.md.\n",
+     1, VIEW_MAX_FILES, "at least one FILE", view_options, run_view},
+    {NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, NULL}};
