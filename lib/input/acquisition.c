@@ -517,7 +517,22 @@ static qem_status narrow_u32(acquisition *a, const uint8_t *is_flagged, uint64_t
                              uint64_t count, const uint32_t *src, uint16_t *dst, qem_error *error)
 {
     const uint64_t pixels = a->shape[2] * a->shape[3];
-    for (uint64_t f = 0; f < count; f++)
+    for (uint64_t f = 0; f < count; f++) {
+        /* Without flagged pixels, a frame whose largest value fits is
+         * copied branch-free; others take the pixel-by-pixel path below. */
+        if (!is_flagged) {
+            uint32_t top = 0;
+            for (uint64_t p = 0; p < pixels; p++) {
+                const uint32_t v = src[f * pixels + p];
+                top = v > top ? v : top;
+                dst[f * pixels + p] = (uint16_t)v;
+            }
+            if (top <= 65535) {
+                if (top > a->max_admitted)
+                    a->max_admitted = top;
+                continue;
+            }
+        }
         for (uint64_t p = 0; p < pixels; p++) {
             const uint32_t v = src[f * pixels + p];
             if (v <= 65535) {
@@ -541,6 +556,7 @@ static qem_status narrow_u32(acquisition *a, const uint8_t *is_flagged, uint64_t
                             (unsigned long long)(p / a->shape[3]),
                             (unsigned long long)(p % a->shape[3]), v);
         }
+    }
     return QEM_OK;
 }
 
