@@ -249,13 +249,13 @@ static qem_status plan_make(const acquisition *s, const qem_pack_plan_options *o
                             uint64_t excluded, qem_error *error)
 {
     memset(plan, 0, sizeof *plan);
-    /* Both profiles record source_dtype uint16. uint8 counts go to the
-     * uint8 profile, widened (the raw digest is of the uint16 LE array the
-     * pack describes); the uint16 profile would only double their width. */
-    if (input_stored_dtype(s) != QEM_DTYPE_UINT16 && o->profile != QEM_PACK_UINT8_BITPACKED)
+    /* Both profiles record source_dtype uint16: uint8 counts are packed
+     * widened (the raw digest is of the uint16 LE array the pack
+     * describes). The uint8 profile suits them best; the uint16 one takes
+     * the scan counts it cannot (not a multiple of 32). */
+    if (input_stored_dtype(s) != QEM_DTYPE_UINT16 && input_stored_dtype(s) != QEM_DTYPE_UINT8)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT,
-                        "the source holds %s counts: pack them with the uint8/bitpacked profile "
-                        "(--profile u8-bitpacked)",
+                        "the source holds %s values; packs hold counts",
                         qem_dtype_name(input_stored_dtype(s)));
     const uint64_t scans = s->shape[0] * s->shape[1], P = s->shape[2] * s->shape[3];
     const uint64_t cap = scans < MAX_SHARD_SCANS ? scans : MAX_SHARD_SCANS;

@@ -237,8 +237,8 @@ static void refusals(source_case *npy)
     qem_pack_inspection *in = NULL;
     qem_pack_plan_options po;
     qem_pack_plan_options_init(&po);
-    const char *dest = test_path("refused.h5");
-    char receipt[600];
+    char dest[600], receipt[640]; /* test_path's buffers are reused */
+    snprintf(dest, sizeof dest, "%s", test_path("refused.h5"));
     snprintf(receipt, sizeof receipt, "%s.receipt.json", dest);
 
     /* An existing destination, or an existing receipt, is left untouched. */
@@ -308,35 +308,56 @@ static void refusals(source_case *npy)
     qem_pack_inspection_free(in);
     CHECK(!file_exists(dest) && !file_exists(receipt));
 
-    /* uint8 counts: the uint16 profile refuses them naming the profile to
-     * use; the uint8 profile packs them widened, raw digest of the uint16
-     * LE array the pack describes. */
+    /* uint8 counts: both profiles pack them widened, raw digest of the
+     * uint16 LE array the pack describes (the uint16 profile also takes
+     * scan counts that are no multiple of 32, as 1- and 6-bit Merlin
+     * files can have). */
     uint8_t small[SCANS * PIXELS];
     uint16_t widened[SCANS * PIXELS];
     for (uint64_t k = 0; k < SCANS * PIXELS; k++)
         widened[k] = small[k] = (uint8_t)(k * 7 % 251);
     CHECK(write_npy4(test_path("u8.npy"), QEM_DTYPE_UINT8, shape, small));
-    CHECK_OK(qem_pack_inspect(test_path("u8.npy"), NULL, &in, &e), &e);
-    po.profile = QEM_PACK_UINT16_LZ4;
-    CHECK_STATUS(qem_pack_plan_make(in, &po, &plan, &e), QEM_E_INVALID_ARGUMENT, &e);
-    CHECK(strstr(e.message, "--profile u8-bitpacked") != NULL);
-    CHECK_STATUS(qem_pack_produce(in, &po, dest, NULL, &e), QEM_E_INVALID_ARGUMENT, &e);
-    CHECK(!file_exists(dest) && !file_exists(receipt));
+    for (int k = 0; k < 2; k++) {
+        CHECK_OK(qem_pack_inspect(test_path("u8.npy"), NULL, &in, &e), &e);
+        po.profile = k ? QEM_PACK_UINT8_BITPACKED : QEM_PACK_UINT16_LZ4;
+        CHECK_OK(qem_pack_produce(in, &po, dest, NULL, &e), &e);
+        qem_pack_inspection_free(in);
+        qem_pack *p = NULL;
+        CHECK_OK(qem_pack_open(dest, &p, &e), &e);
+        CHECK_OK(qem_pack_load(p, NULL, &e), &e);
+        uint16_t back[SCANS * PIXELS];
+        CHECK_OK(qem_pack_read_scans(p, 0, SCANS, QEM_PACK_RAW, back, sizeof back, &e), &e);
+        CHECK(memcmp(back, widened, sizeof back) == 0);
+        qem_pack_close(p);
+        json_t *m = manifest_of(dest);
+        CHECK(manifest_digest_is(m, "source_raw_logical_sha256", widened, sizeof widened));
+        CHECK(!strcmp(json_string_value(json_object_get(m, "source_dtype")), "uint16"));
+        if (k)
+            CHECK(manifest_digest_is(m, "prepared_uint8_sha256", small, sizeof small));
+        json_decref(m);
+        CHECK(python_check(dest));
+        unlink(dest);
+        unlink(receipt);
+    }
+
+    /* A uint8 source of 3 x 5 scans: the uint8 profile refuses the count,
+     * the uint16 one packs it exactly. */
+    const uint64_t odd_shape[4] = {3, 5, shape[2], shape[3]};
+    CHECK(write_npy4(test_path("u8odd.npy"), QEM_DTYPE_UINT8, odd_shape, small));
+    CHECK_OK(qem_pack_inspect(test_path("u8odd.npy"), NULL, &in, &e), &e);
     po.profile = QEM_PACK_UINT8_BITPACKED;
+    CHECK_STATUS(qem_pack_plan_make(in, &po, &plan, &e), QEM_E_INVALID_ARGUMENT, &e);
+    CHECK(strstr(e.message, "multiple of 32") != NULL);
+    po.profile = QEM_PACK_UINT16_LZ4;
     CHECK_OK(qem_pack_produce(in, &po, dest, NULL, &e), &e);
     qem_pack_inspection_free(in);
     qem_pack *p = NULL;
     CHECK_OK(qem_pack_open(dest, &p, &e), &e);
     CHECK_OK(qem_pack_load(p, NULL, &e), &e);
-    uint16_t back[SCANS * PIXELS];
-    CHECK_OK(qem_pack_read_scans(p, 0, SCANS, QEM_PACK_RAW, back, sizeof back, &e), &e);
+    uint16_t back[15 * PIXELS];
+    CHECK_OK(qem_pack_read_scans(p, 0, 15, QEM_PACK_RAW, back, sizeof back, &e), &e);
     CHECK(memcmp(back, widened, sizeof back) == 0);
     qem_pack_close(p);
-    json_t *m = manifest_of(dest);
-    CHECK(manifest_digest_is(m, "source_raw_logical_sha256", widened, sizeof widened));
-    CHECK(!strcmp(json_string_value(json_object_get(m, "source_dtype")), "uint16"));
-    CHECK(manifest_digest_is(m, "prepared_uint8_sha256", small, sizeof small));
-    json_decref(m);
     CHECK(python_check(dest));
 }
 
