@@ -131,7 +131,7 @@ bench: build
 # qem.dask on a LocalCluster: 1 against 2 workers, and against the C path.
 bench-distributed: build python-venv
 	$(VENV)/bin/python bench/bench_distributed.py --qem $(BUILD)/qem \
-		--synth $(BUILD)/bench/qem-synth --markdown doc/benchmarks.md
+		--synth $(BUILD)/bench/qem-synth --sets A,B --markdown doc/benchmarks.md
 
 # The Python package beside the C path, h5py, numpy and Dask.
 bench-python: build python-venv
