@@ -142,10 +142,13 @@ if cmp -s "$T/hot.npy" "$T/h8.npy"; then ok; else bad "u8 pack differs from its 
 expect 0 "uint8 source" -- "$SYNTH" "$T/u8src.npy" --shape 4,8,8,8 --dtype uint8
 expect 0 "inspect a uint8 source" -- "$QEM" pack inspect "$T/u8src.npy"
 contains "$T/out" "npy, uint8"
-expect 1 "uint16 profile of a uint8 source" -- "$QEM" pack produce "$T/u8src.npy" "$T/u8.h5"
-contains "$T/err" "profile u8-bitpacked"
+expect 0 "uint16 profile of a uint8 source" -- "$QEM" pack produce --quiet "$T/u8src.npy" "$T/u16of8.h5"
 expect 0 "uint8 profile of a uint8 source" -- "$QEM" pack produce "$T/u8src.npy" "$T/u8.h5" --profile u8-bitpacked
 expect 0 "uint8 pack verifies" -- "$QEM" verify "$T/u8.h5"
+expect 0 "uint16-of-uint8 pack verifies" -- "$QEM" verify "$T/u16of8.h5"
+expect 0 "u8 pack raw export" -- "$QEM" export --quiet --raw "$T/u8.h5" "$T/u8raw.npy"
+expect 0 "u16 pack of u8 raw export" -- "$QEM" export --quiet --raw "$T/u16of8.h5" "$T/u16of8raw.npy"
+if cmp -s "$T/u8raw.npy" "$T/u16of8raw.npy"; then ok; else bad "the two profiles of a uint8 source differ"; fi
 
 # Products: every command, every output format, and the refusals.
 expect 0 "products source" -- "$SYNTH" "$T/pr.npy" --shape 8,8,48,48 --dose 20
