@@ -323,8 +323,9 @@ static qem_status save_acquisition(acquisition *a, const char *dest, const qem_s
     qem_writer *w = NULL;
     if (st == QEM_OK)
         st = qem_writer_create(dest, src.stored, a->shape, &local, &w, error);
+    /* Reading (decompressing, narrowing, hashing) overlaps encoding. */
     if (st == QEM_OK)
-        st = qem_writer_pump(w, &src, fill_from_acquisition, settle_acquisition, error);
+        st = qem_writer_pump(w, &src, fill_from_acquisition, settle_acquisition, 1, error);
     qem_writer_free(w);
     free(valid);
     free(calibration);

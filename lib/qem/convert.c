@@ -76,7 +76,7 @@ qem_status qem_resave_file(const char *source, const char *dest, const qem_save_
     qem_writer *w = NULL;
     qem_status st = qem_writer_create(dest, dtype, f->shape, &local, &w, error);
     if (st == QEM_OK)
-        st = qem_writer_pump(w, &src, fill_from_qem, settle_qem, error);
+        st = qem_writer_pump(w, &src, fill_from_qem, settle_qem, 0, error);
     qem_writer_free(w);
     for (int i = 0; i < 5; i++)
         free(kept[i]);

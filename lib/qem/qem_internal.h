@@ -255,13 +255,16 @@ qem_status qem_writer_commit(qem_writer *writer, uint64_t count, qem_error *erro
  * scans [first, first + count) into `window`; `settle` runs after the last
  * read and before anything is written (it proves the source did not change
  * under the reads and may record what it learnt); then the file is
- * finished and published. QEM_FAULT_SAVE_PAUSE_MS pauses after the first
- * window (tests rewrite the source there). */
+ * finished and published. With `ahead`, the next chunk's scans are read on
+ * a thread of their own, into a second window, while the chunk before is
+ * encoded (one window more of memory; `fill` must not need the calling
+ * thread). QEM_FAULT_SAVE_PAUSE_MS pauses after the first window (tests
+ * rewrite the source there). */
 typedef qem_status (*qem_writer_fill_fn)(void *source, uint64_t first, uint64_t count,
                                          void *window, qem_error *error);
 typedef qem_status (*qem_writer_settle_fn)(void *source, qem_writer *writer, qem_error *error);
 qem_status qem_writer_pump(qem_writer *writer, void *source, qem_writer_fill_fn fill,
-                           qem_writer_settle_fn settle, qem_error *error);
+                           qem_writer_settle_fn settle, int ahead, qem_error *error);
 
 /* Re-saves a .qem file (its own codec, data, metadata); options may add a
  * calibration or a new chunk size. */

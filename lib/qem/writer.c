@@ -8,6 +8,7 @@
  * integer codec, float32 values the float codec, and uint16 codes with a
  * precision report the scaled codec (whose chunks never cross a region). */
 #include <ctype.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -799,21 +800,67 @@ static void fault_pause_after_first_window(void)
     }
 }
 
-qem_status qem_writer_pump(qem_writer *w, void *source, qem_writer_fill_fn fill,
-                           qem_writer_settle_fn settle, qem_error *error)
+/* One fill on a thread of its own, into the writer's spare window. */
+typedef struct read_ahead {
+    void *source;
+    qem_writer_fill_fn fill;
+    uint64_t first, count;
+    void *window;
+    qem_status status;
+    qem_error error;
+} read_ahead;
+
+static void *read_ahead_run(void *arg)
 {
-    uint64_t next = 0;
-    for (;;) {
-        uint64_t room;
-        void *window = qem_writer_window(w, &room);
-        if (room == 0) {
-            QEM_TRY(settle(source, w, error));
-            return qem_writer_finish(w, error);
-        }
-        QEM_TRY(fill(source, next, room, window, error));
-        QEM_TRY(qem_writer_commit(w, room, error));
-        if (next == 0)
-            fault_pause_after_first_window();
-        next += room;
+    read_ahead *r = arg;
+    r->status = r->fill(r->source, r->first, r->count, r->window, &r->error);
+    return NULL;
+}
+
+qem_status qem_writer_pump(qem_writer *w, void *source, qem_writer_fill_fn fill,
+                           qem_writer_settle_fn settle, int ahead, qem_error *error)
+{
+    uint64_t room;
+    void *window = qem_writer_window(w, &room);
+    if (room) {
+        QEM_TRY(fill(source, 0, room, window, error));
+        fault_pause_after_first_window();
     }
+    /* `room` scans wait in the window from flat scan `next - room`. */
+    uint64_t next = room;
+    uint8_t *spare = NULL;
+    qem_status st = QEM_OK;
+    while (st == QEM_OK && room) {
+        const uint64_t after = next < w->scans ? chunk_room(w, next) : 0;
+        read_ahead r = {source, fill, next, after, NULL, QEM_OK, {0}};
+        pthread_t reader;
+        int reading = 0;
+        if (ahead && after && !spare)
+            spare = malloc((size_t)(w->chunk_scans * w->pixels * qem_dtype_size(w->dtype)));
+        if (ahead && after && spare) {
+            r.window = spare;
+            reading = pthread_create(&reader, NULL, read_ahead_run, &r) == 0;
+        }
+        st = qem_writer_commit(w, room, error);
+        if (reading)
+            pthread_join(reader, NULL);
+        if (st != QEM_OK || !after)
+            break;
+        if (reading) {
+            st = r.status;
+            if (st != QEM_OK && error)
+                *error = r.error;
+            uint8_t *filled = spare;
+            spare = w->window;
+            w->window = filled;
+        } else {
+            st = fill(source, next, after, w->window, error);
+        }
+        room = after;
+        next += after;
+    }
+    free(spare);
+    QEM_TRY(st);
+    QEM_TRY(settle(source, w, error));
+    return qem_writer_finish(w, error);
 }
