@@ -34,6 +34,10 @@ def worker_file(path, options, stamp):
     if now != tuple(stamp):
         raise ChangedError(f"'{path}' changed after the computation was set up; open it again "
                            "and recompute", _QEM_E_CHANGED, "file changed", "io")
+    # Dask runs a task per worker thread, so each task's library calls use
+    # one thread unless the graph's maker chose a number.
+    if options.get("threads") is None:
+        options = dict(options, threads=1)
     key = (path, tuple(sorted(options.items())), now)
     with _opened_lock:
         f = _opened.get(key)
