@@ -7,7 +7,9 @@ QEM_SHARED_DIR (the shared fixtures; default ../shared beside the
 repository)."""
 import os
 import pathlib
+import signal
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -87,3 +89,12 @@ def generated(tmp_path_factory):
     qem.pack.produce(d / "p8.npy", d / "p8.h5", profile="u8-bitpacked")
     out["pack8"] = (d / "p8.h5", p8)
     return out
+
+
+def interruptible_python(script):
+    """A Python child running `script` with its stdout piped, SIGINT at its
+    default so that Python turns it into KeyboardInterrupt: a test started
+    in the background inherits SIGINT ignored, and Python then never
+    installs its handler."""
+    return subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))

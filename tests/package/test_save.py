@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import qem
-from conftest import counts_array
+from conftest import counts_array, interruptible_python
 
 
 def back(path):
@@ -203,7 +203,7 @@ def test_ctrl_c_during_save_leaves_no_file(tmp_path):
             print("interrupted", flush=True)
             sys.exit(3)
     """)
-    p = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    p = interruptible_python(script)
     for _ in range(3):
         assert p.stdout.readline() == "block\n"
     p.send_signal(signal.SIGINT)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import qem
+from conftest import interruptible_python
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +88,7 @@ def test_ctrl_c_stops_a_long_read(large):
             print("interrupted", flush=True)
             sys.exit(3)
     """)
-    p = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    p = interruptible_python(script)
     assert p.stdout.readline() == "open\n"
     time.sleep(1.0)
     p.send_signal(signal.SIGINT)
