@@ -2,8 +2,6 @@
 trips bit for bit; bad input is refused naming the problem and leaves no
 file; qem.convert, qem.inspect and qem.pack take every detector file."""
 import signal
-import subprocess
-import sys
 import textwrap
 
 import numpy as np

@@ -2,8 +2,6 @@
 runs during a long read; two threads share one File and read exactly;
 Ctrl-C stops a long read with KeyboardInterrupt."""
 import signal
-import subprocess
-import sys
 import textwrap
 import threading
 import time
