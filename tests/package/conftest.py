@@ -5,6 +5,7 @@ the source tree would test files that were never packaged.
 Environment: QEM_CLI (the qem command, for comparisons with the CLI) and
 QEM_SHARED_DIR (the shared fixtures; default ../shared beside the
 repository)."""
+import contextlib
 import os
 import pathlib
 import signal
@@ -91,10 +92,17 @@ def generated(tmp_path_factory):
     return out
 
 
+@contextlib.contextmanager
 def interruptible_python(script):
     """A Python child running `script` with its stdout piped, SIGINT at its
-    default so that Python turns it into KeyboardInterrupt: a test started
-    in the background inherits SIGINT ignored, and Python then never
-    installs its handler."""
-    return subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    default so that Python turns it into KeyboardInterrupt (a test started
+    in the background inherits SIGINT ignored, and Python then installs no
+    handler); killed on leaving, so a failed test leaves no process."""
+    p = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        yield p
+    finally:
+        if p.poll() is None:
+            p.kill()
+        p.communicate()

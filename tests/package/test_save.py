@@ -201,11 +201,11 @@ def test_ctrl_c_during_save_leaves_no_file(tmp_path):
             print("interrupted", flush=True)
             sys.exit(3)
     """)
-    p = interruptible_python(script)
-    for _ in range(3):
-        assert p.stdout.readline() == "block\n"
-    p.send_signal(signal.SIGINT)
-    out, _ = p.communicate(timeout=60)
+    with interruptible_python(script) as p:
+        for _ in range(3):
+            assert p.stdout.readline() == "block\n"
+        p.send_signal(signal.SIGINT)
+        out, _ = p.communicate(timeout=60)
     assert p.returncode == 3 and "interrupted" in out
     assert list(tmp_path.iterdir()) == []
 

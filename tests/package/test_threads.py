@@ -86,9 +86,9 @@ def test_ctrl_c_stops_a_long_read(large):
             print("interrupted", flush=True)
             sys.exit(3)
     """)
-    p = interruptible_python(script)
-    assert p.stdout.readline() == "open\n"
-    time.sleep(1.0)
-    p.send_signal(signal.SIGINT)
-    out, _ = p.communicate(timeout=60)
+    with interruptible_python(script) as p:
+        assert p.stdout.readline() == "open\n"
+        time.sleep(1.0)
+        p.send_signal(signal.SIGINT)
+        out, _ = p.communicate(timeout=60)
     assert p.returncode == 3 and "interrupted" in out
