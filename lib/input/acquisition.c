@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/error.h"
@@ -215,6 +216,47 @@ qem_status input_check_unchanged(const acquisition *a, qem_error *error)
                             m->path);
     }
     return QEM_OK;
+}
+
+input_placement input_place_member(const char *dir, const char *name, const char *member,
+                                   char **resolved, int *err)
+{
+    *resolved = NULL;
+    *err = 0;
+    int escapes = name[0] == '/';
+    for (const char *p = name; !escapes && *p;) {
+        const char *slash = strchr(p, '/');
+        const size_t n = slash ? (size_t)(slash - p) : strlen(p);
+        escapes = n == 2 && p[0] == '.' && p[1] == '.';
+        p += n + (slash != NULL);
+    }
+    if (escapes)
+        return INPUT_NAME_ESCAPES;
+    char *real_dir = realpath(dir, NULL);
+    if (!real_dir) {
+        *err = errno;
+        return INPUT_DIR_UNRESOLVED;
+    }
+    char *real_member = realpath(member, NULL);
+    input_placement where = INPUT_BESIDE;
+    if (!real_member) {
+        *err = errno;
+        where = INPUT_MEMBER_UNREADABLE;
+    } else {
+        const size_t n = strlen(real_dir);
+        struct stat sb;
+        if (strncmp(real_member, real_dir, n) != 0 ||
+            !(real_member[n] == '/' || (n == 1 && real_dir[0] == '/'))) {
+            where = INPUT_RESOLVES_OUTSIDE;
+            *resolved = real_member;
+            real_member = NULL;
+        } else if (stat(real_member, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+            where = INPUT_NOT_REGULAR;
+        }
+    }
+    free(real_dir);
+    free(real_member);
+    return where;
 }
 
 /* --- hashing while reading ---------------------------------------------------- */

@@ -138,46 +138,39 @@ static qem_status list_data_links(hid_t file, const char *path, arina_link **out
 static qem_status check_link_target(const char *master, const char *dir, const arina_link *l,
                                     const char *member, qem_error *error)
 {
-    int escapes = l->file[0] == '/';
-    for (const char *p = l->file; !escapes && *p;) {
-        const char *slash = strchr(p, '/');
-        const size_t n = slash ? (size_t)(slash - p) : strlen(p);
-        escapes = n == 2 && p[0] == '.' && p[1] == '.';
-        p += n + (slash != NULL);
-    }
-    if (escapes)
+    char *resolved = NULL;
+    int err = 0;
+    switch (input_place_member(dir, l->file, member, &resolved, &err)) {
+    case INPUT_BESIDE:
+        return QEM_OK;
+    case INPUT_NAME_ESCAPES:
         return qem_fail(error, QEM_E_LAYOUT,
                         "master '%s' links data_%06u to '%s', outside the master's folder; data "
                         "files must lie beside their master",
                         master, l->number, l->file);
-    char *real_dir = realpath(dir, NULL), *real_member = NULL;
-    qem_status st = QEM_OK;
-    if (!real_dir) {
-        st = qem_fail(error, QEM_E_IO, "cannot resolve the folder of '%s': %s", master,
-                      strerror(errno));
-    } else if (!(real_member = realpath(member, NULL))) {
-        st = qem_fail(error, QEM_E_IO,
-                      "master '%s' links data_%06u to '%s', which cannot be read (%s); keep the "
-                      "master and every data file of the acquisition together",
-                      master, l->number, member, strerror(errno));
-    } else {
-        const size_t n = strlen(real_dir);
-        const int inside = strncmp(real_member, real_dir, n) == 0 &&
-                           (real_member[n] == '/' || (n == 1 && real_dir[0] == '/'));
-        struct stat sb;
-        if (!inside)
-            st = qem_fail(error, QEM_E_LAYOUT,
-                          "master '%s' links data_%06u to '%s', which resolves to '%s', outside "
-                          "the master's folder; data files must lie beside their master",
-                          master, l->number, l->file, real_member);
-        else if (stat(real_member, &sb) != 0 || !S_ISREG(sb.st_mode))
-            st = qem_fail(error, QEM_E_LAYOUT,
-                          "master '%s' links data_%06u to '%s', which is not a regular file",
-                          master, l->number, l->file);
+    case INPUT_DIR_UNRESOLVED:
+        return qem_fail(error, QEM_E_IO, "cannot resolve the folder of '%s': %s", master,
+                        strerror(err));
+    case INPUT_MEMBER_UNREADABLE:
+        return qem_fail(error, QEM_E_IO,
+                        "master '%s' links data_%06u to '%s', which cannot be read (%s); keep the "
+                        "master and every data file of the acquisition together",
+                        master, l->number, member, strerror(err));
+    case INPUT_RESOLVES_OUTSIDE: {
+        const qem_status st = qem_fail(
+            error, QEM_E_LAYOUT,
+            "master '%s' links data_%06u to '%s', which resolves to '%s', outside the master's "
+            "folder; data files must lie beside their master",
+            master, l->number, l->file, resolved);
+        free(resolved);
+        return st;
     }
-    free(real_dir);
-    free(real_member);
-    return st;
+    case INPUT_NOT_REGULAR:
+        break;
+    }
+    return qem_fail(error, QEM_E_LAYOUT,
+                    "master '%s' links data_%06u to '%s', which is not a regular file", master,
+                    l->number, l->file);
 }
 
 /* --- vendor facts ------------------------------------------------------------------ */

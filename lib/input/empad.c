@@ -366,46 +366,38 @@ static json_t *calibration_of(json_t *facts)
 static qem_status check_raw_name(const char *xml, const char *dir, const char *name,
                                  const char *member, qem_error *error)
 {
-    int escapes = name[0] == '/';
-    for (const char *p = name; !escapes && *p;) {
-        const char *slash = strchr(p, '/');
-        const size_t n = slash ? (size_t)(slash - p) : strlen(p);
-        escapes = n == 2 && p[0] == '.' && p[1] == '.';
-        p += n + (slash != NULL);
-    }
-    if (escapes)
+    char *resolved = NULL;
+    int err = 0;
+    switch (input_place_member(dir, name, member, &resolved, &err)) {
+    case INPUT_BESIDE:
+        return QEM_OK;
+    case INPUT_NAME_ESCAPES:
         return qem_fail(error, QEM_E_LAYOUT,
                         "'%s' names the raw file '%s', outside the XML's folder; the raw file "
                         "must lie beside its XML",
                         xml, name);
-    char *real_dir = realpath(dir, NULL), *real_member = NULL;
-    qem_status st = QEM_OK;
-    if (!real_dir) {
-        st = qem_fail(error, QEM_E_IO, "cannot resolve the folder of '%s': %s", xml,
-                      strerror(errno));
-    } else if (!(real_member = realpath(member, NULL))) {
-        st = qem_fail(error, QEM_E_IO,
-                      "'%s' names the raw file '%s', which cannot be read (%s); keep the XML "
-                      "and its raw file together",
-                      xml, name, strerror(errno));
-    } else {
-        const size_t n = strlen(real_dir);
-        const int inside = strncmp(real_member, real_dir, n) == 0 &&
-                           (real_member[n] == '/' || (n == 1 && real_dir[0] == '/'));
-        struct stat sb;
-        if (!inside)
-            st = qem_fail(error, QEM_E_LAYOUT,
-                          "'%s' names the raw file '%s', which resolves to '%s', outside the "
-                          "XML's folder; the raw file must lie beside its XML",
-                          xml, name, real_member);
-        else if (stat(real_member, &sb) != 0 || !S_ISREG(sb.st_mode))
-            st = qem_fail(error, QEM_E_LAYOUT,
-                          "'%s' names the raw file '%s', which is not a regular file", xml,
-                          name);
+    case INPUT_DIR_UNRESOLVED:
+        return qem_fail(error, QEM_E_IO, "cannot resolve the folder of '%s': %s", xml,
+                        strerror(err));
+    case INPUT_MEMBER_UNREADABLE:
+        return qem_fail(error, QEM_E_IO,
+                        "'%s' names the raw file '%s', which cannot be read (%s); keep the XML "
+                        "and its raw file together",
+                        xml, name, strerror(err));
+    case INPUT_RESOLVES_OUTSIDE: {
+        const qem_status st =
+            qem_fail(error, QEM_E_LAYOUT,
+                     "'%s' names the raw file '%s', which resolves to '%s', outside the XML's "
+                     "folder; the raw file must lie beside its XML",
+                     xml, name, resolved);
+        free(resolved);
+        return st;
     }
-    free(real_dir);
-    free(real_member);
-    return st;
+    case INPUT_NOT_REGULAR:
+        break;
+    }
+    return qem_fail(error, QEM_E_LAYOUT,
+                    "'%s' names the raw file '%s', which is not a regular file", xml, name);
 }
 
 /* --- the family ------------------------------------------------------------------ */

@@ -122,6 +122,20 @@ void input_fact(acquisition *a, const char *key, json_t *value);
 extern const input_family input_family_npy, input_family_hdf5, input_family_arina,
     input_family_mib, input_family_empad, input_family_raw;
 
+/* Where a file that another file names lies (an Arina data link, an EMPAD
+ * raw file): one containment rule for every family. `name` is as written,
+ * `member` the path it gives beside `dir`. */
+typedef enum input_placement {
+    INPUT_BESIDE,            /* a regular file inside `dir`, symlinks resolved */
+    INPUT_NAME_ESCAPES,      /* absolute, or a ".." component */
+    INPUT_DIR_UNRESOLVED,    /* *err says why */
+    INPUT_MEMBER_UNREADABLE, /* *err says why */
+    INPUT_RESOLVES_OUTSIDE,  /* *resolved says where (the caller frees it) */
+    INPUT_NOT_REGULAR,
+} input_placement;
+input_placement input_place_member(const char *dir, const char *name, const char *member,
+                                   char **resolved, int *err);
+
 /* --- for the writers -------------------------------------------------------- */
 
 /* Recognises `path` by content and describes it; members are stamped, not
