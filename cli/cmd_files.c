@@ -185,27 +185,6 @@ static int run_inspect(const args *a)
 
 /* --- info ------------------------------------------------------------------- */
 
-/* --json: the library's summary as ASCII JSON; else the human form,
- * printed from an escaped copy. */
-static int print_summary_text(char *text, const qem_error *e, int json,
-                              void (*human)(const json_t *))
-{
-    if (!text)
-        return fail("info", e);
-    int rc = EXIT_OK;
-    if (json) {
-        rc = print_json_text(text);
-    } else {
-        json_t *s = json_loads(text, 0, NULL);
-        json_t *safe = s ? term_safe_json(s) : NULL;
-        if (safe)
-            human(safe);
-        json_decref(safe);
-        json_decref(s);
-    }
-    qem_free(text);
-    return rc;
-}
 
 static int run_info(const args *a)
 {
@@ -237,7 +216,7 @@ static int run_info(const args *a)
         }
         char *text = qem_pack_summary_json(p, &e);
         qem_pack_close(p);
-        return print_summary_text(text, &e, given(a, OPT_JSON), print_pack_summary);
+        return print_summary("info", text, &e, given(a, OPT_JSON), print_pack_summary);
     }
     if (given(a, OPT_TIMINGS))
         return usage_fail("info",
@@ -253,7 +232,7 @@ static int run_info(const args *a)
         return fail("info", &e);
     char *text = qem_summary_json(f, &e);
     qem_close(f);
-    return print_summary_text(text, &e, given(a, OPT_JSON), print_qem_summary);
+    return print_summary("info", text, &e, given(a, OPT_JSON), print_qem_summary);
 }
 
 /* --- verify ----------------------------------------------------------------- */

@@ -67,21 +67,7 @@ static int run_inspect(const args *a)
     qem_error e = {0};
     char *text = qem_pack_inspection_json(in, &e);
     qem_pack_inspection_free(in);
-    if (!text)
-        return fail("pack inspect", &e);
-    int rc = EXIT_OK;
-    if (given(a, OPT_JSON)) {
-        rc = print_json_text(text);
-    } else {
-        json_t *j = json_loads(text, 0, NULL);
-        json_t *safe = j ? term_safe_json(j) : NULL;
-        if (safe)
-            print_inspection(safe);
-        json_decref(safe);
-        json_decref(j);
-    }
-    qem_free(text);
-    return rc;
+    return print_summary("pack inspect", text, &e, given(a, OPT_JSON), print_inspection);
 }
 
 /* --dest: a pack name in a folder that exists. */

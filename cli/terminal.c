@@ -140,6 +140,26 @@ int print_json_text(const char *text)
     return rc;
 }
 
+int print_summary(const char *command, char *text, const qem_error *e, int json,
+                  void (*human)(const json_t *))
+{
+    if (!text)
+        return fail(command, e);
+    int rc = EXIT_OK;
+    if (json) {
+        rc = print_json_text(text);
+    } else {
+        json_t *s = json_loads(text, 0, NULL);
+        json_t *safe = s ? term_safe_json(s) : NULL;
+        if (safe)
+            human(safe);
+        json_decref(safe);
+        json_decref(s);
+    }
+    qem_free(text);
+    return rc;
+}
+
 /* --- signals ------------------------------------------------------------------- */
 
 /* The signal handler's only state: which signal asked the command to stop. */

@@ -31,6 +31,10 @@ json_t *term_safe_json(const json_t *j);
  * (every control character and non-ASCII character escaped, DEL too). */
 int print_json_value(const json_t *j, int sort_keys);
 int print_json_text(const char *text);
+/* A library summary `text` (freed here; NULL: `command` failed with `e`):
+ * with `json` as ASCII JSON, else `human` prints an escaped copy. */
+int print_summary(const char *command, char *text, const qem_error *e, int json,
+                  void (*human)(const json_t *));
 
 /* Prints "qem COMMAND: message" (escaped) and returns EXIT_FAILED, or the
  * interrupt's exit status after Ctrl-C / SIGTERM. */
