@@ -116,15 +116,17 @@ fail:
     return NULL;
 }
 
-/* inspect(src, *, acquisition keywords) -> JSON text (authenticated) */
-PyObject *ext_inspect(PyObject *self, PyObject *args, PyObject *kwargs)
+/* inspect / pack_inspect(src, *, acquisition keywords) -> JSON text: the
+ * authenticated acquisition, or what a pack of it would be. */
+static PyObject *inspect_as(PyObject *args, PyObject *kwargs, int pack)
 {
-    (void)self;
     static char *kw[] = {"src", ACQUISITION_KW, "progress", NULL};
     PyObject *src = NULL, *progress = Py_None;
     acquisition_args a = ACQUISITION_INIT;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|$" ACQUISITION_FMT "O:inspect", kw,
-                                     PyUnicode_FSConverter, &src, ACQUISITION_REFS(a), &progress))
+    if (!PyArg_ParseTupleAndKeywords(
+            args, kwargs,
+            pack ? "O&|$" ACQUISITION_FMT "O:pack_inspect" : "O&|$" ACQUISITION_FMT "O:inspect",
+            kw, PyUnicode_FSConverter, &src, ACQUISITION_REFS(a), &progress))
         return NULL;
     ext_progress pr;
     ext_progress_init(&pr, progress);
@@ -134,14 +136,21 @@ PyObject *ext_inspect(PyObject *self, PyObject *args, PyObject *kwargs)
         return NULL;
     }
     qem_error e = {0};
-    qem_acquisition *acq = NULL;
     char *text = NULL;
     const char *s = PyBytes_AS_STRING(src);
     Py_BEGIN_ALLOW_THREADS
-    if (qem_acquisition_open(s, &ao, &acq, &e) == QEM_OK &&
-        qem_acquisition_authenticate(acq, &e) == QEM_OK)
-        text = qem_acquisition_json(acq, &e);
-    qem_acquisition_close(acq);
+    if (pack) {
+        qem_pack_inspection *in = NULL;
+        if (qem_pack_inspect(s, &ao, &in, &e) == QEM_OK)
+            text = qem_pack_inspection_json(in, &e);
+        qem_pack_inspection_free(in);
+    } else {
+        qem_acquisition *acq = NULL;
+        if (qem_acquisition_open(s, &ao, &acq, &e) == QEM_OK &&
+            qem_acquisition_authenticate(acq, &e) == QEM_OK)
+            text = qem_acquisition_json(acq, &e);
+        qem_acquisition_close(acq);
+    }
     Py_END_ALLOW_THREADS
     Py_DECREF(src);
     if (ext_progress_raise(&pr)) {
@@ -151,38 +160,16 @@ PyObject *ext_inspect(PyObject *self, PyObject *args, PyObject *kwargs)
     return ext_take_string(text, &e);
 }
 
-/* pack_inspect(src, *, acquisition keywords) -> JSON text */
+PyObject *ext_inspect(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    (void)self;
+    return inspect_as(args, kwargs, 0);
+}
+
 PyObject *ext_pack_inspect(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     (void)self;
-    static char *kw[] = {"src", ACQUISITION_KW, "progress", NULL};
-    PyObject *src = NULL, *progress = Py_None;
-    acquisition_args a = ACQUISITION_INIT;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|$" ACQUISITION_FMT "O:pack_inspect", kw,
-                                     PyUnicode_FSConverter, &src, ACQUISITION_REFS(a), &progress))
-        return NULL;
-    ext_progress pr;
-    ext_progress_init(&pr, progress);
-    qem_acquisition_options ao;
-    if (acquisition_options(&a, &ao, &pr) < 0) {
-        Py_DECREF(src);
-        return NULL;
-    }
-    qem_error e = {0};
-    qem_pack_inspection *in = NULL;
-    char *text = NULL;
-    const char *s = PyBytes_AS_STRING(src);
-    Py_BEGIN_ALLOW_THREADS
-    if (qem_pack_inspect(s, &ao, &in, &e) == QEM_OK)
-        text = qem_pack_inspection_json(in, &e);
-    qem_pack_inspection_free(in);
-    Py_END_ALLOW_THREADS
-    Py_DECREF(src);
-    if (ext_progress_raise(&pr)) {
-        qem_free(text);
-        return NULL;
-    }
-    return ext_take_string(text, &e);
+    return inspect_as(args, kwargs, 1);
 }
 
 /* pack_produce(src, dest, *, acquisition keywords, profile, exclude,
