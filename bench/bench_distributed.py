@@ -15,9 +15,10 @@ import subprocess
 import tempfile
 import time
 
-
 import qem
 import qem.dask as qd
+
+from bench_markdown import replace_section
 
 BEGIN, END = "<!-- qem-bench-distributed:begin -->", "<!-- qem-bench-distributed:end -->"
 SETS = {"A": ("128,128,128,128", "0.3"), "B": ("256,256,128,128", "4")}
@@ -94,15 +95,7 @@ def main():
     section = "\n".join(text) + "\n"
     print(section)
     if args.markdown:
-        with open(args.markdown) as fh:
-            doc = fh.read()
-        block = f"{BEGIN}\n{section}{END}"
-        if BEGIN in doc and END in doc:
-            doc = doc[:doc.index(BEGIN)] + block + doc[doc.index(END) + len(END):]
-        else:
-            doc += "\n## Distributed (`make bench-distributed`)\n\n" + block + "\n"
-        with open(args.markdown, "w") as fh:
-            fh.write(doc)
+        replace_section(args.markdown, BEGIN, END, "Distributed (`make bench-distributed`)", section)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,8 @@ import numpy as np
 
 import qem
 
+from bench_markdown import replace_section
+
 BEGIN, END = "<!-- qem-bench-python:begin -->", "<!-- qem-bench-python:end -->"
 
 
@@ -203,15 +205,7 @@ def main():
     section = "\n".join(text) + "\n"
     print(section)
     if args.markdown:
-        with open(args.markdown) as fh:
-            doc = fh.read()
-        block = f"{BEGIN}\n{section}{END}"
-        if BEGIN in doc and END in doc:
-            doc = doc[:doc.index(BEGIN)] + block + doc[doc.index(END) + len(END):]
-        else:
-            doc += "\n## The Python package (`make bench-python`)\n\n" + block + "\n"
-        with open(args.markdown, "w") as fh:
-            fh.write(doc)
+        replace_section(args.markdown, BEGIN, END, "The Python package (`make bench-python`)", section)
 
 
 if __name__ == "__main__":
