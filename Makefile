@@ -77,7 +77,7 @@ test-python: test-release python-venv
 
 # The unit and golden tests once more on each decode path the CPU has
 # (the default run took the widest); a path it lacks is skipped, saying so.
-DECODE_PATHS = scalar avx2 avx512
+DECODE_PATHS = scalar avx2 avx512 avx2-loads
 test-paths: test-release
 	@for p in $(DECODE_PATHS); do \
 		if $(BUILD)/tests/decode_paths $$p; then \

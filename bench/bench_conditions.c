@@ -144,14 +144,14 @@ int bench_conditions(char *out, size_t size)
     read_line("/proc/loadavg", load, sizeof load);
     const char *forced = getenv("QEM_RANS_PATH");
     const char *wait = getenv("OMP_WAIT_POLICY"), *omp_threads = getenv("OMP_NUM_THREADS");
-    const qem_decode_path paths[] = {QEM_DECODE_SCALAR, QEM_DECODE_AVX2, QEM_DECODE_AVX512};
-    const char *const names[] = {"scalar", "avx2", "avx512"};
+    const qem_decode_path paths[] = {QEM_DECODE_SCALAR, QEM_DECODE_AVX2, QEM_DECODE_AVX512,
+                                     QEM_DECODE_AVX2_LOADS};
     char supported[64] = "";
     size_t n = 0;
-    for (int k = 0; k < 3; k++)
+    for (size_t k = 0; k < sizeof paths / sizeof paths[0]; k++)
         if (qem_decode_path_supported(paths[k]))
             n += (size_t)snprintf(supported + n, sizeof supported - n, "%s%s", n ? ", " : "",
-                                  names[k]);
+                                  qem_decode_path_name(paths[k]));
     return snprintf(out, size,
                     "Conditions: CPU %s (flags used: %s); decode paths on this CPU: %s; "
                     "QEM_RANS_PATH %s; OMP_WAIT_POLICY %s, OMP_NUM_THREADS %s; transparent "

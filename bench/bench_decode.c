@@ -91,12 +91,13 @@ int bench_decode_file(const config *c, const char *path, int huge_out, char *out
                      (unsigned long long)info.shape[2], (unsigned long long)info.shape[3],
                      counts / 1e9, huge_out ? "2 MiB (madvise)" : "ordinary (malloc)", c->runs);
     static const qem_decode_path paths[] = {QEM_DECODE_SCALAR, QEM_DECODE_AVX2,
-                                            QEM_DECODE_AVX512, QEM_DECODE_AUTO};
-    static const char *const names[] = {"scalar", "avx2", "avx512", "auto"};
+                                            QEM_DECODE_AVX2_LOADS, QEM_DECODE_AVX512,
+                                            QEM_DECODE_AUTO};
     double auto_min[2] = {0, 0};
-    for (int k = 0; k < 4; k++) {
+    for (size_t k = 0; k < sizeof paths / sizeof paths[0]; k++) {
+        const char *name = qem_decode_path_name(paths[k]);
         if (!qem_decode_path_supported(paths[k])) {
-            n += snprintf(out + n, size - (size_t)n, "| %s | not on this CPU | | | |\n", names[k]);
+            n += snprintf(out + n, size - (size_t)n, "| %s | not on this CPU | | | |\n", name);
             continue;
         }
         double mins[2], meds[2];
@@ -115,7 +116,7 @@ int bench_decode_file(const config *c, const char *path, int huge_out, char *out
             auto_min[1] = mins[1];
         }
         n += snprintf(out + n, size - (size_t)n,
-                      "| %s | %.3f / %.3f | %.3f / %.3f | %.2fx | %.0f of %.0f |\n", names[k],
+                      "| %s | %.3f / %.3f | %.3f / %.3f | %.2fx | %.0f of %.0f |\n", name,
                       counts / mins[0] / 1e9, counts / meds[0] / 1e9, counts / mins[1] / 1e9,
                       counts / meds[1] / 1e9, mins[0] / mins[1], (double)huge / 1024.0,
                       (double)out_bytes / 1048576.0);

@@ -49,12 +49,13 @@ int bench_kernel(char *out, size_t size)
      * from 0.05 to 33 as a pixel group crossing a disk edge has. */
     static const double doses[] = {0.3, 4, 20, -1};
     static const qem_rans_path paths[] = {QEM_RANS_PATH_SCALAR, QEM_RANS_PATH_AVX2,
-                                          QEM_RANS_PATH_AVX512};
+                                          QEM_RANS_PATH_AVX2_LOADS, QEM_RANS_PATH_AVX512};
+    enum { PATHS = sizeof paths / sizeof paths[0] };
     int n = snprintf(out, size,
                      "Decoder alone (`qem-bench --kernel`): 64 streams x 512 samples in cache "
                      "into a tile of scan rows, best of %d by process CPU time, ns per count.\n\n"
                      "| counts per sample | stream bytes per count | rANS streams | scalar | "
-                     "avx2 | avx512 |\n|---|---|---|---|---|---|\n",
+                     "avx2 | avx2-loads | avx512 |\n|---|---|---|---|---|---|---|\n",
                      REPS);
     for (size_t d = 0; d < sizeof doses / sizeof *doses; d++) {
         size_t at = 0, offset[S], len[S];
@@ -73,8 +74,8 @@ int bench_kernel(char *out, size_t size)
         qem_stream_job jobs[S];
         for (unsigned k = 0; k < S; k++)
             jobs[k] = (qem_stream_job){model[k], buffer + offset[k], len[k], tile + k, S, 1};
-        char cells[3][32];
-        for (int p = 0; p < 3; p++) {
+        char cells[PATHS][32];
+        for (size_t p = 0; p < PATHS; p++) {
             snprintf(cells[p], sizeof cells[p], "not on this CPU");
             if (!qem_rans_path_supported(paths[p]))
                 continue;
@@ -96,8 +97,8 @@ int bench_kernel(char *out, size_t size)
         }
         char dose[32];
         snprintf(dose, sizeof dose, doses[d] > 0 ? "%.1f" : "0.05-33 (spread)", doses[d]);
-        n += snprintf(out + n, size - (size_t)n, "| %s | %.2f | %u of %d | %s | %s | %s |\n", dose,
-                      (double)at / (S * N), rans, S, cells[0], cells[1], cells[2]);
+        n += snprintf(out + n, size - (size_t)n, "| %s | %.2f | %u of %d | %s | %s | %s | %s |\n",
+                      dose, (double)at / (S * N), rans, S, cells[0], cells[1], cells[2], cells[3]);
     }
     n += snprintf(out + n, size - (size_t)n, "\n");
     return n;

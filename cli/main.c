@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "qem_experimental.h"
 #include "terminal.h"
 
 static const command_spec *const families[] = {file_commands, product_commands, view_commands,
@@ -72,11 +73,11 @@ static void pack_help(FILE *out)
 static int check_environment(void)
 {
     const char *path = getenv("QEM_RANS_PATH");
-    if (path && *path && strcmp(path, "scalar") && strcmp(path, "avx2") &&
-        strcmp(path, "avx512") && strcmp(path, "auto")) {
+    qem_decode_path known;
+    if (path && *path && !qem_decode_path_from_name(path, &known)) {
         fprintf(stderr,
-                "qem: QEM_RANS_PATH is '%s'; it must be scalar, avx2, avx512 or auto (or "
-                "unset)\n",
+                "qem: QEM_RANS_PATH is '%s'; it must be scalar, avx2, avx2-loads, avx512 or "
+                "auto (or unset)\n",
                 SAFE(path));
         return EXIT_USAGE;
     }

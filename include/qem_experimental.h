@@ -32,14 +32,20 @@ typedef enum qem_decode_path {
     QEM_DECODE_AUTO = 0, /* QEM_RANS_PATH, else the widest the CPU has */
     QEM_DECODE_SCALAR = 1,
     QEM_DECODE_AVX2 = 2,
-    QEM_DECODE_AVX512 = 3
+    QEM_DECODE_AVX512 = 3,
+    /* AVX2 with each gather done by eight scalar loads: faster where
+     * vpgatherdd is slow (AMD before Zen 4); AUTO picks it there. */
+    QEM_DECODE_AVX2_LOADS = 4
 } qem_decode_path;
 
 /* 1 if this CPU can run `path` (AUTO and SCALAR always). The CPU is
  * examined once, when the program starts. */
 QEM_API int qem_decode_path_supported(qem_decode_path path);
-/* "auto", "scalar", "avx2" or "avx512". */
+/* "auto", "scalar", "avx2", "avx512" or "avx2-loads". */
 QEM_API const char *qem_decode_path_name(qem_decode_path path);
+/* The path named `name` (as qem_decode_path_name spells it, as does
+ * QEM_RANS_PATH) in *path; 0 for a name qem does not know. */
+QEM_API int qem_decode_path_from_name(const char *name, qem_decode_path *path);
 /* The path an open file decodes on. */
 QEM_API qem_decode_path qem_file_decode_path(const qem_file *file);
 

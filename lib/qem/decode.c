@@ -370,7 +370,15 @@ static void emit_rows(const qem_file *f, const qem_chunk_view *v, qem_output kin
         } else if (kind != QEM_OUTPUT_VALUES) {
             /* u16 counts or codes; a float pixel's low and high words are
              * its little-endian float32 bits. */
-            memcpy(rows + row * (lanes / width) * 2, src, (size_t)lanes * 2);
+            uint8_t *dst = rows + row * (lanes / width) * 2;
+            /* Constant sizes for whole pixel groups: GCC then copies with
+             * vector moves, not `rep movs`, which starts slowly on AMD. */
+            if (lanes == PIXEL_GROUP)
+                memcpy(dst, src, PIXEL_GROUP * 2);
+            else if (lanes == 2 * PIXEL_GROUP)
+                memcpy(dst, src, 2 * PIXEL_GROUP * 2);
+            else
+                memcpy(dst, src, (size_t)lanes * 2);
         } else if (f->codec == QEM_CODEC_FLOAT32) {
             uint32_t *dst = (uint32_t *)rows + row;
             for (uint64_t j = 0; j < width; j++)

@@ -146,27 +146,18 @@ static qem_status requested_decode_path(qem_decode_path *path, qem_error *error)
 {
     if (*path == QEM_DECODE_AUTO) {
         const char *env = getenv("QEM_RANS_PATH");
-        if (env && *env) {
-            if (!strcmp(env, "scalar"))
-                *path = QEM_DECODE_SCALAR;
-            else if (!strcmp(env, "avx2"))
-                *path = QEM_DECODE_AVX2;
-            else if (!strcmp(env, "avx512"))
-                *path = QEM_DECODE_AVX512;
-            else if (strcmp(env, "auto") != 0)
-                return qem_fail(error, QEM_E_INVALID_ARGUMENT,
-                                "QEM_RANS_PATH is '%.32s'; it must be scalar, avx2, avx512 or "
-                                "auto (or unset)",
-                                env);
-        }
+        if (env && *env && !qem_decode_path_from_name(env, path))
+            return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                            "QEM_RANS_PATH is '%.32s'; it must be scalar, avx2, avx2-loads, "
+                            "avx512 or auto (or unset)",
+                            env);
     }
-    if (*path != QEM_DECODE_AUTO && *path != QEM_DECODE_SCALAR && *path != QEM_DECODE_AVX2 &&
-        *path != QEM_DECODE_AVX512)
+    if (!strcmp(qem_decode_path_name(*path), "auto") && *path != QEM_DECODE_AUTO)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "unknown decode path %d", (int)*path);
     if (!qem_decode_path_supported(*path))
         return qem_fail(error, QEM_E_UNSUPPORTED,
                         "the %s decode path was asked for, but this CPU cannot run it",
-                        *path == QEM_DECODE_AVX512 ? "avx512" : "avx2");
+                        qem_decode_path_name(*path));
     return QEM_OK;
 }
 

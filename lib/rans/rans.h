@@ -72,10 +72,11 @@ typedef qem_decode_path qem_rans_path;
 #define QEM_RANS_PATH_SCALAR QEM_DECODE_SCALAR
 #define QEM_RANS_PATH_AVX2 QEM_DECODE_AVX2
 #define QEM_RANS_PATH_AVX512 QEM_DECODE_AVX512
+#define QEM_RANS_PATH_AVX2_LOADS QEM_DECODE_AVX2_LOADS
 
 /* The path to use: `requested`, else QEM_RANS_PATH from the environment
- * (scalar, avx2, avx512), else the widest the CPU supports. A path the CPU
- * lacks falls back to scalar. */
+ * (scalar, avx2, avx2-loads, avx512), else the widest the CPU supports
+ * (avx2-loads for AVX2 on AMD). A path the CPU lacks falls back to scalar. */
 qem_rans_path qem_rans_path_resolve(qem_rans_path requested);
 int qem_rans_path_supported(qem_rans_path path);
 const char *qem_rans_path_name(qem_rans_path path);

@@ -278,7 +278,7 @@ expect 2 "--semiangle in pixels" -- "$QEM" virtual "$T/s.qem" --detector bf --se
 expect 2 "annulus without bounds" -- "$QEM" virtual "$T/s.qem" --detector annulus -o "$T/x.npy"
 expect 2 "an option of another command" -- "$QEM" info "$T/s.qem" --mask "$T/m48.npy"
 expect 2 "QEM_RANS_PATH=bogus" -- env QEM_RANS_PATH=bogus "$QEM" verify "$T/s.qem"
-contains "$T/err" "scalar, avx2, avx512 or auto"
+contains "$T/err" "scalar, avx2, avx2-loads, avx512 or auto"
 expect 2 "qem help frob" -- "$QEM" help frob
 expect 2 "qem pack frob" -- "$QEM" pack frob
 expect 2 "pack plan --dest in a missing folder" -- "$QEM" pack plan "$T/s.npy" --dest "$T/no/such/p.h5"

@@ -31,8 +31,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         memcpy(buf + (size_t)c * span_size, span, span_size);
     const qem_status st = qem_count_stream_decode(t, model, buf, span_size, n, max_value, want);
     static const qem_rans_path paths[] = {QEM_RANS_PATH_SCALAR, QEM_RANS_PATH_AVX2,
-                                          QEM_RANS_PATH_AVX512};
-    for (size_t p = 0; p < 3; p++) {
+                                          QEM_RANS_PATH_AVX512, QEM_RANS_PATH_AVX2_LOADS};
+    for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++) {
         if (!qem_rans_path_supported(paths[p]))
             continue;
         qem_stream_job jobs[COPIES];

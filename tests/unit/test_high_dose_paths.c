@@ -10,8 +10,9 @@
 #include "rans/rans.h"
 #include "test_util.h"
 
-static const qem_decode_path paths[] = {QEM_DECODE_SCALAR, QEM_DECODE_AVX2, QEM_DECODE_AVX512};
-static const char *const path_names[] = {"scalar", "avx2", "avx512"};
+static const qem_decode_path paths[] = {QEM_DECODE_SCALAR, QEM_DECODE_AVX2, QEM_DECODE_AVX512,
+                                        QEM_DECODE_AVX2_LOADS};
+static const char *const path_names[] = {"scalar", "avx2", "avx512", "avx2-loads"};
 
 static uint32_t poisson(uint64_t *seed, double lambda)
 {
@@ -108,7 +109,7 @@ static void file_round_trip(qem_dtype dtype, const uint64_t shape[4], double dos
 
     uint8_t *back = malloc((size_t)(scans * P * item));
     int tried = 0;
-    for (size_t k = 0; k < 3; k++) {
+    for (size_t k = 0; k < sizeof paths / sizeof paths[0]; k++) {
         if (!qem_decode_path_supported(paths[k])) {
             fprintf(stderr, "unit_high_dose_paths: path %s not on this CPU\n", path_names[k]);
             continue;
@@ -222,7 +223,7 @@ static void fixtures_on_every_path(void)
         CHECK_OK(qem_npy_read(npy, 0, elements, want, bytes, &e), &e);
         qem_npy_close(npy);
         snprintf(rel, sizeof rel, "qem/%s.qem", names[n]);
-        for (size_t k = 0; k < 3; k++) {
+        for (size_t k = 0; k < sizeof paths / sizeof paths[0]; k++) {
             if (!qem_decode_path_supported(paths[k]))
                 continue;
             qem_file *f = open_on(fixture_path(rel), paths[k], &e);
@@ -293,7 +294,7 @@ static void row_tiles(void)
                 first_bad = k;
         }
         CHECK(damage ? first_bad < STREAMS : first_bad == STREAMS);
-        for (size_t p = 0; p < 3; p++) {
+        for (size_t p = 0; p < sizeof paths / sizeof paths[0]; p++) {
             if (!qem_rans_path_supported(paths[p]))
                 continue;
             qem_stream_job jobs[STREAMS];

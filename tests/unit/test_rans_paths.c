@@ -77,8 +77,8 @@ static unsigned check_paths(const qem_rans_tables *t, const stream *s, uint32_t 
         want_st[k] = qem_count_stream_decode(t, s[k].model, buffer + s[k].offset, s[k].size, N,
                                              max_value, want[k]);
     static const qem_rans_path paths[] = {QEM_RANS_PATH_SCALAR, QEM_RANS_PATH_AVX2,
-                                          QEM_RANS_PATH_AVX512};
-    for (size_t pi = 0; pi < 3; pi++) {
+                                          QEM_RANS_PATH_AVX512, QEM_RANS_PATH_AVX2_LOADS};
+    for (size_t pi = 0; pi < sizeof paths / sizeof paths[0]; pi++) {
         if (!qem_rans_path_supported(paths[pi])) {
             fprintf(stderr, "path %s not on this CPU\n", qem_rans_path_name(paths[pi]));
             continue;
