@@ -76,7 +76,8 @@ test-python: test-release python-venv
 		$(abspath $(VENV))/bin/python -m pytest -q -p no:cacheprovider .
 
 # The unit and golden tests once more on each decode path the CPU has
-# (the default run took the widest); a path it lacks is skipped, saying so.
+# (the default run took the one AUTO picks); a path it lacks is skipped,
+# saying so.
 DECODE_PATHS = scalar avx2 avx512 avx2-loads
 test-paths: test-release
 	@for p in $(DECODE_PATHS); do \
