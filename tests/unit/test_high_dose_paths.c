@@ -243,6 +243,41 @@ static void fixtures_on_every_path(void)
     }
 }
 
+/* A path asked for that is unknown, or that this CPU lacks, fails the
+ * open with its own status, never a quiet fallback. */
+static void path_refusals(void)
+{
+    const char *file = fixture_path("qem/u16_dense_highdose.qem");
+    qem_open_options oo;
+    qem_open_options_init(&oo);
+    qem_experimental_open_options xo;
+    qem_experimental_open_options_init(&xo);
+    qem_error e = {0};
+    qem_file *f = NULL;
+    xo.decode_path = (qem_decode_path)99;
+    CHECK_EQ_U64(qem_open_experimental(file, &oo, &xo, &f, &e), QEM_E_INVALID_ARGUMENT);
+    CHECK(f == NULL);
+    xo.decode_path = QEM_DECODE_AUTO;
+    setenv("QEM_RANS_PATH", "avx2-load", 1);
+    CHECK_EQ_U64(qem_open_experimental(file, &oo, &xo, &f, &e), QEM_E_INVALID_ARGUMENT);
+    CHECK(strstr(e.message, "avx2-loads") != NULL); /* the message lists the names */
+    unsetenv("QEM_RANS_PATH");
+    for (size_t k = 0; k < sizeof paths / sizeof paths[0]; k++) {
+        if (qem_decode_path_supported(paths[k]))
+            continue;
+        xo.decode_path = paths[k];
+        CHECK_EQ_U64(qem_open_experimental(file, &oo, &xo, &f, &e), QEM_E_UNSUPPORTED);
+        CHECK(strstr(e.message, path_names[k]) != NULL);
+    }
+    /* The path an open file reports is the one it was given. */
+    xo.decode_path = QEM_DECODE_AVX2_LOADS;
+    if (qem_decode_path_supported(QEM_DECODE_AVX2_LOADS)) {
+        CHECK_OK(qem_open_experimental(file, &oo, &xo, &f, &e), &e);
+        CHECK_EQ_U64(qem_file_decode_path(f), QEM_DECODE_AVX2_LOADS);
+        qem_close(f);
+    }
+}
+
 /* Streams of a high-dose block, encoded as the writer encodes them (every
  * model the encoder picks), decoded into a zeroed tile of scan rows on
  * each path: the reference's values, statuses and first failing stream. */
@@ -342,5 +377,6 @@ int main(void)
     file_round_trip(QEM_DTYPE_UINT8, u8_shape, 20.0);
     fixtures_on_every_path();
     row_tiles();
+    path_refusals();
     return test_finish("unit_high_dose_paths");
 }

@@ -136,5 +136,31 @@ int main(void)
     unsetenv("QEM_RANS_PATH");
     CHECK(qem_rans_path_resolve(QEM_RANS_PATH_AUTO) != QEM_RANS_PATH_AUTO);
     CHECK(qem_decode_path_supported(QEM_DECODE_SCALAR));
+    /* Every name round-trips; others are unknown. */
+    static const qem_decode_path all[] = {QEM_DECODE_AUTO, QEM_DECODE_SCALAR, QEM_DECODE_AVX2,
+                                          QEM_DECODE_AVX512, QEM_DECODE_AVX2_LOADS};
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) {
+        qem_decode_path back = (qem_decode_path)99;
+        CHECK(qem_decode_path_from_name(qem_decode_path_name(all[k]), &back));
+        CHECK_EQ_U64(back, all[k]);
+    }
+    qem_decode_path unused;
+    CHECK(!qem_decode_path_from_name("avx2-load", &unused));
+    CHECK(!qem_decode_path_from_name("", &unused));
+    CHECK(!qem_decode_path_from_name(NULL, &unused));
+    setenv("QEM_RANS_PATH", "avx2-loads", 1);
+    CHECK_EQ_U64(qem_rans_path_resolve(QEM_RANS_PATH_AUTO),
+                 qem_rans_path_supported(QEM_RANS_PATH_AVX2_LOADS) ? QEM_RANS_PATH_AVX2_LOADS
+                                                                   : QEM_RANS_PATH_SCALAR);
+    unsetenv("QEM_RANS_PATH");
+#if defined(__x86_64__) && defined(__GNUC__)
+    /* AUTO: AVX-512 where there is one, else gathers by loads on AMD. */
+    const qem_rans_path chosen = qem_rans_path_resolve(QEM_RANS_PATH_AUTO);
+    if (qem_rans_path_supported(QEM_RANS_PATH_AVX512))
+        CHECK_EQ_U64(chosen, QEM_RANS_PATH_AVX512);
+    else if (qem_rans_path_supported(QEM_RANS_PATH_AVX2))
+        CHECK_EQ_U64(chosen, __builtin_cpu_is("amd") ? QEM_RANS_PATH_AVX2_LOADS
+                                                     : QEM_RANS_PATH_AVX2);
+#endif
     return test_finish("unit_rans_paths");
 }
