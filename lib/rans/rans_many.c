@@ -187,8 +187,9 @@ step_avx2(const int *slots, const uint8_t *base, __m256i *x, __m256i *pos, __m25
         return sym;
     const __m256i two = _mm256_set1_epi32(2);
     const __m256i raw = _mm256_and_si256(
-        _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), (const int *)base,
-                                    _mm256_min_epi32(*pos, end), esc, 1),
+        by_loads ? gather_by_loads(base, _mm256_min_epi32(*pos, end))
+                 : _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), (const int *)base,
+                                               _mm256_min_epi32(*pos, end), esc, 1),
         _mm256_set1_epi32(65535));
     *bad = _mm256_or_si256(*bad, _mm256_and_si256(esc, _mm256_cmpgt_epi32(raw, maxv)));
     *pos = _mm256_add_epi32(*pos, _mm256_and_si256(esc, two));
