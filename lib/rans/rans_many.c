@@ -139,10 +139,6 @@ gather_by_loads(const uint8_t *base, __m256i offset)
     return _mm256_inserti128_si256(_mm256_castsi128_si256(r0), r1, 1);
 }
 
-/* One rANS step of one 8-lane group, every rule checked per lane. The
- * renormalisation is branch-free: a state below LOW after the step needs
- * one byte, below 2^15 two (it is never below 2^13), so each lane takes
- * the top k bytes of the 4 it gathers at its position. */
 __attribute__((target("avx2"), always_inline)) static inline __m256i
 gather_avx2(const uint8_t *base, __m256i offset, const int by_loads)
 {
@@ -150,6 +146,10 @@ gather_avx2(const uint8_t *base, __m256i offset, const int by_loads)
                     : _mm256_i32gather_epi32((const int *)base, offset, 1);
 }
 
+/* One rANS step of one 8-lane group, every rule checked per lane. The
+ * renormalisation is branch-free: a state below LOW after the step needs
+ * one byte, below 2^15 two (it is never below 2^13), so each lane takes
+ * the top k bytes of the 4 it gathers at its position. */
 __attribute__((target("avx2"), always_inline)) static inline __m256i
 step_avx2(const int *slots, const uint8_t *base, __m256i *x, __m256i *pos, __m256i end,
           __m256i model, __m256i maxv, __m256i *bad, const int by_loads)
@@ -187,6 +187,8 @@ step_avx2(const int *slots, const uint8_t *base, __m256i *x, __m256i *pos, __m25
         return sym;
     const __m256i two = _mm256_set1_epi32(2);
     const __m256i raw = _mm256_and_si256(
+        /* Loads read every lane, inside its span's padding; only escaping
+         * lanes keep their word. */
         by_loads ? gather_by_loads(base, _mm256_min_epi32(*pos, end))
                  : _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), (const int *)base,
                                                _mm256_min_epi32(*pos, end), esc, 1),
