@@ -1,6 +1,7 @@
-/* The header rules and every codec's chunk decoder: the input is a header
- * JSON and a body, assembled into a file whose checksums hold, so that the
- * fuzzer reaches past them. Layout: u32 header length, header, body. */
+/* The header rules and every codec's chunk decoder, on every decode path:
+ * the input is a header JSON and a body, assembled into a file whose
+ * checksums hold, so that the fuzzer reaches past them. Layout: u32 header
+ * length, header, body. */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,7 @@
 #include "common/sha256.h"
 #include "fuzz_common.h"
 #include "qem/qem_internal.h"
+#include "qem_experimental.h"
 
 /* The library's own prefix (signature, lengths, header checksum). */
 static int assemble(const char *path, const char *header, size_t header_len, const uint8_t *body,
@@ -27,6 +29,45 @@ static int assemble(const char *path, const char *header, size_t header_len, con
     const int ok = fuzz_write(path, out, total);
     free(out);
     return ok;
+}
+
+/* The whole file read on every decode path this CPU has: each gives the
+ * scalar path's status, message (the first failing stream) and values. */
+static void read_on_every_path(const char *path, uint64_t scans, size_t values)
+{
+    static const qem_decode_path paths[] = {QEM_DECODE_SCALAR, QEM_DECODE_AVX2,
+                                            QEM_DECODE_AVX512, QEM_DECODE_AVX2_LOADS};
+    const size_t bytes = values * sizeof(float);
+    float *want = malloc(bytes), *got = malloc(bytes);
+    qem_status want_st = QEM_OK;
+    qem_error want_e = {0};
+    for (size_t k = 0; want && got && k < sizeof paths / sizeof paths[0]; k++) {
+        if (!qem_decode_path_supported(paths[k]))
+            continue;
+        qem_open_options oo;
+        qem_open_options_init(&oo);
+        oo.threads = 1;
+        qem_experimental_open_options xo;
+        qem_experimental_open_options_init(&xo);
+        xo.decode_path = paths[k];
+        qem_error e = {0};
+        qem_file *f = NULL;
+        if (qem_open_experimental(path, &oo, &xo, &f, &e) != QEM_OK)
+            abort(); /* it opened on the default path */
+        float *out = k == 0 ? want : got;
+        memset(out, 0, bytes);
+        const qem_status st = qem_read_values(f, 0, scans, out, bytes, &e);
+        qem_close(f);
+        if (k == 0) {
+            want_st = st;
+            want_e = e;
+        } else if (st != want_st || (st != QEM_OK && strcmp(e.message, want_e.message) != 0) ||
+                   (st == QEM_OK && memcmp(got, want, bytes) != 0)) {
+            abort();
+        }
+    }
+    free(want);
+    free(got);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -72,12 +113,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     qem_verify(f, NULL, &report, &e);
     qem_file_info info = {.struct_size = sizeof info};
     qem_get_info(f, &info, NULL);
-    if (info.pixels && info.scans * info.pixels <= FUZZ_MAX_VALUES) {
-        float *out = malloc((size_t)(info.scans * info.pixels) * sizeof *out);
-        if (out)
-            qem_read_values(f, 0, info.scans, out, (size_t)(info.scans * info.pixels) * 4, &e);
-        free(out);
-    }
     qem_close(f);
+    if (info.pixels && info.scans * info.pixels <= FUZZ_MAX_VALUES)
+        read_on_every_path(path, info.scans, (size_t)(info.scans * info.pixels));
     return 0;
 }
