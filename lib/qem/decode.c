@@ -14,9 +14,18 @@
 #include "qem/qem_internal.h"
 #include "rans/rans.h"
 
-/* Pixels decoded together by one thread: a 512 x 64 tile of scan rows
- * (64 KiB) that stays in L2 until it is copied into the caller's rows. */
-#define PIXEL_GROUP 64
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+/* Pixels decoded together by one thread: a 512 x 128 tile of scan rows
+ * (128 KiB) that stays in L2 until it is copied into the caller's rows,
+ * 256 bytes of each (64 pixels were 5 % slower: twice the row visits). */
+#define PIXEL_GROUP 128
+
+/* Rows of at least this many bytes in one block bypass the caches (they
+ * would not stay there) and cost no read of the lines they overwrite. */
+#define STREAMED_ROWS_MIN ((size_t)4 << 20)
 
 /* A chunk buffer of at least `size` bytes: the file's spare when it is
  * large enough, else a new one. */
@@ -335,16 +344,24 @@ qem_status qem_chunk_decode_rows(const qem_file *f, const qem_chunk_view *v, uin
                                  const uint64_t *lanes, uint64_t count, uint16_t *tile,
                                  uint64_t *failed)
 {
-    /* Zeroed first, so zero streams cost nothing and sparse ones their events. */
-    memset(tile, 0, (size_t)count * qem_block_samples(v->chunk, block) * sizeof *tile);
-    return decode_list_strided(f, v, block, lanes, count, tile, 1, (size_t)count, 1, failed);
+    /* Zeroed first where zero or sparse streams are among them, so those
+     * cost nothing or only their events; every other model writes each
+     * sample itself. */
+    int zeroed = 0;
+    for (uint64_t j = 0; j < count && !zeroed; j++) {
+        const unsigned model = v->models[block * v->chunk->lanes + lanes[j]];
+        zeroed = model == QEM_MODEL_ZERO || model == QEM_MODEL_SPARSE;
+    }
+    if (zeroed)
+        memset(tile, 0, (size_t)count * qem_block_samples(v->chunk, block) * sizeof *tile);
+    return decode_list_strided(f, v, block, lanes, count, tile, 1, (size_t)count, zeroed, failed);
 }
 
-/* Streams [lane0, lane0 + count) of `block` (count <= 128) into a row tile. */
+/* Streams [lane0, lane0 + count) of `block` (count <= 2 * PIXEL_GROUP) into a row tile. */
 static qem_status decode_row_tile(const qem_file *f, const qem_chunk_view *v, uint64_t block,
                                   uint64_t lane0, uint64_t count, uint16_t *tile, uint64_t *failed)
 {
-    uint64_t lanes[128];
+    uint64_t lanes[2 * PIXEL_GROUP];
     for (uint64_t j = 0; j < count; j++)
         lanes[j] = lane0 + j;
     return qem_chunk_decode_rows(f, v, block, lanes, count, tile, failed);
@@ -355,7 +372,7 @@ static qem_status decode_row_tile(const qem_file *f, const qem_chunk_view *v, ui
  * row of the tile is already a piece of a scan row. */
 static void emit_rows(const qem_file *f, const qem_chunk_view *v, qem_output kind,
                       const uint16_t *tile, uint64_t p0, uint64_t width, uint32_t lo, uint32_t hi,
-                      uint8_t *rows)
+                      uint8_t *rows, int streamed)
 {
     const uint64_t P = f->pixels;
     const uint64_t lanes = f->codec == QEM_CODEC_FLOAT32 ? 2 * width : width;
@@ -375,6 +392,13 @@ static void emit_rows(const qem_file *f, const qem_chunk_view *v, qem_output kin
              * vector moves, not `rep movs`, which starts slowly on AMD.
              * Rows lie a scan row apart, too far for the hardware
              * prefetchers: ask 16 rows ahead (a prefetch never faults). */
+#if defined(__SSE2__)
+            if (streamed && lanes == PIXEL_GROUP && (uintptr_t)dst % 64 == 0) {
+                for (int q = 0; q < PIXEL_GROUP * 2 / 16; q++)
+                    _mm_stream_si128((__m128i *)dst + q, _mm_loadu_si128((const __m128i *)src + q));
+                continue;
+            }
+#endif
             if (lanes == PIXEL_GROUP) {
                 __builtin_prefetch(dst + 16 * P * 2, 1);
                 __builtin_prefetch(dst + 16 * P * 2 + 64, 1);
@@ -398,6 +422,10 @@ static void emit_rows(const qem_file *f, const qem_chunk_view *v, qem_output kin
                 dst[j] = (float)src[j];
         }
     }
+#if defined(__SSE2__)
+    if (streamed)
+        _mm_sfence(); /* streamed stores are ordered before the block ends */
+#endif
 }
 
 qem_status qem_decode_block(const qem_file *f, const qem_chunk_view *v, uint64_t block,
@@ -411,6 +439,7 @@ qem_status qem_decode_block(const qem_file *f, const qem_chunk_view *v, uint64_t
     uint64_t bad_lane = UINT64_MAX;
     qem_status bad_status = QEM_OK;
     int nomem = 0;
+    const int streamed = (size_t)(hi - lo) * P * qem_output_item(f, kind) >= STREAMED_ROWS_MIN;
 #pragma omp parallel num_threads(threads)
     {
         uint16_t *tile = malloc((size_t)(PIXEL_GROUP * lanes_per_pixel * n) * sizeof *tile);
@@ -436,7 +465,7 @@ qem_status qem_decode_block(const qem_file *f, const qem_chunk_view *v, uint64_t
                 }
             }
             if (st == QEM_OK)
-                emit_rows(f, v, kind, tile, p0, width, lo, hi, rows);
+                emit_rows(f, v, kind, tile, p0, width, lo, hi, rows, streamed);
         }
         free(tile);
     }
