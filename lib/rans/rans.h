@@ -39,6 +39,10 @@ typedef struct qem_rans_tables {
     uint16_t start[QEM_RANS_MODELS][QEM_RANS_SYMBOLS];
     /* Per slot: freq (bits 0-10) | slot - start (bits 11-20) | symbol (21-26). */
     uint32_t slot[QEM_RANS_MODELS][QEM_RANS_SCALE];
+    /* Symbols before the row's closing run of frequency-1 symbols (which
+     * includes the escape): 2 for the sparsest rows, 33 where the escape's
+     * frequency is above 1. */
+    uint8_t head[QEM_RANS_MODELS];
     /* Ideal code length of each symbol in 1/65536 bit, escapes' 16 raw bits
      * included: ranks models without encoding. */
     uint32_t cost[QEM_RANS_MODELS][QEM_RANS_SYMBOLS];
@@ -101,6 +105,14 @@ typedef struct qem_stream_job {
 qem_status qem_count_streams_decode(const qem_rans_tables *tables, qem_rans_path path,
                                     const uint8_t *base, const qem_stream_job *jobs, size_t count,
                                     uint32_t n, uint32_t max_value, size_t *failed);
+
+/* The same, also counting in *redone the SIMD lanes the scalar decoder had
+ * to decode again (a broken rule, or a SIMD decoder's mistake: sound
+ * streams must give 0). */
+qem_status qem_count_streams_decode_counted(const qem_rans_tables *tables, qem_rans_path path,
+                                            const uint8_t *base, const qem_stream_job *jobs,
+                                            size_t count, uint32_t n, uint32_t max_value,
+                                            size_t *failed, size_t *redone);
 
 /* Scratch bytes qem_rans_encode and qem_count_stream_encode need. */
 static inline size_t qem_stream_scratch_bound(uint32_t n)

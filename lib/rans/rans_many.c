@@ -1,7 +1,11 @@
 /* Decoding many count streams of one block at once. rANS streams run side
  * by side in SIMD lanes (8 with AVX2, 16 with AVX-512), one stream per
  * lane: table lookups and renormalisation bytes are gathered, states
- * advance together. Every rule is checked per lane; a lane that breaks
+ * advance together. With AVX2, sparse rows find their symbols by compares
+ * instead of the table, and each lane's stream bytes are loaded once per
+ * two steps; nothing in a step branches on the data but escapes, whose
+ * mispredictions cost more than any lookup. Every rule is checked per
+ * lane; a lane that breaks
  * any of them is decoded again by the scalar decoder, which names the
  * rule, so all paths return the same status and the same values. The path
  * is chosen once per table set from the CPU (QEM_RANS_PATH or the open
@@ -109,7 +113,9 @@ static void lanes_setup(const uint8_t *base, const qem_stream_job *const *job, u
 }
 
 #define LANES_AVX2 8
-#define GROUPS_AVX2 4 /* independent 8-lane groups in flight: hides the gathers' latency */
+/* Independent 8-lane groups stepping together, to overlap their steps'
+ * latencies; four spill registers and were no faster (doc/benchmarks.md). */
+#define GROUPS_AVX2 2
 
 /* Eight 4-byte words at byte offsets from `base`, by scalar loads: on
  * Zen 1-3 vpgatherdd ymm issues one per ~9.5 cycles, these ~6.5. */
@@ -146,72 +152,143 @@ gather_avx2(const uint8_t *base, __m256i offset, const int by_loads)
                     : _mm256_i32gather_epi32((const int *)base, offset, 1);
 }
 
+/* Rows whose symbols from `head` on all have frequency 1 (the sparse
+ * rows, models 0-44: 2 to 8 symbols before that run) need no table, whose
+ * 8 loads a step cost more than these compares: a slot's symbol is
+ * the last head symbol whose start it reaches, or, in the closing run,
+ * head + slot - start[head] with frequency 1. The per-lane constants in
+ * hv are, for each group: the table entries of symbols 0 .. head-1 less
+ * start << 11, then start - 1 of symbols 1 .. head, then the closing
+ * run's entry less slot * (2^21 - 2^11). Adding slot << 11 to the chosen
+ * one gives the table's entry for the slot. */
+#define HEAD_MAX 8
+#define HEAD_VECTORS (2 * HEAD_MAX + 1)
+
+__attribute__((target("avx2"), always_inline)) static inline __m256i
+entry_by_compares(__m256i slot, const __m256i *hv, const int head)
+{
+    __m256i e = hv[0];
+    for (int k = 1; k < head; k++)
+        e = _mm256_blendv_epi8(e, hv[k], _mm256_cmpgt_epi32(slot, hv[head + k - 1]));
+    const __m256i run = _mm256_add_epi32(
+        _mm256_mullo_epi32(slot, _mm256_set1_epi32((1 << 21) - (1 << 11))), hv[2 * head]);
+    e = _mm256_blendv_epi8(e, run, _mm256_cmpgt_epi32(slot, hv[2 * head - 1]));
+    return _mm256_add_epi32(e, _mm256_slli_epi32(slot, 11));
+}
+
+/* The constants entry_by_compares needs for `lanes` lanes of table rows
+ * model0[l] / QEM_RANS_SCALE, `head` head symbols. */
+static void head_setup(const qem_rans_tables *t, const int32_t *model0, unsigned lanes,
+                       unsigned head, uint32_t hv[][8])
+{
+    for (unsigned l = 0; l < lanes; l++) {
+        const unsigned m = (unsigned)model0[l] / QEM_RANS_SCALE;
+        const unsigned g = l / 8, k8 = l % 8;
+        for (unsigned k = 0; k < head; k++)
+            hv[g * (2 * head + 1) + k][k8] =
+                (k << 21) + qem_rans_frequencies[m][k] - ((uint32_t)t->start[m][k] << 11);
+        for (unsigned k = 1; k <= head; k++)
+            hv[g * (2 * head + 1) + head + k - 1][k8] = (uint32_t)t->start[m][k] - 1u;
+        hv[g * (2 * head + 1) + 2 * head][k8] = ((head - (uint32_t)t->start[m][head]) << 21) + 1u;
+    }
+}
+
 /* One rANS step of one 8-lane group, every rule checked per lane. The
  * renormalisation is branch-free: a state below LOW after the step needs
  * one byte, below 2^15 two (it is never below 2^13), so each lane takes
- * the top k bytes of the 4 it gathers at its position. */
+ * the top k bytes of its buffer, the next 4 bytes of its stream, which
+ * `refill` loads (every second step: two steps take at most 4 bytes). A
+ * lane that escapes reads its raw value and reloads its buffer. `head`
+ * (2..HEAD_MAX) picks entry_by_compares over the table. */
 __attribute__((target("avx2"), always_inline)) static inline __m256i
 step_avx2(const int *slots, const uint8_t *base, __m256i *x, __m256i *pos, __m256i end,
-          __m256i model, __m256i maxv, __m256i *bad, const int by_loads)
+          __m256i model, __m256i maxv, __m256i *bad, const int by_loads, const __m256i *hv,
+          const int head, __m256i *buf, const int refill)
 {
-    const __m256i low = _mm256_set1_epi32((int32_t)QEM_RANS_LOW);
-    const __m256i low2 = _mm256_set1_epi32(1 << 15);
+    /* GCC turns a compare with a known constant into min and equal: two
+     * instructions. Hidden behind an empty asm, the bounds stay one. */
+    __m256i low = _mm256_set1_epi32((int32_t)QEM_RANS_LOW);
+    __m256i low2 = _mm256_set1_epi32(1 << 15);
+    __asm__("" : "+x"(low), "+x"(low2));
     const __m256i slot_mask = _mm256_set1_epi32((int32_t)(QEM_RANS_SCALE - 1));
     const __m256i m11 = _mm256_set1_epi32(2047), m10 = _mm256_set1_epi32(1023);
     const __m256i bswap = _mm256_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12,
                                            3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12);
-    const __m256i idx = _mm256_add_epi32(model, _mm256_and_si256(*x, slot_mask));
-    const __m256i e = gather_avx2((const uint8_t *)slots, _mm256_slli_epi32(idx, 2), by_loads);
+    const __m256i slot = _mm256_and_si256(*x, slot_mask);
+    const __m256i e = head ? entry_by_compares(slot, hv, head)
+                           : gather_avx2((const uint8_t *)slots,
+                                         _mm256_slli_epi32(_mm256_add_epi32(model, slot), 2),
+                                         by_loads);
     const __m256i sym = _mm256_srli_epi32(e, 21);
     *x = _mm256_add_epi32(
         _mm256_mullo_epi32(_mm256_and_si256(e, m11), _mm256_srli_epi32(*x, QEM_RANS_SCALE_BITS)),
         _mm256_and_si256(_mm256_srli_epi32(e, 11), m10));
-    const __m256i need1 = _mm256_cmpgt_epi32(low, *x);
-    if (!_mm256_testz_si256(need1, need1)) {
-        /* k = 0, 1 or 2 bytes (the compares give -1 where true). */
-        const __m256i k = _mm256_sub_epi32(_mm256_setzero_si256(),
-                                           _mm256_add_epi32(need1, _mm256_cmpgt_epi32(low2, *x)));
-        const __m256i next = _mm256_add_epi32(*pos, k);
-        /* A lane that runs past its end is caught at the end (its position
-         * only grows, so it cannot come back to the end) and reads no
-         * further than its end plus the padding meanwhile. */
-        const __m256i word = gather_avx2(base, _mm256_min_epi32(*pos, end), by_loads);
-        const __m256i bits = _mm256_slli_epi32(k, 3);
-        const __m256i top = _mm256_srlv_epi32(_mm256_shuffle_epi8(word, bswap),
-                                              _mm256_sub_epi32(_mm256_set1_epi32(32), bits));
-        *x = _mm256_or_si256(_mm256_sllv_epi32(*x, bits), top);
-        *pos = next;
-    }
+    /* A lane that runs past its end is caught at the end (its position
+     * only grows, so it cannot come back to the end) and reads no further
+     * than its end plus the padding meanwhile. */
+    if (refill)
+        *buf = _mm256_shuffle_epi8(gather_avx2(base, _mm256_min_epi32(*pos, end), by_loads),
+                                   bswap);
+    /* k = 0, 1 or 2 bytes (the compares give -1 where true). */
+    const __m256i k = _mm256_sub_epi32(
+        _mm256_setzero_si256(),
+        _mm256_add_epi32(_mm256_cmpgt_epi32(low, *x), _mm256_cmpgt_epi32(low2, *x)));
+    const __m256i bits = _mm256_slli_epi32(k, 3);
+    const __m256i top = _mm256_srlv_epi32(*buf, _mm256_sub_epi32(_mm256_set1_epi32(32), bits));
+    *buf = _mm256_sllv_epi32(*buf, bits);
+    *x = _mm256_or_si256(_mm256_sllv_epi32(*x, bits), top);
+    *pos = _mm256_add_epi32(*pos, k);
     const __m256i esc = _mm256_cmpeq_epi32(sym, _mm256_set1_epi32(QEM_RANS_ESCAPE));
     if (_mm256_testz_si256(esc, esc))
         return sym;
     const __m256i two = _mm256_set1_epi32(2);
-    const __m256i raw = _mm256_and_si256(
-        /* Loads read every lane, inside its span's padding; only escaping
-         * lanes keep their word. */
-        by_loads ? gather_by_loads(base, _mm256_min_epi32(*pos, end))
-                 : _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), (const int *)base,
-                                               _mm256_min_epi32(*pos, end), esc, 1),
-        _mm256_set1_epi32(65535));
+    /* Loads read every lane, inside its span's padding; only escaping
+     * lanes keep their word: two raw bytes, then the two that refill
+     * their buffer. */
+    const __m256i word = by_loads ? gather_by_loads(base, _mm256_min_epi32(*pos, end))
+                                  : _mm256_mask_i32gather_epi32(_mm256_setzero_si256(),
+                                                                (const int *)base,
+                                                                _mm256_min_epi32(*pos, end), esc, 1);
+    const __m256i raw = _mm256_and_si256(word, _mm256_set1_epi32(65535));
     *bad = _mm256_or_si256(*bad, _mm256_and_si256(esc, _mm256_cmpgt_epi32(raw, maxv)));
     *pos = _mm256_add_epi32(*pos, _mm256_and_si256(esc, two));
+    *buf = _mm256_blendv_epi8(*buf, _mm256_slli_epi32(_mm256_shuffle_epi8(word, bswap), 16), esc);
     return _mm256_blendv_epi8(sym, raw, esc);
+}
+
+/* One sample of each lane, narrowed to 16 bits, in lane order. */
+__attribute__((target("avx2"), always_inline)) static inline void
+store_samples(uint16_t *to, const __m256i *v, const unsigned groups)
+{
+    if (groups == 1) {
+        const __m256i p = _mm256_packus_epi32(v[0], _mm256_permute2x128_si256(v[0], v[0], 1));
+        _mm_storeu_si128((__m128i *)to, _mm256_castsi256_si128(p));
+        return;
+    }
+    for (unsigned g = 0; g + 1 < groups; g += 2) {
+        /* packus interleaves 128-bit halves; the permute restores lane order. */
+        const __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(v[g], v[g + 1]), 0xD8);
+        _mm256_storeu_si256((__m256i *)(to + 8 * g), p);
+    }
 }
 
 /* Up to 8 * groups rANS streams whose first 4 bytes and initial states
  * are valid, `groups` 8-lane groups stepping together. Offsets are
  * relative to `base`; every span lies within `base` plus QEM_SPAN_PADDING
- * readable bytes. Writes sample i of lane l to stage[i * 8 * groups + l]
- * and returns a bit per lane that must be decoded again (any rule
- * broken). */
+ * readable bytes. Writes sample i of lane l to stage[i * pitch + l] for
+ * all 8 * groups lanes (unused ones too) and returns a bit per lane that
+ * must be decoded again (any rule broken). */
 __attribute__((target("avx2"), always_inline)) static inline unsigned
 decode_groups_avx2(const qem_rans_tables *t, const uint8_t *base, const qem_stream_job *const *job,
                    unsigned lanes, uint32_t n, uint32_t max_value, uint16_t *stage,
-                   const unsigned groups, const int by_loads)
+                   size_t pitch, const unsigned groups, const int by_loads, const int head)
 {
     enum { W = LANES_AVX2 * GROUPS_AVX2 };
     int32_t x0[W], pos0[W], end0[W], model0[W];
     lanes_setup(base, job, lanes, LANES_AVX2 * groups, x0, pos0, end0, model0);
+    __m256i hv[GROUPS_AVX2 * HEAD_VECTORS];
+    if (head)
+        head_setup(t, model0, LANES_AVX2 * groups, (unsigned)head, (uint32_t(*)[8])hv);
     __m256i x[GROUPS_AVX2], pos[GROUPS_AVX2], end[GROUPS_AVX2], model[GROUPS_AVX2],
         bad[GROUPS_AVX2], v[GROUPS_AVX2];
 #pragma GCC unroll 4
@@ -224,22 +301,22 @@ decode_groups_avx2(const qem_rans_tables *t, const uint8_t *base, const qem_stre
     }
     const __m256i maxv = _mm256_set1_epi32((int32_t)max_value);
     const int *slots = (const int *)&t->slot[0][0];
-    const size_t width = (size_t)LANES_AVX2 * groups;
-    for (uint32_t i = 0; i < n; i++) {
+    /* Each lane's next 4 stream bytes, loaded every second step: two steps
+     * take at most 4 renormalisation bytes (an escape reloads its lane). */
+    __m256i buf[GROUPS_AVX2] = {_mm256_setzero_si256()};
+    for (uint32_t i = 0; i < n; i += 2) {
 #pragma GCC unroll 4
         for (unsigned g = 0; g < groups; g++)
-            v[g] = step_avx2(slots, base, &x[g], &pos[g], end[g], model[g], maxv, &bad[g], by_loads);
-        if (groups == 1) {
-            const __m256i p = _mm256_packus_epi32(v[0], _mm256_permute2x128_si256(v[0], v[0], 1));
-            _mm_storeu_si128((__m128i *)(stage + (size_t)i * width), _mm256_castsi256_si128(p));
-            continue;
-        }
+            v[g] = step_avx2(slots, base, &x[g], &pos[g], end[g], model[g], maxv, &bad[g], by_loads,
+                             hv + g * (2 * head + 1), head, &buf[g], 1);
+        store_samples(stage + (size_t)i * pitch, v, groups);
+        if (i + 1 == n)
+            break;
 #pragma GCC unroll 4
-        for (unsigned g = 0; g + 1 < groups; g += 2) {
-            /* packus interleaves 128-bit halves; the permute restores lane order. */
-            const __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(v[g], v[g + 1]), 0xD8);
-            _mm256_storeu_si256((__m256i *)(stage + (size_t)i * width + 8 * g), p);
-        }
+        for (unsigned g = 0; g < groups; g++)
+            v[g] = step_avx2(slots, base, &x[g], &pos[g], end[g], model[g], maxv, &bad[g], by_loads,
+                             hv + g * (2 * head + 1), head, &buf[g], 0);
+        store_samples(stage + (size_t)(i + 1) * pitch, v, groups);
     }
     /* Every byte used and the final state back at LOW. */
     uint64_t redo = 0;
@@ -253,27 +330,52 @@ decode_groups_avx2(const qem_rans_tables *t, const uint8_t *base, const qem_stre
     return (unsigned)(redo & ((1ull << lanes) - 1u));
 }
 
+/* The largest head among the lanes' rows (entry_by_compares), 0 if any
+ * row needs the table. */
+static int lanes_head(const qem_rans_tables *t, const qem_stream_job *const *job, unsigned lanes)
+{
+    unsigned head = 2;
+    for (unsigned l = 0; l < lanes; l++)
+        head = t->head[job[l]->model] > head ? t->head[job[l]->model] : head;
+    return head <= HEAD_MAX ? (int)head : 0;
+}
+
+/* One instance per group count, gather kind and head size: each is an
+ * AVX2 function of its own with its constants folded in. */
+#define DECODE_GROUPS(groups, by_loads, head)                                                     \
+    return decode_groups_avx2(t, base, job, lanes, n, max_value, stage, pitch, groups, by_loads, \
+                              head)
+#define DECODE_HEADS(groups, by_loads)                                                            \
+    switch (lanes_head(t, job, lanes)) {                                                        \
+    case 2: DECODE_GROUPS(groups, by_loads, 2);                                                 \
+    case 3: DECODE_GROUPS(groups, by_loads, 3);                                                 \
+    case 4: DECODE_GROUPS(groups, by_loads, 4);                                                 \
+    case 5: DECODE_GROUPS(groups, by_loads, 5);                                                 \
+    case 6: DECODE_GROUPS(groups, by_loads, 6);                                                 \
+    case 7: DECODE_GROUPS(groups, by_loads, 7);                                                 \
+    case 8: DECODE_GROUPS(groups, by_loads, 8);                                                 \
+    default: DECODE_GROUPS(groups, by_loads, 0);                                                \
+    }
+
 __attribute__((target("avx2"))) static unsigned
 decode_lanes_avx2(const qem_rans_tables *t, const uint8_t *base, const qem_stream_job *const *job,
-                  unsigned lanes, uint32_t n, uint32_t max_value, uint16_t *stage)
+                  unsigned lanes, uint32_t n, uint32_t max_value, uint16_t *stage, size_t pitch)
 {
-    if (lanes > 2 * LANES_AVX2)
-        return decode_groups_avx2(t, base, job, lanes, n, max_value, stage, 4, 0);
-    if (lanes > LANES_AVX2)
-        return decode_groups_avx2(t, base, job, lanes, n, max_value, stage, 2, 0);
-    return decode_groups_avx2(t, base, job, lanes, n, max_value, stage, 1, 0);
+    if (lanes > LANES_AVX2) {
+        DECODE_HEADS(2, 0)
+    }
+    DECODE_HEADS(1, 0)
 }
 
 __attribute__((target("avx2"))) static unsigned
 decode_lanes_avx2_loads(const qem_rans_tables *t, const uint8_t *base,
                         const qem_stream_job *const *job, unsigned lanes, uint32_t n,
-                        uint32_t max_value, uint16_t *stage)
+                        uint32_t max_value, uint16_t *stage, size_t pitch)
 {
-    if (lanes > 2 * LANES_AVX2)
-        return decode_groups_avx2(t, base, job, lanes, n, max_value, stage, 4, 1);
-    if (lanes > LANES_AVX2)
-        return decode_groups_avx2(t, base, job, lanes, n, max_value, stage, 2, 1);
-    return decode_groups_avx2(t, base, job, lanes, n, max_value, stage, 1, 1);
+    if (lanes > LANES_AVX2) {
+        DECODE_HEADS(2, 1)
+    }
+    DECODE_HEADS(1, 1)
 }
 
 #define LANES_AVX512 16
@@ -410,17 +512,25 @@ static qem_status decode_job_scalar(const qem_rans_tables *t, const qem_stream_j
     return st;
 }
 
-/* Copies `lanes` lanes of a stage (sample i of lane l at
- * stage[i * width + l]) to their jobs' outputs. */
-static void stage_copy_out(const uint16_t *stage, unsigned width, const qem_stream_job *const *job,
-                           unsigned lanes, uint32_t n)
+/* 1 if the jobs' outputs are neighbours in one tile of scan rows:
+ * job l's sample i at job[0]->out + i * stride + l. */
+static int lanes_side_by_side(const qem_stream_job *const *job, unsigned lanes)
 {
     const size_t stride = job_stride(job[0]);
     int side_by_side = stride > 1;
     for (unsigned l = 1; side_by_side && l < lanes; l++)
         side_by_side = job[l]->out == job[0]->out + l && job_stride(job[l]) == stride;
-    if (side_by_side) {
+    return side_by_side;
+}
+
+/* Copies `lanes` lanes of a stage (sample i of lane l at
+ * stage[i * width + l]) to their jobs' outputs. */
+static void stage_copy_out(const uint16_t *stage, unsigned width, const qem_stream_job *const *job,
+                           unsigned lanes, uint32_t n)
+{
+    if (lanes_side_by_side(job, lanes)) {
         /* A row of lanes per sample, straight into the tile. */
+        const size_t stride = job_stride(job[0]);
         for (uint32_t i = 0; i < n; i++)
             memcpy(job[0]->out + i * stride, stage + (size_t)i * width, lanes * sizeof *stage);
         return;
@@ -503,7 +613,18 @@ qem_status qem_count_streams_decode(const qem_rans_tables *t, qem_rans_path path
                                     const uint8_t *base, const qem_stream_job *jobs, size_t count,
                                     uint32_t n, uint32_t max_value, size_t *failed)
 {
+    size_t redone;
+    return qem_count_streams_decode_counted(t, path, base, jobs, count, n, max_value, failed,
+                                            &redone);
+}
+
+qem_status qem_count_streams_decode_counted(const qem_rans_tables *t, qem_rans_path path,
+                                            const uint8_t *base, const qem_stream_job *jobs,
+                                            size_t count, uint32_t n, uint32_t max_value,
+                                            size_t *failed, size_t *redone)
+{
     *failed = count;
+    *redone = 0;
     unsigned width = 1;
 #ifdef QEM_HAVE_X86_SIMD
     if (path == QEM_RANS_PATH_AVX2 || path == QEM_RANS_PATH_AVX2_LOADS)
@@ -570,24 +691,30 @@ qem_status qem_count_streams_decode(const qem_rans_tables *t, qem_rans_path path
         }
         unsigned redo = 0;
         unsigned stage_width = width;
+        int staged = 1;
 #ifdef QEM_HAVE_X86_SIMD
         if (path == QEM_RANS_PATH_AVX512) {
             redo = decode_lanes_avx512(t, base, group, grouped, n, max_value, stage);
         } else {
-            stage_width = grouped > 2 * LANES_AVX2 ? 4 * LANES_AVX2
-                          : grouped > LANES_AVX2   ? 2 * LANES_AVX2
-                                                   : LANES_AVX2;
+            stage_width = grouped > LANES_AVX2 ? 2 * LANES_AVX2 : LANES_AVX2;
+            /* A full set of neighbouring lanes is written straight into
+             * its tile: no stage to copy. */
+            staged = !(grouped == width && lanes_side_by_side(group, grouped));
+            uint16_t *to = staged ? stage : group[0]->out;
+            const size_t pitch = staged ? stage_width : job_stride(group[0]);
             redo = path == QEM_RANS_PATH_AVX2_LOADS
-                       ? decode_lanes_avx2_loads(t, base, group, grouped, n, max_value, stage)
-                       : decode_lanes_avx2(t, base, group, grouped, n, max_value, stage);
+                       ? decode_lanes_avx2_loads(t, base, group, grouped, n, max_value, to, pitch)
+                       : decode_lanes_avx2(t, base, group, grouped, n, max_value, to, pitch);
         }
 #endif
-        stage_copy_out(stage, stage_width, group, grouped, n);
+        if (staged)
+            stage_copy_out(stage, stage_width, group, grouped, n);
         for (unsigned l = 0; l < grouped; l++) {
             if (!(redo & (1u << l)))
                 continue;
             /* The scalar decoder names the rule this lane broke. */
             const qem_stream_job *j = group[l];
+            ++*redone;
             const qem_status st = decode_job_scalar(t, j, n, max_value);
             if (st != QEM_OK && (size_t)(j - jobs) < *failed) {
                 *failed = (size_t)(j - jobs);

@@ -17,5 +17,9 @@ void qem_rans_tables_init(qem_rans_tables *t)
             t->cost[m][s] = (uint32_t)lrint(bits * 65536.0);
             start += freq;
         }
+        unsigned head = QEM_RANS_SYMBOLS;
+        while (head > 0 && qem_rans_frequencies[m][head - 1] == 1)
+            head--;
+        t->head[m] = (uint8_t)head;
     }
 }
