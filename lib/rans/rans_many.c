@@ -158,9 +158,9 @@ gather_avx2(const uint8_t *base, __m256i offset, const int by_loads)
  * the last head symbol whose start it reaches, or, in the closing run,
  * head + slot - start[head] with frequency 1. The per-lane constants in
  * hv are, for each group: the table entries of symbols 0 .. head-1 less
- * start << 11, then start - 1 of symbols 1 .. head, then the closing
- * run's entry less slot * (2^21 - 2^11). Adding slot << 11 to the chosen
- * one gives the table's entry for the slot. */
+ * slot << 11 (the head symbol's entry plus slot << 11 is the slot's), then
+ * start - 1 of symbols 1 .. head, then the closing run's entry less
+ * slot << 21 (its slot - start is 0). */
 #define HEAD_MAX 8
 #define HEAD_VECTORS (2 * HEAD_MAX + 1)
 
@@ -170,10 +170,9 @@ entry_by_compares(__m256i slot, const __m256i *hv, const int head)
     __m256i e = hv[0];
     for (int k = 1; k < head; k++)
         e = _mm256_blendv_epi8(e, hv[k], _mm256_cmpgt_epi32(slot, hv[head + k - 1]));
-    const __m256i run = _mm256_add_epi32(
-        _mm256_mullo_epi32(slot, _mm256_set1_epi32((1 << 21) - (1 << 11))), hv[2 * head]);
-    e = _mm256_blendv_epi8(e, run, _mm256_cmpgt_epi32(slot, hv[2 * head - 1]));
-    return _mm256_add_epi32(e, _mm256_slli_epi32(slot, 11));
+    e = _mm256_add_epi32(e, _mm256_slli_epi32(slot, 11));
+    const __m256i run = _mm256_add_epi32(_mm256_slli_epi32(slot, 21), hv[2 * head]);
+    return _mm256_blendv_epi8(e, run, _mm256_cmpgt_epi32(slot, hv[2 * head - 1]));
 }
 
 /* The constants entry_by_compares needs for `lanes` lanes of table rows
