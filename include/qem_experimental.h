@@ -9,7 +9,7 @@
  * is the interface to rely on.
  *
  * Fault injection (environment variables the library reads; tests only):
- *   QEM_RANS_PATH=scalar|avx2|avx512|auto  forces the decode path of every
+ *   QEM_RANS_PATH=scalar|avx2|avx2-loads|avx512|auto  forces the decode path of every
  *       file opened without an explicit path (an unknown value, or a path
  *       the CPU lacks, makes qem_open fail);
  *   QEM_FAULT_LINK_PAUSE_MS=N  holds the gap between a pack's two final
@@ -29,12 +29,15 @@ extern "C" {
 /* --- forced decode paths ---------------------------------------------------- */
 
 typedef enum qem_decode_path {
-    QEM_DECODE_AUTO = 0, /* QEM_RANS_PATH, else the widest the CPU has */
+    /* QEM_RANS_PATH, else AVX2 where the CPU has it (avx2-loads on AMD),
+     * else scalar. AVX-512 only when asked for: its decoder lacks the
+     * AVX2 ones' branch-free renormalisation and sparse-row compares. */
+    QEM_DECODE_AUTO = 0,
     QEM_DECODE_SCALAR = 1,
     QEM_DECODE_AVX2 = 2,
     QEM_DECODE_AVX512 = 3,
     /* AVX2 with each gather done by eight scalar loads: faster where
-     * vpgatherdd is slow (AMD before Zen 4); AUTO picks it there. */
+     * vpgatherdd is slow (AMD Zen 1-3); AUTO picks it on AMD. */
     QEM_DECODE_AVX2_LOADS = 4
 } qem_decode_path;
 
