@@ -155,26 +155,47 @@ static qem_status plan_make(const qem_file *f, const int32_t *const *w, unsigned
 #include <immintrin.h>
 #define QEM_SELECT_AVX2 1
 
-/* dst[i - lo] += sum over j < m of w[j] * tile[i * m + j], i in [lo, hi):
- * exact in 64 bits, four pixels per step (the weights are int32, so the
- * signed 32 x 32 -> 64 multiply of each lane's low half is exact). */
-__attribute__((target("avx2"))) static void dot_rows_avx2(const uint16_t *tile, uint64_t m,
-                                                          uint32_t lo, uint32_t hi,
-                                                          const int64_t *w, int64_t *dst)
+/* dst[k][i - lo] += sum over j < m of w[k][j] * tile[i * m + j], i in
+ * [lo, hi), for `planes` (1-4) planes in one pass over the tile: exact in
+ * 64 bits, four pixels per step (the weights are int32, so the signed
+ * 32 x 32 -> 64 multiply of each lane's low half is exact). */
+__attribute__((target("avx2"), always_inline)) static inline void
+dot_rows_planes(const uint16_t *tile, uint64_t m, uint32_t lo, uint32_t hi,
+                const int64_t (*w)[PIXEL_GROUP], int64_t *const *dst, const unsigned planes)
 {
     const uint64_t m4 = m / 4 * 4;
     for (uint32_t i = lo; i < hi; i++) {
         const uint16_t *row = tile + (size_t)i * m;
-        __m256i acc = _mm256_setzero_si256();
+        __m256i acc[4];
+        for (unsigned k = 0; k < planes; k++)
+            acc[k] = _mm256_setzero_si256();
         for (uint64_t j = 0; j < m4; j += 4) {
             const __m256i v = _mm256_cvtepu16_epi64(_mm_loadl_epi64((const __m128i *)(row + j)));
-            acc = _mm256_add_epi64(acc, _mm256_mul_epi32(v, _mm256_loadu_si256((const __m256i *)(w + j))));
+            for (unsigned k = 0; k < planes; k++)
+                acc[k] = _mm256_add_epi64(
+                    acc[k], _mm256_mul_epi32(v, _mm256_loadu_si256((const __m256i *)(w[k] + j))));
         }
-        const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
-        int64_t sum = _mm_cvtsi128_si64(h) + _mm_cvtsi128_si64(_mm_unpackhi_epi64(h, h));
-        for (uint64_t j = m4; j < m; j++)
-            sum += w[j] * row[j];
-        dst[i - lo] += sum;
+        for (unsigned k = 0; k < planes; k++) {
+            const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(acc[k]),
+                                            _mm256_extracti128_si256(acc[k], 1));
+            int64_t sum = _mm_cvtsi128_si64(h) + _mm_cvtsi128_si64(_mm_unpackhi_epi64(h, h));
+            for (uint64_t j = m4; j < m; j++)
+                sum += w[k][j] * row[j];
+            dst[k][i - lo] += sum;
+        }
+    }
+}
+
+__attribute__((target("avx2"))) static void dot_rows_avx2(const uint16_t *tile, uint64_t m,
+                                                          uint32_t lo, uint32_t hi,
+                                                          const int64_t (*w)[PIXEL_GROUP],
+                                                          int64_t *const *dst, unsigned planes)
+{
+    switch (planes) {
+    case 1: dot_rows_planes(tile, m, lo, hi, w, dst, 1); break;
+    case 2: dot_rows_planes(tile, m, lo, hi, w, dst, 2); break;
+    case 3: dot_rows_planes(tile, m, lo, hi, w, dst, 3); break;
+    default: dot_rows_planes(tile, m, lo, hi, w, dst, 4); break;
     }
 }
 #endif
@@ -198,7 +219,7 @@ static qem_status reduce_block(const qem_file *f, const qem_chunk_view *v, uint6
     {
         uint16_t *cols = malloc((size_t)PIXEL_GROUP * n * sizeof *cols);
         int64_t *local = calloc((size_t)span * K, sizeof *local);
-        int64_t wk[PIXEL_GROUP];
+        int64_t wk[4][PIXEL_GROUP];
         qem_error e = {0};
 #pragma omp for schedule(dynamic, 1)
         for (uint64_t grp = 0; grp < groups; grp++) {
@@ -223,29 +244,36 @@ static qem_status reduce_block(const qem_file *f, const qem_chunk_view *v, uint6
                 continue;
             }
             /* Each scan's weighted sum over this group: a dot product of a
-             * tile row with each plane's weights. */
-            for (unsigned k = 0; k < K; k++) {
-                int64_t *dst = local + (uint64_t)k * span;
-                int nonzero = 0;
-                for (uint64_t j = 0; j < m; j++) {
-                    wk[j] = sp->weight[(first_j + j) * K + k];
-                    nonzero |= wk[j] != 0;
+             * tile row with each plane's weights, up to four planes (the
+             * CoM's three) in one pass over the tile. */
+            for (unsigned k0 = 0; k0 < K; k0 += 4) {
+                int64_t *dst[4];
+                unsigned used = 0;
+                for (unsigned k = k0; k < K && k < k0 + 4; k++) {
+                    int nonzero = 0;
+                    for (uint64_t j = 0; j < m; j++) {
+                        wk[used][j] = sp->weight[(first_j + j) * K + k];
+                        nonzero |= wk[used][j] != 0;
+                    }
+                    if (nonzero)
+                        dst[used++] = local + (uint64_t)k * span;
                 }
-                if (!nonzero)
+                if (!used)
                     continue;
 #ifdef QEM_SELECT_AVX2
                 if (use_avx2) {
-                    dot_rows_avx2(cols, m, lo, hi, wk, dst);
+                    dot_rows_avx2(cols, m, lo, hi, (const int64_t(*)[PIXEL_GROUP])wk, dst, used);
                     continue;
                 }
 #endif
-                for (uint32_t i = lo; i < hi; i++) {
-                    const uint16_t *row = cols + (size_t)i * m;
-                    int64_t acc = 0;
-                    for (uint64_t j = 0; j < m; j++)
-                        acc += wk[j] * row[j];
-                    dst[i - lo] += acc;
-                }
+                for (unsigned u = 0; u < used; u++)
+                    for (uint32_t i = lo; i < hi; i++) {
+                        const uint16_t *row = cols + (size_t)i * m;
+                        int64_t acc = 0;
+                        for (uint64_t j = 0; j < m; j++)
+                            acc += wk[u][j] * row[j];
+                        dst[u][i - lo] += acc;
+                    }
             }
         }
 #pragma omp critical(qem_select_merge)
