@@ -197,13 +197,13 @@ static void head_setup(const qem_rans_tables *t, const int32_t *model0, unsigned
  * renormalisation is branch-free: a state below LOW after the step needs
  * one byte, below 2^15 two (it is never below 2^13), so each lane takes
  * the top k bytes of its buffer, the next 4 bytes of its stream, which
- * `refill` loads (every second step: two steps take at most 4 bytes). A
- * lane that escapes reads its raw value and reloads its buffer. `head`
+ * `refill` loads (every second step: two steps take at most 4 bytes).
+ * Returns the symbols; escapes_avx2 then handles escapes. `head`
  * (2..HEAD_MAX) picks entry_by_compares over the table. */
 __attribute__((target("avx2"), always_inline)) static inline __m256i
 step_avx2(const int *slots, const uint8_t *base, __m256i *x, __m256i *pos, __m256i end,
-          __m256i model, __m256i maxv, __m256i *bad, const int by_loads, const __m256i *hv,
-          const int head, __m256i *buf, const int refill)
+          __m256i model, const int by_loads, const __m256i *hv, const int head, __m256i *buf,
+          const int refill)
 {
     /* GCC turns a compare with a known constant into min and equal: two
      * instructions. Hidden behind an empty asm, the bounds stay one. */
@@ -238,22 +238,42 @@ step_avx2(const int *slots, const uint8_t *base, __m256i *x, __m256i *pos, __m25
     *buf = _mm256_sllv_epi32(*buf, bits);
     *x = _mm256_or_si256(_mm256_sllv_epi32(*x, bits), top);
     *pos = _mm256_add_epi32(*pos, k);
-    const __m256i esc = _mm256_cmpeq_epi32(sym, _mm256_set1_epi32(QEM_RANS_ESCAPE));
-    if (_mm256_testz_si256(esc, esc))
-        return sym;
-    const __m256i two = _mm256_set1_epi32(2);
-    /* Loads read every lane, inside its span's padding; only escaping
-     * lanes keep their word: two raw bytes, then the two that refill
-     * their buffer. */
-    const __m256i word = by_loads ? gather_by_loads(base, _mm256_min_epi32(*pos, end))
-                                  : _mm256_mask_i32gather_epi32(_mm256_setzero_si256(),
-                                                                (const int *)base,
-                                                                _mm256_min_epi32(*pos, end), esc, 1);
-    const __m256i raw = _mm256_and_si256(word, _mm256_set1_epi32(65535));
-    *bad = _mm256_or_si256(*bad, _mm256_and_si256(esc, _mm256_cmpgt_epi32(raw, maxv)));
-    *pos = _mm256_add_epi32(*pos, _mm256_and_si256(esc, two));
-    *buf = _mm256_blendv_epi8(*buf, _mm256_slli_epi32(_mm256_shuffle_epi8(word, bswap), 16), esc);
-    return _mm256_blendv_epi8(sym, raw, esc);
+    return sym;
+}
+
+/* The escapes of one step of every group (symbols in v[g]): one test for
+ * all groups, as escapes are rare. An escaping lane takes its raw value
+ * and reloads its buffer. */
+__attribute__((target("avx2"), always_inline)) static inline void
+escapes_avx2(const uint8_t *base, __m256i *v, __m256i *pos, const __m256i *end, __m256i maxv,
+             __m256i *bad, __m256i *buf, const unsigned groups, const int by_loads)
+{
+    const __m256i escape = _mm256_set1_epi32(QEM_RANS_ESCAPE);
+    __m256i esc[GROUPS_AVX2], any = _mm256_setzero_si256();
+    for (unsigned g = 0; g < groups; g++) {
+        esc[g] = _mm256_cmpeq_epi32(v[g], escape);
+        any = _mm256_or_si256(any, esc[g]);
+    }
+    if (_mm256_testz_si256(any, any))
+        return;
+    const __m256i bswap = _mm256_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12,
+                                           3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12);
+    for (unsigned g = 0; g < groups; g++) {
+        /* Loads read every lane, inside its span's padding; only escaping
+         * lanes keep their word: two raw bytes, then the two that refill
+         * their buffer. */
+        const __m256i at = _mm256_min_epi32(pos[g], end[g]);
+        const __m256i word =
+            by_loads ? gather_by_loads(base, at)
+                     : _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), (const int *)base, at,
+                                                   esc[g], 1);
+        const __m256i raw = _mm256_and_si256(word, _mm256_set1_epi32(65535));
+        bad[g] = _mm256_or_si256(bad[g], _mm256_and_si256(esc[g], _mm256_cmpgt_epi32(raw, maxv)));
+        pos[g] = _mm256_add_epi32(pos[g], _mm256_and_si256(esc[g], _mm256_set1_epi32(2)));
+        buf[g] = _mm256_blendv_epi8(
+            buf[g], _mm256_slli_epi32(_mm256_shuffle_epi8(word, bswap), 16), esc[g]);
+        v[g] = _mm256_blendv_epi8(v[g], raw, esc[g]);
+    }
 }
 
 /* One sample of each lane, narrowed to 16 bits, in lane order. */
@@ -307,15 +327,17 @@ decode_groups_avx2(const qem_rans_tables *t, const uint8_t *base, const qem_stre
     for (uint32_t i = 0; i < n; i += 2) {
 #pragma GCC unroll 4
         for (unsigned g = 0; g < groups; g++)
-            v[g] = step_avx2(slots, base, &x[g], &pos[g], end[g], model[g], maxv, &bad[g], by_loads,
+            v[g] = step_avx2(slots, base, &x[g], &pos[g], end[g], model[g], by_loads,
                              hv + g * (2 * head + 1), head, &buf[g], 1);
+        escapes_avx2(base, v, pos, end, maxv, bad, buf, groups, by_loads);
         store_samples(stage + (size_t)i * pitch, v, groups);
         if (i + 1 == n)
             break;
 #pragma GCC unroll 4
         for (unsigned g = 0; g < groups; g++)
-            v[g] = step_avx2(slots, base, &x[g], &pos[g], end[g], model[g], maxv, &bad[g], by_loads,
+            v[g] = step_avx2(slots, base, &x[g], &pos[g], end[g], model[g], by_loads,
                              hv + g * (2 * head + 1), head, &buf[g], 0);
+        escapes_avx2(base, v, pos, end, maxv, bad, buf, groups, by_loads);
         store_samples(stage + (size_t)(i + 1) * pitch, v, groups);
     }
     /* Every byte used and the final state back at LOW. */
