@@ -174,3 +174,13 @@ size_t npy_read_size(const qem_npy *npy, uint64_t count)
         return 0;
     return (size_t)(count * qem_dtype_size(info.dtype));
 }
+
+void test_damage_stream(uint8_t *span, size_t *size, int how)
+{
+    if (how == 1)
+        *size -= 1;
+    else if (how == 2)
+        span[*size / 2] ^= 0x3c;
+    else
+        span[*size - 1] ^= 0x01;
+}

@@ -55,6 +55,11 @@ static inline const char *test_message(const qem_error *e)
 
 #define CHECK_OK(expr, err) CHECK_STATUS(expr, QEM_OK, err)
 
+/* Breaks an rANS stream of *size bytes at `span` one of three ways:
+ * 1 one byte short, 2 a byte in the middle flipped, 3 its final state's
+ * last byte changed. */
+void test_damage_stream(uint8_t *span, size_t *size, int how);
+
 /* Ends main(): prints a summary and returns the exit status. */
 int test_finish(const char *name);
 

@@ -344,14 +344,8 @@ static void row_tiles(void)
             size[k] = qem_count_stream_encode(&t, values[k], N, buffer + at, &model[k], scratch);
             offset[k] = at;
             /* Break a few rANS streams, each a different way. */
-            if (damage && model[k] < QEM_RANS_MODELS && k % 13 == 7) {
-                if (damage == 1)
-                    size[k] -= 1;
-                else if (damage == 2)
-                    buffer[at + size[k] / 2] ^= 0x3c;
-                else
-                    buffer[at + size[k] - 1] ^= 0x01;
-            }
+            if (damage && model[k] < QEM_RANS_MODELS && k % 13 == 7)
+                test_damage_stream(buffer + at, &size[k], damage);
             if (damage == 3 && k == 45)
                 size[k] -= 2; /* a raw stream one sample short */
             at += size[k];
