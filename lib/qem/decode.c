@@ -403,23 +403,24 @@ static void emit_rows(const qem_file *f, const qem_chunk_view *v, qem_output kin
             /* u16 counts or codes; a float pixel's low and high words are
              * its little-endian float32 bits. */
             uint8_t *dst = rows + row * (lanes / width) * 2;
-            /* Constant sizes for whole pixel groups: GCC then copies with
-             * vector moves, not `rep movs`, which starts slowly on AMD.
-             * Rows lie a scan row apart, too far for the hardware
-             * prefetchers: ask 16 rows ahead (a prefetch never faults). */
 #if defined(__SSE2__)
-#ifdef QEM_DECODE_AVX2_ROWS
-            if (streamed && wide && lanes == PIXEL_GROUP && (uintptr_t)dst % 64 == 0) {
-                stream_row_avx2(dst, src);
-                continue;
-            }
-#endif
+            /* A whole block's rows go past the caches (STREAMED_ROWS_MIN). */
             if (streamed && lanes == PIXEL_GROUP && (uintptr_t)dst % 64 == 0) {
+#ifdef QEM_DECODE_AVX2_ROWS
+                if (wide) {
+                    stream_row_avx2(dst, src);
+                    continue;
+                }
+#endif
                 for (int q = 0; q < PIXEL_GROUP * 2 / 16; q++)
                     _mm_stream_si128((__m128i *)dst + q, _mm_loadu_si128((const __m128i *)src + q));
                 continue;
             }
 #endif
+            /* Constant sizes for whole pixel groups: GCC then copies with
+             * vector moves, not `rep movs`, which starts slowly on AMD.
+             * Rows lie a scan row apart, too far for the hardware
+             * prefetchers: ask 16 rows ahead (a prefetch never faults). */
             if (lanes == PIXEL_GROUP) {
                 __builtin_prefetch(dst + 16 * P * 2, 1);
                 __builtin_prefetch(dst + 16 * P * 2 + 64, 1);
