@@ -196,14 +196,14 @@ static void head_setup(const qem_rans_tables *t, const int32_t *model0, unsigned
 /* One rANS step of one 8-lane group, every rule checked per lane. The
  * renormalisation is branch-free: a state below LOW after the step needs
  * one byte, below 2^15 two (it is never below 2^13), so each lane takes
- * the top k bytes of its buffer, the next 4 bytes of its stream, which
- * `refill` loads (every second step: two steps take at most 4 bytes).
- * Returns the symbols; escapes_avx2 then handles escapes. `head`
- * (2..HEAD_MAX) picks entry_by_compares over the table. */
+ * the top k bytes of its buffer, its stream's next bytes, which `refill`
+ * first loads at pos. The bytes taken advance pos or, given `used`, are
+ * counted there in bits. Returns the symbols; escapes_avx2 then handles
+ * escapes. `head` (2..HEAD_MAX) picks entry_by_compares over the table. */
 __attribute__((target("avx2"), always_inline)) static inline __m256i
 step_avx2(const int *slots, const uint8_t *base, __m256i *x, __m256i *pos, __m256i end,
           __m256i model, const int by_loads, const __m256i *hv, const int head, __m256i *buf,
-          const int refill)
+          const int refill, __m256i *used)
 {
     /* GCC turns a compare with a known constant into min and equal: two
      * instructions. Hidden behind an empty asm, the bounds stay one. */
@@ -237,8 +237,26 @@ step_avx2(const int *slots, const uint8_t *base, __m256i *x, __m256i *pos, __m25
     const __m256i top = _mm256_srlv_epi32(*buf, _mm256_sub_epi32(_mm256_set1_epi32(32), bits));
     *buf = _mm256_sllv_epi32(*buf, bits);
     *x = _mm256_or_si256(_mm256_sllv_epi32(*x, bits), top);
-    *pos = _mm256_add_epi32(*pos, k);
+    if (used)
+        *used = _mm256_add_epi32(*used, bits);
+    else
+        *pos = _mm256_add_epi32(*pos, k);
     return sym;
+}
+
+/* Loads every lane's buffer at its position (see decode_groups_avx2). */
+__attribute__((target("avx2"), always_inline)) static inline void
+refill_avx2(const uint8_t *base, __m256i *pos, const __m256i *end, __m256i *buf, __m256i *used,
+            const unsigned groups, const int by_loads)
+{
+    const __m256i bswap = _mm256_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12,
+                                           3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12);
+    for (unsigned g = 0; g < groups; g++) {
+        pos[g] = _mm256_add_epi32(pos[g], _mm256_srli_epi32(used[g], 3));
+        used[g] = _mm256_setzero_si256();
+        buf[g] = _mm256_shuffle_epi8(gather_avx2(base, _mm256_min_epi32(pos[g], end[g]), by_loads),
+                                     bswap);
+    }
 }
 
 /* The escapes of one step of every group (symbols in v[g]): one test for
@@ -246,7 +264,8 @@ step_avx2(const int *slots, const uint8_t *base, __m256i *x, __m256i *pos, __m25
  * and reloads its buffer. */
 __attribute__((target("avx2"), always_inline)) static inline void
 escapes_avx2(const uint8_t *base, __m256i *v, __m256i *pos, const __m256i *end, __m256i maxv,
-             __m256i *bad, __m256i *buf, const unsigned groups, const int by_loads)
+             __m256i *bad, __m256i *buf, const unsigned groups, const int by_loads,
+             __m256i *used)
 {
     const __m256i escape = _mm256_set1_epi32(QEM_RANS_ESCAPE);
     __m256i esc[GROUPS_AVX2], any = _mm256_setzero_si256();
@@ -254,7 +273,7 @@ escapes_avx2(const uint8_t *base, __m256i *v, __m256i *pos, const __m256i *end, 
         esc[g] = _mm256_cmpeq_epi32(v[g], escape);
         any = _mm256_or_si256(any, esc[g]);
     }
-    if (_mm256_testz_si256(any, any))
+    if (!_mm256_movemask_epi8(any))
         return;
     const __m256i bswap = _mm256_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12,
                                            3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12);
@@ -262,14 +281,22 @@ escapes_avx2(const uint8_t *base, __m256i *v, __m256i *pos, const __m256i *end, 
         /* Loads read every lane, inside its span's padding; only escaping
          * lanes keep their word: two raw bytes, then the two that refill
          * their buffer. */
-        const __m256i at = _mm256_min_epi32(pos[g], end[g]);
+        /* With `used`, a lane is at pos + used / 8 and keeps 2 of its 4 bytes. */
+        const __m256i now =
+            used ? _mm256_add_epi32(pos[g], _mm256_srli_epi32(used[g], 3)) : pos[g];
+        const __m256i at = _mm256_min_epi32(now, end[g]);
         const __m256i word =
             by_loads ? gather_by_loads(base, at)
                      : _mm256_mask_i32gather_epi32(_mm256_setzero_si256(), (const int *)base, at,
                                                    esc[g], 1);
         const __m256i raw = _mm256_and_si256(word, _mm256_set1_epi32(65535));
         bad[g] = _mm256_or_si256(bad[g], _mm256_and_si256(esc[g], _mm256_cmpgt_epi32(raw, maxv)));
-        pos[g] = _mm256_add_epi32(pos[g], _mm256_and_si256(esc[g], _mm256_set1_epi32(2)));
+        if (used) {
+            pos[g] = _mm256_blendv_epi8(pos[g], now, esc[g]);
+            used[g] = _mm256_blendv_epi8(used[g], _mm256_set1_epi32(16), esc[g]);
+        } else {
+            pos[g] = _mm256_add_epi32(pos[g], _mm256_and_si256(esc[g], _mm256_set1_epi32(2)));
+        }
         buf[g] = _mm256_blendv_epi8(
             buf[g], _mm256_slli_epi32(_mm256_shuffle_epi8(word, bswap), 16), esc[g]);
         v[g] = _mm256_blendv_epi8(v[g], raw, esc[g]);
@@ -321,24 +348,53 @@ decode_groups_avx2(const qem_rans_tables *t, const uint8_t *base, const qem_stre
     }
     const __m256i maxv = _mm256_set1_epi32((int32_t)max_value);
     const int *slots = (const int *)&t->slot[0][0];
-    /* Each lane's next 4 stream bytes, loaded every second step: two steps
-     * take at most 4 renormalisation bytes (an escape reloads its lane). */
+    /* Each lane's next stream bytes, at most 4 (an escape reloads its lane). */
     __m256i buf[GROUPS_AVX2] = {_mm256_setzero_si256()};
-    for (uint32_t i = 0; i < n; i += 2) {
+    if (head) {
+        /* Sparse rows take a byte every few dozen samples: the buffers are
+         * loaded only when some lane has fewer than the 2 bytes a step may
+         * take, `used` counting the bits taken since each lane's buffer
+         * was loaded at pos. */
+        __m256i used[GROUPS_AVX2];
+        for (unsigned g = 0; g < groups; g++) {
+            used[g] = _mm256_set1_epi32(32); /* empty: 4 bytes before pos */
+            pos[g] = _mm256_sub_epi32(pos[g], _mm256_set1_epi32(4));
+        }
+        const __m256i full = _mm256_set1_epi32(16);
+        for (uint32_t i = 0; i < n; i++) {
+            __m256i low = _mm256_setzero_si256();
+            for (unsigned g = 0; g < groups; g++)
+                low = _mm256_or_si256(low, _mm256_cmpgt_epi32(used[g], full));
+            if (_mm256_movemask_epi8(low))
+                refill_avx2(base, pos, end, buf, used, groups, by_loads);
 #pragma GCC unroll 4
+            for (unsigned g = 0; g < groups; g++)
+                v[g] = step_avx2(slots, base, &x[g], &pos[g], end[g], model[g], by_loads,
+                                 hv + g * (2 * head + 1), head, &buf[g], 0, &used[g]);
+            escapes_avx2(base, v, pos, end, maxv, bad, buf, groups, by_loads, used);
+            store_samples(stage + (size_t)i * pitch, v, groups);
+        }
         for (unsigned g = 0; g < groups; g++)
-            v[g] = step_avx2(slots, base, &x[g], &pos[g], end[g], model[g], by_loads,
-                             hv + g * (2 * head + 1), head, &buf[g], 1);
-        escapes_avx2(base, v, pos, end, maxv, bad, buf, groups, by_loads);
-        store_samples(stage + (size_t)i * pitch, v, groups);
-        if (i + 1 == n)
-            break;
+            pos[g] = _mm256_add_epi32(pos[g], _mm256_srli_epi32(used[g], 3));
+    } else {
+        /* Dense rows take a byte most steps: the buffers are loaded every
+         * second step, as two steps take at most 4 bytes. */
+        for (uint32_t i = 0; i < n; i += 2) {
 #pragma GCC unroll 4
-        for (unsigned g = 0; g < groups; g++)
-            v[g] = step_avx2(slots, base, &x[g], &pos[g], end[g], model[g], by_loads,
-                             hv + g * (2 * head + 1), head, &buf[g], 0);
-        escapes_avx2(base, v, pos, end, maxv, bad, buf, groups, by_loads);
-        store_samples(stage + (size_t)(i + 1) * pitch, v, groups);
+            for (unsigned g = 0; g < groups; g++)
+                v[g] = step_avx2(slots, base, &x[g], &pos[g], end[g], model[g], by_loads,
+                                 hv + g * (2 * head + 1), head, &buf[g], 1, NULL);
+            escapes_avx2(base, v, pos, end, maxv, bad, buf, groups, by_loads, NULL);
+            store_samples(stage + (size_t)i * pitch, v, groups);
+            if (i + 1 == n)
+                break;
+#pragma GCC unroll 4
+            for (unsigned g = 0; g < groups; g++)
+                v[g] = step_avx2(slots, base, &x[g], &pos[g], end[g], model[g], by_loads,
+                                 hv + g * (2 * head + 1), head, &buf[g], 0, NULL);
+            escapes_avx2(base, v, pos, end, maxv, bad, buf, groups, by_loads, NULL);
+            store_samples(stage + (size_t)(i + 1) * pitch, v, groups);
+        }
     }
     /* Every byte used and the final state back at LOW. */
     uint64_t redo = 0;
