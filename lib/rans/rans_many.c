@@ -361,17 +361,26 @@ decode_groups_avx2(const qem_rans_tables *t, const uint8_t *base, const qem_stre
             pos[g] = _mm256_sub_epi32(pos[g], _mm256_set1_epi32(4));
         }
         const __m256i full = _mm256_set1_epi32(16);
+        const __m256i escape = _mm256_set1_epi32(QEM_RANS_ESCAPE);
+        refill_avx2(base, pos, end, buf, used, groups, by_loads);
         for (uint32_t i = 0; i < n; i++) {
-            __m256i low = _mm256_setzero_si256();
-            for (unsigned g = 0; g < groups; g++)
-                low = _mm256_or_si256(low, _mm256_cmpgt_epi32(used[g], full));
-            if (_mm256_movemask_epi8(low))
-                refill_avx2(base, pos, end, buf, used, groups, by_loads);
 #pragma GCC unroll 4
             for (unsigned g = 0; g < groups; g++)
                 v[g] = step_avx2(slots, base, &x[g], &pos[g], end[g], model[g], by_loads,
                                  hv + g * (2 * head + 1), head, &buf[g], 0, &used[g]);
-            escapes_avx2(base, v, pos, end, maxv, bad, buf, groups, by_loads, used);
+            /* One test for this step's escapes and the next step's loads. */
+            __m256i rare = _mm256_setzero_si256();
+            for (unsigned g = 0; g < groups; g++)
+                rare = _mm256_or_si256(rare, _mm256_or_si256(_mm256_cmpeq_epi32(v[g], escape),
+                                                             _mm256_cmpgt_epi32(used[g], full)));
+            if (_mm256_movemask_epi8(rare)) {
+                escapes_avx2(base, v, pos, end, maxv, bad, buf, groups, by_loads, used);
+                __m256i low = _mm256_setzero_si256();
+                for (unsigned g = 0; g < groups; g++)
+                    low = _mm256_or_si256(low, _mm256_cmpgt_epi32(used[g], full));
+                if (_mm256_movemask_epi8(low))
+                    refill_avx2(base, pos, end, buf, used, groups, by_loads);
+            }
             store_samples(stage + (size_t)i * pitch, v, groups);
         }
         for (unsigned g = 0; g < groups; g++)
