@@ -2,14 +2,16 @@
  * by side in SIMD lanes (8 with AVX2, 16 with AVX-512), one stream per
  * lane: table lookups and renormalisation bytes are gathered, states
  * advance together. With AVX2, sparse rows find their symbols by compares
- * instead of the table, and each lane's stream bytes are loaded once per
- * two steps; nothing in a step branches on the data but escapes, whose
- * mispredictions cost more than any lookup. Every rule is checked per
- * lane; a lane that breaks
- * any of them is decoded again by the scalar decoder, which names the
- * rule, so all paths return the same status and the same values. The path
- * is chosen once per table set from the CPU (QEM_RANS_PATH or the open
- * option can force one); the scalar path is the reference. */
+ * instead of the table, and each lane's next stream bytes wait in a
+ * 4-byte buffer, loaded every second step (dense rows) or when some lane
+ * runs short (sparse rows, which take a byte every few dozen samples).
+ * The only branches on the data are for rare events (escapes, a short
+ * buffer): one that goes either way at random costs more than any lookup.
+ * Every rule is checked per lane; a lane that breaks any of them is
+ * decoded again by the scalar decoder, which names the rule, so all paths
+ * return the same status and the same values. The path is chosen once per
+ * table set from the CPU (QEM_RANS_PATH or the open option can force one);
+ * the scalar path is the reference. */
 #include <stdlib.h>
 #include <string.h>
 
