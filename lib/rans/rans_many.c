@@ -246,7 +246,15 @@ step_avx2(const int *slots, const uint8_t *base, __m256i *x, __m256i *pos, __m25
     return sym;
 }
 
-/* Loads every lane's buffer at its position (see decode_groups_avx2). */
+/* Where a lane's next byte is when `used` bits of its buffer, loaded at
+ * pos, are taken. */
+__attribute__((target("avx2"), always_inline)) static inline __m256i lane_at(__m256i pos,
+                                                                             __m256i used)
+{
+    return _mm256_add_epi32(pos, _mm256_srli_epi32(used, 3));
+}
+
+/* Loads every lane's buffer at its next byte (see decode_groups_avx2). */
 __attribute__((target("avx2"), always_inline)) static inline void
 refill_avx2(const uint8_t *base, __m256i *pos, const __m256i *end, __m256i *buf, __m256i *used,
             const unsigned groups, const int by_loads)
@@ -254,7 +262,7 @@ refill_avx2(const uint8_t *base, __m256i *pos, const __m256i *end, __m256i *buf,
     const __m256i bswap = _mm256_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12,
                                            3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12);
     for (unsigned g = 0; g < groups; g++) {
-        pos[g] = _mm256_add_epi32(pos[g], _mm256_srli_epi32(used[g], 3));
+        pos[g] = lane_at(pos[g], used[g]);
         used[g] = _mm256_setzero_si256();
         buf[g] = _mm256_shuffle_epi8(gather_avx2(base, _mm256_min_epi32(pos[g], end[g]), by_loads),
                                      bswap);
@@ -282,10 +290,8 @@ escapes_avx2(const uint8_t *base, __m256i *v, __m256i *pos, const __m256i *end, 
     for (unsigned g = 0; g < groups; g++) {
         /* Loads read every lane, inside its span's padding; only escaping
          * lanes keep their word: two raw bytes, then the two that refill
-         * their buffer. */
-        /* With `used`, a lane is at pos + used / 8 and keeps 2 of its 4 bytes. */
-        const __m256i now =
-            used ? _mm256_add_epi32(pos[g], _mm256_srli_epi32(used[g], 3)) : pos[g];
+         * their buffer (with `used`: 2 of its 4 bytes left, used 16). */
+        const __m256i now = used ? lane_at(pos[g], used[g]) : pos[g];
         const __m256i at = _mm256_min_epi32(now, end[g]);
         const __m256i word =
             by_loads ? gather_by_loads(base, at)
@@ -359,7 +365,7 @@ decode_groups_avx2(const qem_rans_tables *t, const uint8_t *base, const qem_stre
          * was loaded at pos. */
         __m256i used[GROUPS_AVX2];
         for (unsigned g = 0; g < groups; g++) {
-            used[g] = _mm256_set1_epi32(32); /* empty: 4 bytes before pos */
+            used[g] = _mm256_set1_epi32(32); /* all taken of a load 4 bytes back */
             pos[g] = _mm256_sub_epi32(pos[g], _mm256_set1_epi32(4));
         }
         const __m256i full = _mm256_set1_epi32(16);
@@ -386,7 +392,7 @@ decode_groups_avx2(const qem_rans_tables *t, const uint8_t *base, const qem_stre
             store_samples(stage + (size_t)i * pitch, v, groups);
         }
         for (unsigned g = 0; g < groups; g++)
-            pos[g] = _mm256_add_epi32(pos[g], _mm256_srli_epi32(used[g], 3));
+            pos[g] = lane_at(pos[g], used[g]);
     } else {
         /* Dense rows take a byte most steps: the buffers are loaded every
          * second step, as two steps take at most 4 bytes. */
