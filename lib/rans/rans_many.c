@@ -195,6 +195,23 @@ static void head_setup(const qem_rans_tables *t, const int32_t *model0, unsigned
     }
 }
 
+/* Each 32-bit lane's bytes in reverse order: stream bytes, read little-
+ * endian, become a big-endian buffer whose next byte is on top. */
+__attribute__((target("avx2"), always_inline)) static inline __m256i swap_lane_bytes(__m256i w)
+{
+    return _mm256_shuffle_epi8(w, _mm256_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14,
+                                                   13, 12, 3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8,
+                                                   15, 14, 13, 12));
+}
+
+/* Each lane's buffer: the 4 stream bytes at pos, or at its end (with the
+ * padding) for a lane that ran past it. */
+__attribute__((target("avx2"), always_inline)) static inline __m256i
+load_buffers(const uint8_t *base, __m256i pos, __m256i end, const int by_loads)
+{
+    return swap_lane_bytes(gather_avx2(base, _mm256_min_epi32(pos, end), by_loads));
+}
+
 /* One rANS step of one 8-lane group, every rule checked per lane. The
  * renormalisation is branch-free: a state below LOW after the step needs
  * one byte, below 2^15 two (it is never below 2^13), so each lane takes
@@ -214,8 +231,6 @@ step_avx2(const int *slots, const uint8_t *base, __m256i *x, __m256i *pos, __m25
     __asm__("" : "+x"(low), "+x"(low2));
     const __m256i slot_mask = _mm256_set1_epi32((int32_t)(QEM_RANS_SCALE - 1));
     const __m256i m11 = _mm256_set1_epi32(2047), m10 = _mm256_set1_epi32(1023);
-    const __m256i bswap = _mm256_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12,
-                                           3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12);
     const __m256i slot = _mm256_and_si256(*x, slot_mask);
     const __m256i e = head ? entry_by_compares(slot, hv, head)
                            : gather_avx2((const uint8_t *)slots,
@@ -229,8 +244,7 @@ step_avx2(const int *slots, const uint8_t *base, __m256i *x, __m256i *pos, __m25
      * only grows, so it cannot come back to the end) and reads no further
      * than its end plus the padding meanwhile. */
     if (refill)
-        *buf = _mm256_shuffle_epi8(gather_avx2(base, _mm256_min_epi32(*pos, end), by_loads),
-                                   bswap);
+        *buf = load_buffers(base, *pos, end, by_loads);
     /* k = 0, 1 or 2 bytes (the compares give -1 where true). */
     const __m256i k = _mm256_sub_epi32(
         _mm256_setzero_si256(),
@@ -259,13 +273,10 @@ __attribute__((target("avx2"), always_inline)) static inline void
 refill_avx2(const uint8_t *base, __m256i *pos, const __m256i *end, __m256i *buf, __m256i *used,
             const unsigned groups, const int by_loads)
 {
-    const __m256i bswap = _mm256_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12,
-                                           3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12);
     for (unsigned g = 0; g < groups; g++) {
         pos[g] = lane_at(pos[g], used[g]);
         used[g] = _mm256_setzero_si256();
-        buf[g] = _mm256_shuffle_epi8(gather_avx2(base, _mm256_min_epi32(pos[g], end[g]), by_loads),
-                                     bswap);
+        buf[g] = load_buffers(base, pos[g], end[g], by_loads);
     }
 }
 
@@ -285,8 +296,6 @@ escapes_avx2(const uint8_t *base, __m256i *v, __m256i *pos, const __m256i *end, 
     }
     if (!_mm256_movemask_epi8(any))
         return;
-    const __m256i bswap = _mm256_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12,
-                                           3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12);
     for (unsigned g = 0; g < groups; g++) {
         /* Loads read every lane, inside its span's padding; only escaping
          * lanes keep their word: two raw bytes, then the two that refill
@@ -306,7 +315,7 @@ escapes_avx2(const uint8_t *base, __m256i *v, __m256i *pos, const __m256i *end, 
             pos[g] = _mm256_add_epi32(pos[g], _mm256_and_si256(esc[g], _mm256_set1_epi32(2)));
         }
         buf[g] = _mm256_blendv_epi8(
-            buf[g], _mm256_slli_epi32(_mm256_shuffle_epi8(word, bswap), 16), esc[g]);
+            buf[g], _mm256_slli_epi32(swap_lane_bytes(word), 16), esc[g]);
         v[g] = _mm256_blendv_epi8(v[g], raw, esc[g]);
     }
 }
