@@ -279,10 +279,12 @@ static void path_refusals(void)
 }
 
 /* A block of rows of at least 4 MiB (64 x 64 detector, 512 scans) is
- * written past the caches by streaming stores where the caller's rows
- * lie on 64-byte boundaries, by ordinary copies elsewhere: both give the
- * source's counts on every path, the partial last block (1 MiB, cached
- * copies) too. */
+ * written past the caches by streaming stores where a pixel group's rows
+ * lie on 64-byte boundaries (a short first group puts them there when the
+ * caller's buffer starts inside a line), by ordinary copies elsewhere:
+ * every start gives the source's counts on every path, writes nothing
+ * outside the buffer, and the partial last block (1 MiB, cached copies)
+ * is right too. */
 static void streamed_rows(void)
 {
     qem_error e = {0};
@@ -305,10 +307,17 @@ static void streamed_rows(void)
         qem_file *f = open_on(path, paths[k], &e);
         if (!f)
             continue;
-        for (size_t shift = 0; shift <= 2; shift += 2) { /* aligned, then 2 bytes off */
+        /* Line-aligned; then starts 2..62 bytes into a line (a malloc
+         * buffer is 16 past one), which move the pixel groups so their
+         * rows start on lines; then an odd start, which cannot. */
+        static const size_t shifts[] = {0, 2, 16, 32, 48, 62, 1};
+        for (size_t s = 0; s < sizeof shifts / sizeof shifts[0]; s++) {
+            const size_t shift = shifts[s];
             memset(buffer, 0x5a, bytes + 64);
             CHECK_OK(qem_read_scans(f, 0, scans, buffer + shift, bytes, &e), &e);
             CHECK(memcmp(buffer + shift, counts, bytes) == 0);
+            for (size_t b = 0; b < 64; b++) /* nothing written outside */
+                CHECK(buffer[b < shift ? b : bytes + b] == 0x5a);
         }
         qem_close(f);
     }
