@@ -383,6 +383,28 @@ __attribute__((target("avx2"))) static void stream_row_avx2(uint8_t *dst, const 
 }
 #endif
 
+/* One tile row of a uint8 file's counts (all below 256) narrowed into
+ * dst, 16 at a time; `stream`: past the caches, dst on a line. */
+static void narrow_row(uint8_t *dst, const uint16_t *src, uint64_t width, int stream)
+{
+    uint64_t j = 0;
+#if defined(__SSE2__)
+    if (stream)
+        for (; j + 16 <= width; j += 16)
+            _mm_stream_si128((__m128i *)(dst + j),
+                             _mm_packus_epi16(_mm_loadu_si128((const __m128i *)(src + j)),
+                                              _mm_loadu_si128((const __m128i *)(src + j + 8))));
+    for (; j + 16 <= width; j += 16)
+        _mm_storeu_si128((__m128i *)(dst + j),
+                         _mm_packus_epi16(_mm_loadu_si128((const __m128i *)(src + j)),
+                                          _mm_loadu_si128((const __m128i *)(src + j + 8))));
+#else
+    (void)stream;
+#endif
+    for (; j < width; j++)
+        dst[j] = (uint8_t)src[j];
+}
+
 /* Writes samples [lo, hi) of a decoded row tile (sample i of lane j at
  * tile[i * lanes + j]) for pixels p0 .. p0 + width as scan rows: each
  * row of the tile is already a piece of a scan row. */
@@ -401,8 +423,8 @@ static void emit_rows(const qem_file *f, const qem_chunk_view *v, qem_output kin
         if (kind != QEM_OUTPUT_VALUES && f->codec == QEM_CODEC_INTEGER &&
             f->dtype == QEM_DTYPE_UINT8) {
             uint8_t *dst = rows + row;
-            for (uint64_t j = 0; j < width; j++)
-                dst[j] = (uint8_t)src[j];
+            narrow_row(dst, src, width,
+                       streamed && width == PIXEL_GROUP && (uintptr_t)dst % LINE == 0);
         } else if (kind != QEM_OUTPUT_VALUES) {
             /* u16 counts or codes; a float pixel's low and high words are
              * its little-endian float32 bits. */
@@ -466,11 +488,11 @@ qem_status qem_decode_block(const qem_file *f, const qem_chunk_view *v, uint64_t
     int nomem = 0;
     const size_t item = qem_output_item(f, kind);
     const int streamed = (size_t)(hi - lo) * P * item >= STREAMED_ROWS_MIN;
-    /* Streamed u16 rows whose starts share one place in a line (a malloc
-     * buffer is 16 bytes past one): a short first group of pixels puts
-     * every later group's rows on line boundaries. */
+    /* Streamed u8 or u16 rows whose starts share one place in a line (a
+     * malloc buffer is 16 bytes past one): a short first group of pixels
+     * puts every later group's rows on line boundaries. */
     uint64_t lead = 0;
-    if (streamed && item == 2 && lanes_per_pixel == 1 && (P * item) % LINE == 0 &&
+    if (streamed && (item == 1 || item == 2) && lanes_per_pixel == 1 && (P * item) % LINE == 0 &&
         (uintptr_t)rows % item == 0)
         lead = (LINE - (uintptr_t)rows % LINE) % LINE / item;
     const uint64_t groups = (lead ? 1 : 0) + (P - lead + PIXEL_GROUP - 1) / PIXEL_GROUP;

@@ -278,25 +278,29 @@ static void path_refusals(void)
     }
 }
 
-/* A block of rows of at least 4 MiB (64 x 64 detector, 512 scans) is
- * written past the caches by streaming stores where a pixel group's rows
- * lie on 64-byte boundaries (a short first group puts them there when the
- * caller's buffer starts inside a line), by ordinary copies elsewhere:
- * every start gives the source's counts on every path, writes nothing
- * outside the buffer, and the partial last block (1 MiB, cached copies)
- * is right too. */
-static void streamed_rows(void)
+/* A block of rows of at least 4 MiB (512 scans of a 64 x 64 detector in
+ * uint16, 64 x 128 in uint8) is written past the caches by streaming
+ * stores where a pixel group's rows lie on 64-byte boundaries (a short
+ * first group puts them there when the caller's buffer starts inside a
+ * line), by ordinary copies elsewhere: every start gives the source's
+ * counts on every path, writes nothing outside the buffer, and the
+ * partial last block (1 MiB, cached copies) is right too. */
+static void streamed_rows(qem_dtype dtype)
 {
     qem_error e = {0};
-    const uint64_t shape[4] = {16, 40, 64, 64};
+    const size_t item = dtype == QEM_DTYPE_UINT8 ? 1 : 2;
+    const uint64_t shape[4] = {16, 40, 64, 128 / item};
     const uint64_t scans = shape[0] * shape[1], P = shape[2] * shape[3];
-    const size_t bytes = (size_t)(scans * P) * sizeof(uint16_t);
-    uint16_t *counts = malloc(bytes);
-    make_counts(counts, scans, shape[2], shape[3], 4.0, 65535, 99);
+    const size_t bytes = (size_t)(scans * P) * item;
+    uint16_t *counts = malloc((size_t)(scans * P) * sizeof *counts);
+    make_counts(counts, scans, shape[2], shape[3], 4.0, item == 1 ? 255 : 65535, 99);
+    uint8_t *source = (uint8_t *)counts; /* uint8: narrowed in place */
+    for (size_t k = 0; item == 1 && k < bytes; k++)
+        source[k] = (uint8_t)counts[k];
     const char *path = test_path("streamed_rows.qem");
     qem_writer *w = NULL;
-    CHECK_OK(qem_writer_create(path, QEM_DTYPE_UINT16, shape, NULL, &w, &e), &e);
-    CHECK_OK(qem_writer_append(w, counts, scans, &e), &e);
+    CHECK_OK(qem_writer_create(path, dtype, shape, NULL, &w, &e), &e);
+    CHECK_OK(qem_writer_append(w, source, scans, &e), &e);
     CHECK_OK(qem_writer_finish(w, &e), &e);
     qem_writer_free(w);
     uint8_t *buffer = NULL;
@@ -315,7 +319,7 @@ static void streamed_rows(void)
             const size_t shift = shifts[s];
             memset(buffer, 0x5a, bytes + 64);
             CHECK_OK(qem_read_scans(f, 0, scans, buffer + shift, bytes, &e), &e);
-            CHECK(memcmp(buffer + shift, counts, bytes) == 0);
+            CHECK(memcmp(buffer + shift, source, bytes) == 0);
             for (size_t b = 0; b < 64; b++) /* nothing written outside */
                 CHECK(buffer[b < shift ? b : bytes + b] == 0x5a);
         }
@@ -419,7 +423,8 @@ int main(void)
     file_round_trip(QEM_DTYPE_UINT8, u8_shape, 20.0);
     fixtures_on_every_path();
     row_tiles();
-    streamed_rows();
+    streamed_rows(QEM_DTYPE_UINT16);
+    streamed_rows(QEM_DTYPE_UINT8);
     path_refusals();
     return test_finish("unit_high_dose_paths");
 }
