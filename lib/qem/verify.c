@@ -20,7 +20,8 @@ void qem_verify_options_init(qem_verify_options *o)
     o->struct_size = sizeof *o;
 }
 
-/* Decodes all streams of one block and sums valid pixels into fields. */
+/* Decodes all streams of one block and sums valid pixels into fields:
+ * sums[field * n + scan]. */
 static qem_status block_field_sums(qem_file *f, const qem_chunk_view *v, uint64_t block,
                                    uint64_t *sums, int threads, qem_error *error)
 {
@@ -34,7 +35,11 @@ static qem_status block_field_sums(qem_file *f, const qem_chunk_view *v, uint64_
 #pragma omp parallel num_threads(threads)
     {
         uint16_t *tile = malloc((size_t)PIXEL_GROUP * n * sizeof *tile);
-        uint64_t *local = calloc((size_t)(n * F), sizeof *local);
+        /* Field by field (local[field * n + scan]): a run of pixels adds to
+         * two fields' consecutive scans, not to two words a row of F
+         * fields apart for each scan. A 32x32 field sums at most 1024 x
+         * 65535 < 2^32. */
+        uint32_t *local = calloc((size_t)(n * F), sizeof *local);
         if (!tile || !local) {
 #pragma omp atomic write
             nomem = 1;
@@ -71,21 +76,47 @@ static qem_status block_field_sums(qem_file *f, const qem_chunk_view *v, uint64_
                 }
                 if (!any)
                     continue;
+                uint32_t *sum8 = local + f8 * n, *sum32 = local + f32 * n;
 #if defined(__SSE2__)
                 if (runs) {
                     const __m128i mask = _mm_loadu_si128((const __m128i *)keep);
                     const __m128i bias = _mm_set1_epi16((short)0x8000), ones = _mm_set1_epi16(1);
-                    for (uint32_t i = 0; i < n; i++) {
-                        /* Pairs summed as signed words offset by 2^15, then across. */
-                        const __m128i row = _mm_and_si128(
-                            _mm_loadu_si128((const __m128i *)(tile + (size_t)i * m + j)), mask);
-                        __m128i t = _mm_madd_epi16(_mm_xor_si128(row, bias), ones);
+                    const __m128i unbias = _mm_set1_epi32(8 * 32768);
+                    /* One row's 8 counts as four pair sums: signed words
+                     * offset by 2^15 (madd is signed), 8 x 2^15 added back. */
+#define PAIR_SUMS(i)                                                                         \
+    _mm_madd_epi16(_mm_xor_si128(_mm_and_si128(_mm_loadu_si128((const __m128i *)(tile +  \
+                                                                            (size_t)(i) * m + j)), \
+                                               mask),                                     \
+                                 bias),                                                   \
+                   ones)
+                    uint32_t i = 0;
+                    for (; i + 4 <= n; i += 4) {
+                        /* Four rows at once: their pair sums transposed and
+                         * added, one vector of four row sums. */
+                        const __m128i t0 = PAIR_SUMS(i), t1 = PAIR_SUMS(i + 1);
+                        const __m128i t2 = PAIR_SUMS(i + 2), t3 = PAIR_SUMS(i + 3);
+                        const __m128i s01 = _mm_add_epi32(_mm_unpacklo_epi32(t0, t1),
+                                                          _mm_unpackhi_epi32(t0, t1));
+                        const __m128i s23 = _mm_add_epi32(_mm_unpacklo_epi32(t2, t3),
+                                                          _mm_unpackhi_epi32(t2, t3));
+                        const __m128i sum = _mm_add_epi32(
+                            _mm_add_epi32(_mm_unpacklo_epi64(s01, s23), _mm_unpackhi_epi64(s01, s23)),
+                            unbias);
+                        _mm_storeu_si128((__m128i *)(sum8 + i),
+                                         _mm_add_epi32(_mm_loadu_si128((const __m128i *)(sum8 + i)), sum));
+                        _mm_storeu_si128((__m128i *)(sum32 + i),
+                                         _mm_add_epi32(_mm_loadu_si128((const __m128i *)(sum32 + i)), sum));
+                    }
+                    for (; i < n; i++) {
+                        __m128i t = PAIR_SUMS(i);
                         t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0x4E));
                         t = _mm_add_epi32(t, _mm_shuffle_epi32(t, 0xB1));
                         const uint32_t sum = (uint32_t)_mm_cvtsi128_si32(t) + 8u * 32768u;
-                        local[i * F + f8] += sum;
-                        local[i * F + f32] += sum;
+                        sum8[i] += sum;
+                        sum32[i] += sum;
                     }
+#undef PAIR_SUMS
                     continue;
                 }
 #endif
@@ -94,8 +125,8 @@ static qem_status block_field_sums(qem_file *f, const qem_chunk_view *v, uint64_
                     uint32_t sum = 0;
                     for (unsigned q = 0; q < width; q++)
                         sum += row[q] & keep[q];
-                    local[i * F + f8] += sum;
-                    local[i * F + f32] += sum;
+                    sum8[i] += sum;
+                    sum32[i] += sum;
                 }
             }
         }
@@ -130,7 +161,7 @@ static qem_status compare_fields(const qem_file *f, const qem_chunk_view *v, uin
         qem_bitunpack_u32(v->spatial_words + v->spatial_offsets[s], n, v->spatial_widths[s],
                           unpacked);
         for (uint32_t i = 0; i < n; i++) {
-            if (unpacked[i] != sums[i * F + fld])
+            if (unpacked[i] != sums[fld * n + i])
                 return qem_fail(error, QEM_E_SPATIAL,
                                 "QEM spatial sum disagrees with the decoded counts (chunk %llu, "
                                 "block %llu, field %llu, scan %llu: stored %u, counts give %llu); "
@@ -138,7 +169,7 @@ static qem_status compare_fields(const qem_file *f, const qem_chunk_view *v, uin
                                 (unsigned long long)chunk_index, (unsigned long long)block,
                                 (unsigned long long)fld,
                                 (unsigned long long)(v->chunk->first + block * QEM_INTERVAL + i),
-                                unpacked[i], (unsigned long long)sums[i * F + fld]);
+                                unpacked[i], (unsigned long long)sums[fld * n + i]);
         }
     }
     return QEM_OK;
