@@ -52,6 +52,8 @@ static void make_counts(uint16_t *data, uint64_t scans, uint64_t H, uint64_t W, 
                 uint32_t v = poisson(&seed, lambda);
                 if (p % 97 == 5)
                     v = 1000 + poisson(&seed, 50);
+                else if (p % 97 == 7)
+                    v = cap - (uint32_t)(s % 3); /* saturated: the top of the dtype */
                 else if (p % 97 == 11)
                     v = 0;
                 data[s * H * W + p] = (uint16_t)(v > cap ? cap : v);
@@ -165,18 +167,22 @@ static void file_round_trip(qem_dtype dtype, const uint64_t shape[4], double dos
             int64_t *got = calloc((size_t)(3 * scans), sizeof *got);
             CHECK_OK(qem_products_weighted_sums(pr, 0, scans, planes, 3, got, (size_t)(3 * scans) * sizeof *got, &e), &e);
             CHECK(memcmp(got, moments, (size_t)(3 * scans) * sizeof *got) == 0);
-            /* Negative and large weights stay exact. */
-            for (uint64_t p = 0; p < P; p++)
-                wt[p] = p % 3 == 0 ? -2000000000 : (int32_t)(p % 11) - 5;
-            CHECK_OK(qem_products_weighted_sums(pr, 0, scans, planes, 1, got, (size_t)(3 * scans) * sizeof *got, &e), &e);
-            int weighted_ok = 1;
-            for (uint64_t s = 0; s < scans; s++) {
-                int64_t want = 0;
+            /* Negative and large weights stay exact: beyond 16 bits, and
+             * at the 16-bit path's bounds (+-32767) with saturated counts. */
+            for (int large = 1; large >= 0; large--) {
                 for (uint64_t p = 0; p < P; p++)
-                    want += (int64_t)wt[p] * counts[s * P + p];
-                weighted_ok &= got[s] == want;
+                    wt[p] = large ? (p % 3 == 0 ? -2000000000 : (int32_t)(p % 11) - 5)
+                                  : (p % 3 == 0 ? -32767 : p % 3 == 1 ? 32767 : (int32_t)(p % 11) - 5);
+                CHECK_OK(qem_products_weighted_sums(pr, 0, scans, planes, 1, got, (size_t)(3 * scans) * sizeof *got, &e), &e);
+                int weighted_ok = 1;
+                for (uint64_t s = 0; s < scans; s++) {
+                    int64_t want = 0;
+                    for (uint64_t p = 0; p < P; p++)
+                        want += (int64_t)wt[p] * counts[s * P + p];
+                    weighted_ok &= got[s] == want;
+                }
+                CHECK(weighted_ok);
             }
-            CHECK(weighted_ok);
             qem_image com;
             CHECK_OK(qem_products_com(pr, NULL, 0, &com, &e), &e);
             int com_ok = com.data != NULL;
