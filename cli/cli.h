@@ -21,10 +21,11 @@ extern const command_spec view_commands[];    /* view/view.c: view */
 /* 1 when `path` ends in ".EXT" for one of `extensions` ("tif|tiff"),
  * ignoring case. */
 int has_extension(const char *path, const char *extensions);
-/* The one naming rule of every command: the extension names the format
- * written. 0, or EXIT_USAGE after saying which extensions `what` takes. */
-int need_extension(const char *command, const char *path, const char *extensions,
-                   const char *what);
+/* A command's output: the extension names the format written (else
+ * EXIT_USAGE after saying which extensions `what` takes) and nothing is
+ * there yet (else EXIT_FAILED: qem never overwrites). 0 when both hold. */
+int need_destination(const char *command, const char *path, const char *extensions,
+                     const char *what);
 
 /* What `path` is, by signature; prints the failure and returns 0 if it
  * cannot be read. */

@@ -59,7 +59,7 @@ static int save_input(const args *a, const char *in, qem_acquisition **acq,
 static int run_save(const args *a)
 {
     const char *in = a->positional[0], *out = a->positional[1];
-    int rc = need_extension("save", out, "qem", "save writes .qem files");
+    int rc = need_destination("save", out, "qem", "save writes .qem files");
     if (rc)
         return rc;
     qem_error e = {0};
@@ -312,7 +312,7 @@ static int run_verify(const args *a)
 static int run_export(const args *a)
 {
     const char *out = a->positional[1];
-    int rc = need_extension("export", out, "npy", "export writes a .npy array");
+    int rc = need_destination("export", out, "npy", "export writes a .npy array");
     if (rc)
         return rc;
     if (given(a, OPT_RAW) && given(a, OPT_CODES))

@@ -73,7 +73,7 @@ static int run_inspect(const args *a)
 /* --dest: a pack name in a folder that exists. */
 static int check_planned_dest(const char *dest)
 {
-    int rc = need_extension("pack plan", dest, PACK_EXTENSIONS, "packs are HDF5 files");
+    int rc = need_destination("pack plan", dest, PACK_EXTENSIONS, "packs are HDF5 files");
     if (rc)
         return rc;
     const char *slash = strrchr(dest, '/');
@@ -117,7 +117,7 @@ static int run_plan(const args *a)
 static int run_produce(const args *a)
 {
     const char *dest = a->positional[1];
-    int rc = need_extension("pack produce", dest, PACK_EXTENSIONS, "packs are HDF5 files");
+    int rc = need_destination("pack produce", dest, PACK_EXTENSIONS, "packs are HDF5 files");
     if (rc)
         return rc;
     progress_state ps;

@@ -112,8 +112,8 @@ static int need_output(const args *a)
 {
     if (!given(a, OPT_OUTPUT))
         return usage_fail(a->command, "-o OUT is required (.npy, .tif or .png)");
-    return need_extension(a->command, text_of(a, OPT_OUTPUT), IMAGE_EXTENSIONS,
-                          ".npy exact, .tif/.tiff 32-bit float, .png 8-bit");
+    return need_destination(a->command, text_of(a, OPT_OUTPUT), IMAGE_EXTENSIONS,
+                            ".npy exact, .tif/.tiff 32-bit float, .png 8-bit");
 }
 
 /* --- dp ------------------------------------------------------------------------- */
@@ -437,10 +437,10 @@ static int run_calibrate(const args *a)
             return EXIT_FAILED;
         int rc = need_container("calibrate", src, kind);
         if (rc || (rc = kind == QEM_KIND_PACK
-                            ? need_extension("calibrate", out, "h5|hdf5",
-                                             "the copy of a pack is a pack")
-                            : need_extension("calibrate", out, "qem",
-                                             "the copy of a .qem file is a .qem file")))
+                            ? need_destination("calibrate", out, "h5|hdf5",
+                                               "the copy of a pack is a pack")
+                            : need_destination("calibrate", out, "qem",
+                                               "the copy of a .qem file is a .qem file")))
             return rc;
     }
     product_run r;

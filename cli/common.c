@@ -30,11 +30,19 @@ int has_extension(const char *path, const char *extensions)
     return 0;
 }
 
-int need_extension(const char *command, const char *path, const char *extensions,
-                   const char *what)
+int need_destination(const char *command, const char *path, const char *extensions,
+                     const char *what)
 {
-    if (has_extension(path, extensions))
-        return 0;
+    struct stat st;
+    if (has_extension(path, extensions)) {
+        /* Said before the work, not after a pass over a 20 GB file; the
+         * write refuses again should the name appear meanwhile. */
+        if (lstat(path, &st) != 0)
+            return 0;
+        fprintf(stderr, "qem %s: '%s' already exists; qem never overwrites, choose another name\n",
+                command, SAFE(path));
+        return EXIT_FAILED;
+    }
     char list[96] = "";
     for (const char *p = extensions; *p;) {
         const char *bar = strchr(p, '|');

@@ -60,6 +60,15 @@ cp "$T/a.qem" "$T/keep.qem"
 expect 1 "existing destination" -- "$QEM" save "$T/a.npy" "$T/a.qem"
 contains "$T/err" "already exists"
 if cmp -s "$T/a.qem" "$T/keep.qem"; then ok; else bad "existing destination was altered"; fi
+# ... said before any work: even a source that is not there comes second.
+cp "$T/a.npy" "$T/taken.npy"
+for c in "export $T/nowhere.qem $T/taken.npy" "mean $T/nowhere.qem -o $T/taken.npy" \
+         "com $T/nowhere.qem -o $T/taken.npy" "save $T/nowhere.npy $T/a.qem"; do
+    # shellcheck disable=SC2086
+    expect 1 "existing destination first: $c" -- "$QEM" $c
+    contains "$T/err" "already exists"
+done
+if cmp -s "$T/a.npy" "$T/taken.npy"; then ok; else bad "existing destination was altered"; fi
 expect 1 "existing export destination" -- "$QEM" export "$T/a.qem" "$T/b.npy"
 
 # float32: every bit kept; a dark plane is recorded but never applied.
