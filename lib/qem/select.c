@@ -186,11 +186,86 @@ dot_rows_planes(const uint16_t *tile, uint64_t m, uint32_t lo, uint32_t hi,
     }
 }
 
+/* Weights this small (CoM's coordinates on detectors up to 4096 wide,
+ * masks) take the 16-bit path below. */
+#define NARROW_WEIGHT 4095
+
+/* One 64-pixel row against narrow weights, as four 64-bit partial sums
+ * of (count - 2^15) x weight: each count less 2^15 is a signed word, so
+ * `vpmaddwd` is exact, and the row's four 16-pixel steps add up in 32
+ * bits (a lane takes 8 products of at most 4095 x 2^15: below 2^30). */
+__attribute__((target("avx2"), always_inline)) static inline __m256i
+row_lanes_narrow(const uint16_t *row, const __m256i *w16)
+{
+    const __m256i flip = _mm256_set1_epi16((short)0x8000);
+    __m256i a = _mm256_setzero_si256();
+    for (unsigned q = 0; q < PIXEL_GROUP / 16; q++)
+        a = _mm256_add_epi32(
+            a, _mm256_madd_epi16(_mm256_xor_si256(_mm256_loadu_si256((const __m256i *)row + q), flip),
+                                 w16[q]));
+    return _mm256_add_epi64(_mm256_cvtepi32_epi64(_mm256_castsi256_si128(a)),
+                            _mm256_cvtepi32_epi64(_mm256_extracti128_si256(a, 1)));
+}
+
+/* dot_rows_planes for a full group of 64 pixels whose weights all lie
+ * within +-NARROW_WEIGHT, four scans at a time: their partial sums are
+ * transposed and added into one vector of four totals, and `shift[k]`
+ * (2^15 times the plane's weights) is added back. */
+__attribute__((target("avx2"), always_inline)) static inline void
+dot_rows_narrow(const uint16_t *tile, uint32_t lo, uint32_t hi, const int16_t (*w16)[PIXEL_GROUP],
+                const int64_t *shift, int64_t *const *dst, const unsigned planes)
+{
+    enum { M = PIXEL_GROUP };
+    uint32_t i = lo;
+    for (unsigned k = 0; k < planes; k++) {
+        __m256i w[M / 16];
+        for (unsigned q = 0; q < M / 16; q++)
+            w[q] = _mm256_loadu_si256((const __m256i *)(w16[k] + 16 * q));
+        const __m256i back = _mm256_set1_epi64x(shift[k]);
+        for (i = lo; i + 4 <= hi; i += 4) {
+            const __m256i r0 = row_lanes_narrow(tile + (size_t)i * M, w);
+            const __m256i r1 = row_lanes_narrow(tile + (size_t)(i + 1) * M, w);
+            const __m256i r2 = row_lanes_narrow(tile + (size_t)(i + 2) * M, w);
+            const __m256i r3 = row_lanes_narrow(tile + (size_t)(i + 3) * M, w);
+            const __m256i s01 = _mm256_add_epi64(_mm256_unpacklo_epi64(r0, r1),
+                                                 _mm256_unpackhi_epi64(r0, r1));
+            const __m256i s23 = _mm256_add_epi64(_mm256_unpacklo_epi64(r2, r3),
+                                                 _mm256_unpackhi_epi64(r2, r3));
+            const __m256i sum = _mm256_add_epi64(
+                _mm256_add_epi64(_mm256_permute2x128_si256(s01, s23, 0x20),
+                                 _mm256_permute2x128_si256(s01, s23, 0x31)),
+                back);
+            __m256i *to = (__m256i *)(dst[k] + (i - lo));
+            _mm256_storeu_si256(to, _mm256_add_epi64(_mm256_loadu_si256(to), sum));
+        }
+        for (uint32_t t = i; t < hi; t++) {
+            const __m256i r = row_lanes_narrow(tile + (size_t)t * M, w);
+            const __m128i h =
+                _mm_add_epi64(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+            dst[k][t - lo] += _mm_cvtsi128_si64(h) + _mm_cvtsi128_si64(_mm_unpackhi_epi64(h, h)) +
+                              shift[k];
+        }
+    }
+}
+
 __attribute__((target("avx2"))) static void dot_rows_avx2(const uint16_t *tile, uint64_t m,
                                                           uint32_t lo, uint32_t hi,
                                                           const int64_t (*w)[PIXEL_GROUP],
                                                           int64_t *const *dst, unsigned planes)
 {
+    int16_t w16[4][PIXEL_GROUP];
+    int64_t shift[4] = {0, 0, 0, 0};
+    int narrow = m == PIXEL_GROUP;
+    for (unsigned k = 0; narrow && k < planes; k++)
+        for (uint64_t j = 0; j < m; j++) {
+            narrow &= w[k][j] >= -NARROW_WEIGHT && w[k][j] <= NARROW_WEIGHT;
+            w16[k][j] = (int16_t)w[k][j];
+            shift[k] += 32768 * w[k][j];
+        }
+    if (narrow) {
+        dot_rows_narrow(tile, lo, hi, (const int16_t(*)[PIXEL_GROUP])w16, shift, dst, planes);
+        return;
+    }
     switch (planes) {
     case 1: dot_rows_planes(tile, m, lo, hi, w, dst, 1); break;
     case 2: dot_rows_planes(tile, m, lo, hi, w, dst, 2); break;
