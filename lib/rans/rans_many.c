@@ -374,12 +374,11 @@ decode_groups_avx2(const qem_rans_tables *t, const uint8_t *base, const qem_stre
          * was loaded at pos. */
         __m256i used[GROUPS_AVX2];
         for (unsigned g = 0; g < groups; g++) {
-            used[g] = _mm256_set1_epi32(32); /* all taken of a load 4 bytes back */
-            pos[g] = _mm256_sub_epi32(pos[g], _mm256_set1_epi32(4));
+            used[g] = _mm256_setzero_si256();
+            buf[g] = load_buffers(base, pos[g], end[g], by_loads);
         }
         const __m256i full = _mm256_set1_epi32(16);
         const __m256i escape = _mm256_set1_epi32(QEM_RANS_ESCAPE);
-        refill_avx2(base, pos, end, buf, used, groups, by_loads);
         for (uint32_t i = 0; i < n; i++) {
 #pragma GCC unroll 4
             for (unsigned g = 0; g < groups; g++)
