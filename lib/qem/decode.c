@@ -383,6 +383,15 @@ __attribute__((target("avx2"))) static void stream_row_avx2(uint8_t *dst, const 
 }
 #endif
 
+#if defined(__SSE2__)
+/* 16 counts below 256 as bytes (the saturation never applies). */
+static inline __m128i narrow16(const uint16_t *src)
+{
+    return _mm_packus_epi16(_mm_loadu_si128((const __m128i *)src),
+                            _mm_loadu_si128((const __m128i *)(src + 8)));
+}
+#endif
+
 /* One tile row of a uint8 file's counts (all below 256) narrowed into
  * dst, 16 at a time; `stream`: past the caches, dst on a line. */
 static void narrow_row(uint8_t *dst, const uint16_t *src, uint64_t width, int stream)
@@ -391,13 +400,9 @@ static void narrow_row(uint8_t *dst, const uint16_t *src, uint64_t width, int st
 #if defined(__SSE2__)
     if (stream)
         for (; j + 16 <= width; j += 16)
-            _mm_stream_si128((__m128i *)(dst + j),
-                             _mm_packus_epi16(_mm_loadu_si128((const __m128i *)(src + j)),
-                                              _mm_loadu_si128((const __m128i *)(src + j + 8))));
+            _mm_stream_si128((__m128i *)(dst + j), narrow16(src + j));
     for (; j + 16 <= width; j += 16)
-        _mm_storeu_si128((__m128i *)(dst + j),
-                         _mm_packus_epi16(_mm_loadu_si128((const __m128i *)(src + j)),
-                                          _mm_loadu_si128((const __m128i *)(src + j + 8))));
+        _mm_storeu_si128((__m128i *)(dst + j), narrow16(src + j));
 #else
     (void)stream;
 #endif
