@@ -79,9 +79,9 @@ typedef qem_decode_path qem_rans_path;
 #define QEM_RANS_PATH_AVX2_LOADS QEM_DECODE_AVX2_LOADS
 
 /* The path to use: `requested`, else QEM_RANS_PATH from the environment
- * (scalar, avx2, avx2-loads, avx512), else AVX2 where the CPU has it
- * (avx2-loads on AMD), else scalar; AVX-512 only when asked for. A path
- * the CPU lacks falls back to scalar. */
+ * (scalar, avx2, avx2-loads, avx512), else AVX-512 where the CPU has the
+ * extensions its decoder uses, else AVX2 (avx2-loads on AMD), else
+ * scalar. A path the CPU lacks falls back to scalar. */
 qem_rans_path qem_rans_path_resolve(qem_rans_path requested);
 int qem_rans_path_supported(qem_rans_path path);
 const char *qem_rans_path_name(qem_rans_path path);
