@@ -29,9 +29,9 @@ extern "C" {
 /* --- forced decode paths ---------------------------------------------------- */
 
 typedef enum qem_decode_path {
-    /* QEM_RANS_PATH, else AVX2 where the CPU has it (avx2-loads on AMD),
-     * else scalar. AVX-512 only when asked for: its decoder lacks the
-     * AVX2 ones' branch-free renormalisation and sparse-row compares. */
+    /* QEM_RANS_PATH, else AVX-512 where the CPU has every extension its
+     * decoder uses (AVX512F, BW, CD and VBMI2: Zen 4, Ice Lake and later),
+     * else AVX2 (avx2-loads on AMD), else scalar. */
     QEM_DECODE_AUTO = 0,
     QEM_DECODE_SCALAR = 1,
     QEM_DECODE_AVX2 = 2,

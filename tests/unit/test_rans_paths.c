@@ -243,9 +243,12 @@ int main(void)
                                                                    : QEM_RANS_PATH_SCALAR);
     unsetenv("QEM_RANS_PATH");
 #if defined(__x86_64__) && defined(__GNUC__)
-    /* AUTO: AVX2, with gathers by loads on AMD; never AVX-512 unasked. */
+    /* AUTO: AVX-512 where the CPU has it, else AVX2, with gathers by
+     * loads on AMD. */
     const qem_rans_path chosen = qem_rans_path_resolve(QEM_RANS_PATH_AUTO);
-    if (qem_rans_path_supported(QEM_RANS_PATH_AVX2))
+    if (qem_rans_path_supported(QEM_RANS_PATH_AVX512))
+        CHECK_EQ_U64(chosen, QEM_RANS_PATH_AVX512);
+    else if (qem_rans_path_supported(QEM_RANS_PATH_AVX2))
         CHECK_EQ_U64(chosen, __builtin_cpu_is("amd") ? QEM_RANS_PATH_AVX2_LOADS
                                                      : QEM_RANS_PATH_AVX2);
 #endif
