@@ -79,8 +79,8 @@ long bench_buffer_huge_kib(const void *p, size_t size)
 /* Which of the extensions the decoders use /proc/cpuinfo lists. */
 static void cpu_flags(char *out, size_t size)
 {
-    static const char *const wanted[] = {"sse2", "avx2", "bmi2", "avx512f", "avx512bw",
-                                         "avx512vl", "avx512vbmi"};
+    static const char *const wanted[] = {"sse2",     "avx2",     "bmi2",        "avx512f",
+                                         "avx512bw", "avx512cd", "avx512_vbmi2"};
     char *line = malloc(8192);
     out[0] = '\0';
     FILE *f = line ? fopen("/proc/cpuinfo", "r") : NULL;
