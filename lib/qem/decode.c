@@ -146,12 +146,14 @@ static qem_status check_spatial_arrays(const qem_file *f, uint64_t index, const 
     return QEM_OK;
 }
 
-/* A large chunk is read in 4 MiB pieces by the file's threads: the copy
- * out of the page cache is otherwise one thread's work. */
+/* A chunk of 512 KiB or more is read in pieces by the file's threads:
+ * the copy out of the page cache is otherwise one thread's work while the
+ * others wait (set B's 0.8 MB chunks: two-thread decode +1.4-3.3 % with
+ * 256 KiB pieces rather than 4 MiB ones). */
 static qem_status read_chunk(const qem_file *f, uint8_t *buf, uint64_t size, uint64_t offset,
                              qem_error *error)
 {
-    enum { PIECE = 4u << 20 };
+    enum { PIECE = 256u << 10 };
     const int threads = qem_resolve_threads(f->threads);
     if (size < 2 * (uint64_t)PIECE || threads < 2 || omp_in_parallel())
         return qem_pread_full(f->fd, buf, (size_t)size, offset, QEM_E_FILE_LENGTH, error);

@@ -2,6 +2,9 @@
  * than one block gets several digests, each block is checked, and damage
  * in a later block is reported as that block; with several damaged
  * blocks, the first, on any number of threads. */
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "common/sha256.h"
 #include "qem_build.h"
 
@@ -62,6 +65,35 @@ int main(void)
         CHECK(memcmp(back, rows, (size_t)(64 * P) * 2) == 0);
         free(back);
         qem_close(f);
+    }
+
+    /* A file cut short after it was opened: the last chunk, read in
+     * pieces on the file's threads (or whole on one), is refused as too
+     * short, whichever piece comes up short. */
+    for (int threads = 1; threads <= 3; threads++) {
+        const char *cut = test_path("cut_after_open.qem");
+        qem_parts whole;
+        CHECK(qem_parts_load(path, &whole));
+        if (!whole.header)
+            break;
+        CHECK(qem_parts_write(cut, whole.header, whole.body, whole.body_size, 0));
+        qem_parts_free(&whole);
+        qem_open_options oo;
+        qem_open_options_init(&oo);
+        oo.threads = threads;
+        f = NULL;
+        CHECK_OK(qem_open(cut, &oo, &f, &e), &e);
+        struct stat st;
+        CHECK(stat(cut, &st) == 0);
+        CHECK(truncate(cut, st.st_size - 300000) == 0);
+        if (f) {
+            uint16_t *last = malloc((size_t)P * 2);
+            CHECK_STATUS(qem_read_scans(f, scans - 1, 1, last, (size_t)P * 2, &e),
+                         QEM_E_FILE_LENGTH, &e);
+            CHECK(e.message[0] != '\0');
+            free(last);
+            qem_close(f);
+        }
     }
 
     /* One byte changed in the second block, checksum table left alone. */
