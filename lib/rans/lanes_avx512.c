@@ -236,7 +236,9 @@ decode_groups_avx512(const qem_rans_tables *t, const uint8_t *base,
         for (unsigned g = 0; g < groups; g++)
             pos[g] = _mm512_add_epi32(pos[g], _mm512_srli_epi32(used[g], 3));
     } else {
-        /* Dense rows: buffers loaded every second step. */
+        /* Dense rows: buffers loaded every second step. The two steps are
+         * written out: as one loop of two, unrolled, GCC keeps the second
+         * step's dead buffer shift and the decoder is 3 % slower. */
         for (uint32_t i = 0; i < n; i += 2) {
             __mmask16 esc = 0;
 #pragma GCC unroll 2
