@@ -72,11 +72,11 @@ qem_rans_path qem_rans_path_resolve(qem_rans_path requested)
     }
     if (requested != QEM_RANS_PATH_AUTO)
         return qem_rans_path_supported(requested) ? requested : QEM_RANS_PATH_SCALAR;
+#ifdef QEM_HAVE_X86_SIMD
     /* AVX-512 first: on Zen 4 it decodes sets B and H 15-25 % faster
      * than either AVX2 path (doc/benchmarks.md). */
     if (qem_rans_path_supported(QEM_RANS_PATH_AVX512))
         return QEM_RANS_PATH_AVX512;
-#ifdef QEM_HAVE_X86_SIMD
     /* Zen 1-3 issue one 8-lane gather per ~9.5 cycles; eight loads take ~6.5. */
     if (qem_rans_path_supported(QEM_RANS_PATH_AVX2_LOADS) && __builtin_cpu_is("amd"))
         return QEM_RANS_PATH_AVX2_LOADS;
