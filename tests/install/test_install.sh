@@ -26,6 +26,8 @@ for f in include/qem.h include/qem_experimental.h lib/libqem.a lib/libqem.so lib
 done
 soname=$(readelf -d "$T/prefix/lib/libqem.so" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
 [ "$soname" = "libqem.so.0" ] || { echo "install: SONAME is '$soname'" >&2; exit 1; }
+# The installed command and libraries search only absolute folders.
+sh "$ROOT/tests/install/check_runpaths.sh" --run "$T/prefix/bin/qem" "$T/prefix" >/dev/null
 # The example is the README's C block, exactly.
 awk '/^```c$/ {on = 1; next} /^```$/ {on = 0} on' "$ROOT/README.md" >"$T/example.c"
 grep -q 'int main' "$T/example.c" || { echo "install: no C example in README.md" >&2; exit 1; }
