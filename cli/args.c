@@ -14,13 +14,16 @@
 #define SCAN_INDEX_MAX (((int64_t)1 << 40) - 1)
 #define BYTES_MAX ((int64_t)1 << 62)
 
+/* The --threads help names the library's limit. */
+_Static_assert(QEM_MAX_THREADS == 1024, "--threads says 1 to 1024");
+
 /* clang-format off */
 const option_spec option_specs[OPT_COUNT] = {
     [OPT_HELP] = {"--help", "-h", ARG_FLAG, NULL, 0, 0, 0, 0, 0, NULL, "this help"},
     [OPT_QUIET] = {"--quiet", "-q", ARG_FLAG, NULL, 0, 0, 0, 0, 0, NULL,
                    "no progress or summary lines"},
-    [OPT_THREADS] = {"--threads", NULL, ARG_INT, "N", 1, 4096, 0, 0, 0, NULL,
-                     "threads to use, 1 to 4096 (default: all cores)"},
+    [OPT_THREADS] = {"--threads", NULL, ARG_INT, "N", 1, QEM_MAX_THREADS, 0, 0, 0, NULL,
+                     "threads to use, 1 to 1024 (default: all cores)"},
     [OPT_JSON] = {"--json", NULL, ARG_FLAG, NULL, 0, 0, 0, 0, 0, NULL,
                   "machine-readable output (ASCII JSON)"},
     [OPT_CHUNK_SCANS] = {"--chunk-scans", NULL, ARG_INT, "N", 1, 1 << 24, 0, 0, 0, NULL,

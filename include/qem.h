@@ -185,6 +185,14 @@ typedef enum qem_body_check {
     QEM_BODY_CHECK_ON_READ = 1
 } qem_body_check;
 
+/* Threads: every options struct's `threads` is 0 (the OpenMP default:
+ * every core, or OMP_NUM_THREADS) or 1 to QEM_MAX_THREADS; any other value
+ * is QEM_E_INVALID_ARGUMENT before any work. In a child forked after the
+ * process ran parallel work, the library runs on one thread (GNU OpenMP
+ * cannot start threads there); exec'd programs and spawned processes are
+ * unaffected. */
+#define QEM_MAX_THREADS 1024
+
 /* Count streams decode side by side in SIMD lanes on the widest path the
  * CPU has (AVX-512, AVX2, else scalar); every path gives the same values
  * and errors. Forcing one is a test hook: qem_experimental.h. */

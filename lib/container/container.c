@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "common/fileio.h"
 #include "common/options.h"
+#include "common/threads.h"
 #include "container/representation.h"
 
 void qem_container_options_init(qem_container_options *o)
@@ -59,6 +60,7 @@ qem_status qem_container_open(const char *path, const qem_container_options *opt
     qem_container_options o;
     qem_container_options_init(&o);
     QEM_TRY(qem_options_overlay(&o, sizeof o, options, "qem_container_options", error));
+    QEM_TRY(qem_threads_check(o.threads, "qem_container_options.threads", error));
     qem_file_kind kind;
     QEM_TRY(qem_identify(path, &kind, error));
     if (kind != QEM_KIND_QEM && kind != QEM_KIND_PACK)

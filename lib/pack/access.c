@@ -8,6 +8,7 @@
 
 #include "common/bitpack.h"
 #include "common/error.h"
+#include "common/threads.h"
 #include "common/transpose.h"
 #include "pack/pack_internal.h"
 
@@ -130,9 +131,8 @@ qem_status pack_read_scans(qem_pack *p, uint64_t first, uint64_t count, qem_pack
     enum { GROUP = 64, WINDOW = 512 };
     const uint64_t groups = (P + GROUP - 1) / GROUP;
     int nomem = 0;
-    if (threads <= 0)
-        threads = omp_get_max_threads();
-#pragma omp parallel num_threads(threads)
+    threads = qem_threads_resolve(threads);
+#pragma omp parallel num_threads(qem_threads_resolve(threads))
     {
         uint32_t *tile = malloc(PACK_V1_TILE * sizeof *tile);
         uint16_t *cols = malloc((size_t)GROUP * WINDOW * sizeof *cols);
@@ -216,7 +216,7 @@ qem_status pack_weighted_sums(const qem_pack *p, uint64_t first, uint64_t count,
     }
     int nomem = 0;
     threads = threads > 0 ? threads : 1;
-#pragma omp parallel num_threads(threads)
+#pragma omp parallel num_threads(qem_threads_resolve(threads))
     {
         uint32_t tile[PACK_V1_TILE];
         int64_t *local = calloc((size_t)(p->sps * planes), sizeof *local);
@@ -283,10 +283,9 @@ qem_status pack_pixel_sums(const qem_pack *p, uint64_t first, uint64_t count, ui
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "pack_pixel_sums: bad range or argument");
     const uint64_t end = first + count;
     const uint64_t step = p->profile == QEM_PACK_UINT16_LZ4 ? PACK_V1_TILE : PACK_V3_TILE;
-    if (threads <= 0)
-        threads = omp_get_max_threads();
+    threads = qem_threads_resolve(threads);
     /* One pixel's tiles at a time, straight from the resident. */
-#pragma omp parallel for schedule(dynamic, 64) num_threads(threads)
+#pragma omp parallel for schedule(dynamic, 64) num_threads(qem_threads_resolve(threads))
     for (uint64_t px = 0; px < p->pixels; px++) {
         if (p->is_excluded[px]) {
             sums[px] = 0;

@@ -21,6 +21,7 @@
 #include "common/fileio.h"
 #include "common/options.h"
 #include "common/sha256.h"
+#include "common/threads.h"
 #include "pack/pack_internal.h"
 
 void qem_pack_load_options_init(qem_pack_load_options *o)
@@ -167,7 +168,7 @@ static qem_status decode_and_hash(load_state *L, const uint8_t *payload, const u
         L->t.decode += decoding;
     } else {
         pack_now(&t0);
-#pragma omp parallel num_threads(threads)
+#pragma omp parallel num_threads(qem_threads_resolve(threads))
         {
             int me = 0;
 #ifdef _OPENMP
@@ -511,7 +512,7 @@ static qem_status load_shards(load_state *L, const qem_pack_load_options *o, qem
     atomic_int stop = 0;
     uint64_t done = 0;
     int cancelled = 0;
-#pragma omp parallel num_threads(threads)
+#pragma omp parallel num_threads(qem_threads_resolve(threads))
     {
         int me = 0;
 #ifdef _OPENMP
@@ -579,17 +580,14 @@ qem_status qem_pack_load(qem_pack *p, const qem_pack_load_options *options, qem_
     qem_pack_load_options o;
     qem_pack_load_options_init(&o);
     QEM_TRY(qem_options_overlay(&o, sizeof o, options, "qem_pack_load_options", error));
+    QEM_TRY(qem_threads_check(o.threads, "qem_pack_load_options.threads", error));
     if (p->loaded)
         return QEM_OK;
     load_state L = {0};
     L.p = p;
     L.stored_digests = o.check_stored_digests;
     L.t = p->timings;
-#ifdef _OPENMP
-    L.threads = o.threads > 0 ? o.threads : omp_get_max_threads();
-#else
-    L.threads = 1;
-#endif
+    L.threads = qem_threads_resolve(o.threads);
     L.t.source_read = L.t.header_validation = L.t.payload_integrity = 0;
     L.t.descriptor_preparation = L.t.decode = L.t.resident_copy = 0;
     L.t.peak_transient_bytes = 0;

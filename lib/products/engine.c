@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "common/options.h"
+#include "common/threads.h"
 #include "products/products.h"
 
 /* Window memory: scans read at once stay within this many bytes. */
@@ -73,6 +74,8 @@ qem_status qem_products_open_path(qem_container *source, const qem_products_opti
     qem_products_options_init(&p->options);
     qem_status st = qem_options_overlay(&p->options, sizeof p->options, options,
                                         "qem_products_options", error);
+    if (st == QEM_OK)
+        st = qem_threads_check(p->options.threads, "qem_products_options.threads", error);
     if (st != QEM_OK) {
         free(p);
         return st;
@@ -81,9 +84,7 @@ qem_status qem_products_open_path(qem_container *source, const qem_products_opti
     p->path = path;
     p->ops = source->ops;
     p->impl = source->impl;
-    p->threads = p->options.threads > 0 ? p->options.threads : source->threads;
-    if (p->threads <= 0)
-        p->threads = omp_get_max_threads();
+    p->threads = qem_threads_resolve(p->options.threads > 0 ? p->options.threads : source->threads);
     p->ops->describe(p->impl, &p->info);
     p->scan_rows = p->info.shape[0];
     p->scan_cols = p->info.shape[1];

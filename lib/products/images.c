@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "common/options.h"
+#include "common/threads.h"
 #include "products/calibration.h"
 #include "products/dpc.h"
 #include "products/products.h"
@@ -162,7 +163,7 @@ static qem_status int_pixels_window(void *user, uint64_t first, uint64_t count, 
     const qem_products *p = s->p;
     const uint64_t P = p->pixels;
     /* Threads take slices of pixels; each owns its sums. */
-#pragma omp parallel for schedule(static) num_threads(p->threads > 0 ? p->threads : 1)
+#pragma omp parallel for schedule(static) num_threads(qem_threads_resolve(p->threads > 0 ? p->threads : 1))
     for (uint64_t p0 = 0; p0 < P; p0 += 256) {
         const uint64_t p1 = p0 + 256 < P ? p0 + 256 : P;
         const int narrow = p->data == QEM_DATA_COUNTS && p->info.working_dtype == QEM_DTYPE_UINT8;

@@ -167,6 +167,7 @@ static qem_status qem_export_npy_body(qem_file *f, const char *dest, const qem_e
     qem_export_options local;
     qem_export_options_init(&local);
     QEM_TRY(qem_options_overlay(&local, sizeof local, options, "qem_export_options", error));
+    QEM_TRY(qem_threads_check(local.threads, "qem_export_options.threads", error));
     options = &local;
     /* Scaled files export restored float32 values unless codes are asked for. */
     const qem_output kind = f->codec != QEM_CODEC_SCALED ? QEM_OUTPUT_NATIVE

@@ -154,7 +154,7 @@ static qem_status read_chunk(const qem_file *f, uint8_t *buf, uint64_t size, uin
                              qem_error *error)
 {
     enum { PIECE = 256u << 10 };
-    const int threads = qem_resolve_threads(f->threads);
+    const int threads = qem_threads_resolve(f->threads);
     if (size < 2 * (uint64_t)PIECE || threads < 2 || omp_in_parallel())
         return qem_pread_full(f->fd, buf, (size_t)size, offset, QEM_E_FILE_LENGTH, error);
     /* Equal pieces, a whole number per thread, so no thread waits for
@@ -165,7 +165,7 @@ static qem_status read_chunk(const qem_file *f, uint8_t *buf, uint64_t size, uin
     qem_status st = QEM_OK;
     uint64_t failed = UINT64_MAX;
     qem_error first = {0};
-#pragma omp parallel for schedule(static) num_threads(threads)
+#pragma omp parallel for schedule(static) num_threads(qem_threads_resolve(threads))
     for (uint64_t k = 0; k < pieces; k++) {
         const uint64_t at = k * piece;
         if (at >= size)
@@ -503,7 +503,7 @@ qem_status qem_decode_block(const qem_file *f, const qem_chunk_view *v, uint64_t
         (uintptr_t)rows % item == 0)
         lead = (LINE - (uintptr_t)rows % LINE) % LINE / item;
     const uint64_t groups = (lead ? 1 : 0) + (P - lead + PIXEL_GROUP - 1) / PIXEL_GROUP;
-#pragma omp parallel num_threads(threads)
+#pragma omp parallel num_threads(qem_threads_resolve(threads))
     {
         uint16_t *tile = malloc((size_t)(PIXEL_GROUP * lanes_per_pixel * n) * sizeof *tile);
         if (!tile) {
@@ -590,7 +590,7 @@ qem_status qem_read_into(qem_file *f, uint64_t first, uint64_t count, qem_output
         return qem_fail(error, QEM_E_INVALID_ARGUMENT,
                         "output buffer of %zu bytes is smaller than the %llu needed", out_size,
                         (unsigned long long)(count * row_bytes));
-    const int threads = qem_resolve_threads(requested_threads);
+    const int threads = qem_threads_resolve(requested_threads);
     const uint64_t end = first + count;
     uint64_t pos = first;
     while (pos < end) {

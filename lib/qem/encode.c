@@ -7,6 +7,7 @@
 
 #include "common/bitpack.h"
 #include "common/error.h"
+#include "common/threads.h"
 #include "qem/encode.h"
 
 #define PIXEL_GROUP 64
@@ -56,7 +57,7 @@ static qem_status encode_streams(const qem_rans_tables *tables, const void *rows
                         (unsigned long long)scans);
     }
     int nomem = 0;
-#pragma omp parallel num_threads(threads)
+#pragma omp parallel num_threads(qem_threads_resolve(threads))
     {
         uint16_t *tile = malloc((size_t)PIXEL_GROUP * QEM_INTERVAL * sizeof *tile);
         uint8_t *scratch = malloc(qem_stream_scratch_bound(QEM_INTERVAL));
@@ -123,7 +124,7 @@ static qem_status encode_spatial(const qem_geometry *g, const uint8_t *valid, co
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     }
     const int64_t step = 64;
-#pragma omp parallel for num_threads(threads) schedule(static)
+#pragma omp parallel for num_threads(qem_threads_resolve(threads)) schedule(static)
     for (int64_t s0 = 0; s0 < (int64_t)scans; s0 += step) {
         uint64_t n = scans - (uint64_t)s0 < (uint64_t)step ? scans - (uint64_t)s0 : (uint64_t)step;
         qem_spatial_sums_from_rows(g, valid, (const uint8_t *)rows + (uint64_t)s0 * g->pixels * item,

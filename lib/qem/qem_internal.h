@@ -9,6 +9,7 @@
 
 #include "qem.h"
 #include "common/fileio.h"
+#include "common/threads.h"
 #include "qem/metadata.h"
 #include "rans/rans.h"
 
@@ -209,8 +210,6 @@ qem_status qem_logical_digest_check(const qem_file *file, const uint8_t digest[3
 
 /* Chunk containing flat scan `scan` (binary search). */
 uint64_t qem_chunk_index_of(const qem_file *file, uint64_t scan);
-
-int qem_resolve_threads(int requested);
 
 /* Validates the float codec's empad block, keeping any mean-dark plane. */
 qem_status qem_empad_load(qem_file *file, const json_t *empad, qem_error *error);

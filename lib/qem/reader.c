@@ -15,17 +15,8 @@
 #include "common/json.h"
 #include "common/options.h"
 #include "common/sha256.h"
+#include "common/threads.h"
 #include "qem/qem_internal.h"
-
-int qem_resolve_threads(int requested)
-{
-#ifdef _OPENMP
-    return requested > 0 ? requested : omp_get_max_threads();
-#else
-    (void)requested;
-    return 1;
-#endif
-}
 
 void qem_open_options_init(qem_open_options *o)
 {
@@ -99,14 +90,14 @@ qem_status qem_body_check_range(qem_file *f, uint64_t begin, uint64_t end, int a
     int threads = 1;
 #ifdef _OPENMP
     if (!omp_in_parallel())
-        threads = qem_resolve_threads(f->threads);
+        threads = qem_threads_resolve(f->threads);
 #endif
     if ((uint64_t)threads > todo)
         threads = (int)todo;
     uint64_t failed = UINT64_MAX, count = 0;
     qem_status st = QEM_OK;
     qem_error first_error = {0};
-#pragma omp parallel num_threads(threads) reduction(+ : count)
+#pragma omp parallel num_threads(qem_threads_resolve(threads)) reduction(+ : count)
     {
         uint8_t *buf = malloc(PIECE);
         qem_sha256 *ctx = qem_sha256_new();
@@ -184,6 +175,7 @@ qem_status qem_open_experimental(const char *path, const qem_open_options *optio
     qem_open_options local;
     qem_open_options_init(&local);
     QEM_TRY(qem_options_overlay(&local, sizeof local, options, "qem_open_options", error));
+    QEM_TRY(qem_threads_check(local.threads, "qem_open_options.threads", error));
     options = &local;
     qem_experimental_open_options x;
     qem_experimental_open_options_init(&x);

@@ -290,7 +290,7 @@ static qem_status reduce_block(const qem_file *f, const qem_chunk_view *v, uint6
     qem_status failed = QEM_OK;
     qem_error first_error = {0};
     uint64_t failed_at = UINT64_MAX;
-#pragma omp parallel num_threads(threads)
+#pragma omp parallel num_threads(qem_threads_resolve(threads))
     {
         uint16_t *cols = malloc((size_t)PIXEL_GROUP * n * sizeof *cols);
         int64_t *local = calloc((size_t)span * K, sizeof *local);
@@ -407,7 +407,7 @@ qem_status qem_weighted_sums(qem_file *f, uint64_t first, uint64_t count,
     int need_spatial = 0;
     for (unsigned k = 0; k < planes; k++)
         need_spatial |= sp.tile_count[k] != 0;
-    threads = qem_resolve_threads(threads > 0 ? threads : f->threads);
+    threads = qem_threads_resolve(threads > 0 ? threads : f->threads);
     const uint64_t end = first + count, c0 = qem_chunk_index_of(f, first);
     uint64_t c_end = c0;
     while (c_end < f->chunk_count && f->chunks[c_end].first < end)
@@ -421,7 +421,7 @@ qem_status qem_weighted_sums(qem_file *f, uint64_t first, uint64_t count,
     const int per_chunk = threads > 1 && c_end - c0 >= (uint64_t)threads;
     qem_status st = QEM_OK;
     uint64_t failed_chunk = UINT64_MAX;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(per_chunk ? threads : 1)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(qem_threads_resolve(per_chunk ? threads : 1))
     for (uint64_t ci = c0; ci < c_end; ci++) {
         qem_status cst;
 #pragma omp atomic read
@@ -467,7 +467,7 @@ qem_status qem_pixel_sums(qem_file *f, uint64_t first, uint64_t count, uint64_t 
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_pixel_sums: bad range or argument");
     if (!count)
         return QEM_OK;
-    threads = qem_resolve_threads(threads > 0 ? threads : f->threads);
+    threads = qem_threads_resolve(threads > 0 ? threads : f->threads);
     const uint64_t P = f->pixels, end = first + count;
     const uint64_t groups = (P + PIXEL_GROUP - 1) / PIXEL_GROUP;
     qem_status st = QEM_OK;
@@ -489,7 +489,7 @@ qem_status qem_pixel_sums(qem_file *f, uint64_t first, uint64_t count, uint64_t 
             uint64_t bad_lane = UINT64_MAX;
             qem_status bad = QEM_OK;
             /* Each pixel's samples are summed in the decoded tile: no scan rows. */
-#pragma omp parallel num_threads(threads)
+#pragma omp parallel num_threads(qem_threads_resolve(threads))
             {
                 uint16_t *cols = malloc((size_t)PIXEL_GROUP * n * sizeof *cols);
 #pragma omp for schedule(dynamic, 4)

@@ -32,7 +32,7 @@ static qem_status block_field_sums(qem_file *f, const qem_chunk_view *v, uint64_
     memset(sums, 0, (size_t)(n * F) * sizeof *sums);
     uint64_t bad_pixel = UINT64_MAX;
     int nomem = 0;
-#pragma omp parallel num_threads(threads)
+#pragma omp parallel num_threads(qem_threads_resolve(threads))
     {
         uint16_t *tile = malloc((size_t)PIXEL_GROUP * n * sizeof *tile);
         /* Field by field (local[field * n + scan]): a run of pixels adds to
@@ -212,12 +212,13 @@ static qem_status verify_file(qem_file *f, const qem_verify_options *options,
     qem_verify_options_init(&local_options);
     QEM_TRY(qem_options_overlay(&local_options, sizeof local_options, options,
                                 "qem_verify_options", error));
+    QEM_TRY(qem_threads_check(local_options.threads, "qem_verify_options.threads", error));
     options = &local_options;
     if (!f)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_verify: NULL file");
     QEM_TRY(qem_body_check_range(f, 0, f->body_bytes, 1, &report->body_blocks_checked, error));
 
-    const int threads = qem_resolve_threads(options->threads);
+    const int threads = qem_threads_resolve(options->threads);
     const int integer = f->codec == QEM_CODEC_INTEGER;
     const qem_output kind = f->codec == QEM_CODEC_SCALED ? QEM_OUTPUT_CODES : QEM_OUTPUT_NATIVE;
     const size_t row_bytes = (size_t)f->pixels * qem_output_item(f, kind);

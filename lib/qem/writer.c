@@ -262,6 +262,7 @@ static qem_status writer_setup(const char *dest, qem_dtype dtype, const uint64_t
     qem_save_options local;
     qem_save_options_init(&local);
     QEM_TRY(qem_options_overlay(&local, sizeof local, options, "qem_save_options", error));
+    QEM_TRY(qem_threads_check(local.threads, "qem_save_options.threads", error));
     options = &local;
     if (dest && !ends_with_qem(dest))
         return qem_fail(error, QEM_E_INVALID_ARGUMENT,
@@ -289,7 +290,7 @@ static qem_status writer_setup(const char *dest, qem_dtype dtype, const uint64_t
     w->pixels = shape[2] * shape[3];
     qem_geometry_init(&w->geometry, shape[2], shape[3]);
     w->chunk_scans = (uint32_t)chunk;
-    w->threads = qem_resolve_threads(options->threads);
+    w->threads = qem_threads_resolve(options->threads);
     w->progress = options->progress;
     w->progress_user = options->progress_user;
     w->valid = malloc((size_t)w->pixels);

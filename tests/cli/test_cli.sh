@@ -23,6 +23,8 @@ expect 2 "unknown command" -- "$QEM" frobnicate
 expect 2 "unknown option" -- "$QEM" save --bogus a.npy b.qem
 expect 2 "missing argument" -- "$QEM" save only.npy
 expect 2 "bad thread count" -- "$QEM" verify x.qem --threads 0
+expect 2 "--threads past the library's limit" -- "$QEM" verify x.qem --threads 1025
+contains "$T/err" "1 to 1024"
 
 # A synthetic acquisition through save, info, verify and export.
 expect 0 "synth" -- "$SYNTH" "$T/a.npy" --shape 8,8,32,32 --dose 3
