@@ -33,7 +33,7 @@ def open(path, *, threads=None, verify=True, raw=False, expect_sha256=None, prog
     """Opens a ``.qem`` file or a pack (recognised by content) as a
     :class:`qem.File`; use it as a context manager.
 
-    threads: decode threads per call (None: every core).
+    threads: decode threads per call, 0 to 1024 (None or 0: every core).
     verify: .qem files: check every 64 MiB body block's SHA-256 while
         opening (True), or the first time a read touches it (False; every
         block is still checked before its bytes are decoded). A pack

@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 
-from . import _qem
+from . import _args, _qem
 from ._errors import LimitError
 from ._progress import reporter
 
@@ -173,12 +173,11 @@ class File:
 
     def __init__(self, path, *, threads=None, verify=True, raw=False, expect_sha256=None,
                  progress=None):
-        if threads is not None and (not isinstance(threads, int) or threads < 1):
-            raise ValueError("threads must be a positive integer, or None for every core")
-        self._options = dict(threads=threads, verify=verify, raw=raw,
+        count = _args.threads(threads)  # None and 0: every core
+        self._options = dict(threads=None if threads is None else count, verify=verify, raw=raw,
                              expect_sha256=expect_sha256)
         with reporter(progress, "loading shards", "shards") as callback:
-            self._c = _qem.Container(os.fspath(path), threads=threads or 0, verify=bool(verify),
+            self._c = _qem.Container(os.fspath(path), threads=count, verify=bool(verify),
                                      raw=bool(raw), expect_sha256=expect_sha256,
                                      progress=callback)
         info = self._c.info()
@@ -313,10 +312,12 @@ class File:
             flat = np.asarray(scan_indices)
             if flat.ndim != 1 or not (flat.dtype.kind in "iu" or flat.size == 0):
                 raise TypeError("scan_indices must be a 1-D sequence of integers")
-            flat = flat.astype(np.int64)
             scans = self.shape[0] * self.shape[1]
-            if flat.size and (flat.min() < -scans or flat.max() >= scans):
+            # Checked in their own type: uint64 above 2**63 would wrap
+            # around to a negative index as int64.
+            if flat.size and (int(flat.min()) < -scans or int(flat.max()) >= scans):
                 raise IndexError(f"scan_indices must lie in [-{scans}, {scans})")
+            flat = flat.astype(np.int64)
             flat = np.where(flat < 0, flat + scans, flat)
             shape = (flat.size, len(drs), len(dcs))
         else:

@@ -7,7 +7,7 @@ import os
 
 import numpy as np
 
-from . import _qem
+from . import _args, _qem
 from ._progress import reporter
 
 # A block handed to the writer: about this many bytes of scans.
@@ -133,16 +133,18 @@ def _blocks_of_array(data, shape4):
 
 
 def _shape_of(data_shape, scan_shape):
-    data_shape = tuple(int(n) for n in data_shape)
+    """The 4D shape from the data's (checked integers) and scan_shape."""
+    if scan_shape is not None:
+        scan_shape = _args.integers(scan_shape, "scan_shape", 2, 1, _args.UINT32_MAX)
     if len(data_shape) == 4:
-        if scan_shape is not None and tuple(scan_shape) != data_shape[:2]:
-            raise ValueError(f"scan_shape {tuple(scan_shape)} contradicts the data's "
+        if scan_shape is not None and scan_shape != data_shape[:2]:
+            raise ValueError(f"scan_shape {scan_shape} contradicts the data's "
                              f"{data_shape[:2]}; omit it")
         return data_shape
     if len(data_shape) == 3:
         if scan_shape is None:
             raise ValueError("3D data (frames, rows, columns) need scan_shape=(rows, columns)")
-        r, c = (int(n) for n in scan_shape)
+        r, c = scan_shape
         if r * c != data_shape[0]:
             raise ValueError(f"scan_shape {r}x{c} holds {r * c} frames; the data have "
                              f"{data_shape[0]}")
@@ -224,6 +226,10 @@ def save(path, data, *, scan_shape=None, shape=None, dtype=None, chunk_scans=Non
     FileExistsError (qem never overwrites). Ctrl-C stops and leaves nothing.
     """
     path = os.fspath(path)
+    threads = _args.threads(threads)
+    chunk_scans = _args.chunk_scans(chunk_scans)
+    max_in_flight = _args.optional(max_in_flight, "max_in_flight", 1, _args.INT64_MAX,
+                                   " (None: twice the workers' threads)")
     source_facts = {}
     calibration_doc = None
     source_format = None
@@ -247,9 +253,10 @@ def save(path, data, *, scan_shape=None, shape=None, dtype=None, chunk_scans=Non
     array_like = hasattr(data, "shape") and hasattr(data, "dtype") and \
         hasattr(data, "__getitem__")
     if array_like:
-        if shape is not None and tuple(shape) != tuple(data.shape):
-            raise ValueError(f"shape {tuple(shape)} contradicts the data's {tuple(data.shape)}")
-        shape4 = _shape_of(data.shape, scan_shape)
+        data_shape = _args.shape_lengths(data.shape, "the data's shape")
+        if shape is not None and tuple(shape) != data_shape:
+            raise ValueError(f"shape {tuple(shape)} contradicts the data's {data_shape}")
+        shape4 = _shape_of(data_shape, scan_shape)
         source_dtype = np.dtype(data.dtype)
         kind = type(data).__module__.split(".")[0]
         source_format = source_format or {"numpy": "numpy", "dask": "dask",
@@ -263,6 +270,10 @@ def save(path, data, *, scan_shape=None, shape=None, dtype=None, chunk_scans=Non
         except TypeError:
             raise TypeError("data must be an array (numpy, Dask, h5py), a HyperSpy signal or "
                             "an iterable of blocks") from None
+        if isinstance(shape, (str, bytes)) or not hasattr(shape, "__len__") or \
+                len(shape) not in (3, 4):
+            raise ValueError("shape= is the data's 4D shape (or 3D with scan_shape=)")
+        shape = _args.integers(shape, "shape", len(shape), 1, _args.UINT32_MAX)
         shape4 = _shape_of(shape, scan_shape)
         source_dtype = np.dtype(dtype)
         source_format = source_format or "iterable"
@@ -276,7 +287,7 @@ def save(path, data, *, scan_shape=None, shape=None, dtype=None, chunk_scans=Non
                                       f"{stored} value; refused otherwise")
     pixels = shape4[2] * shape4[3]
     writer = _qem.Writer(
-        path, stored.name, shape4, chunk_scans=chunk_scans or 0, threads=threads or 0,
+        path, stored.name, shape4, chunk_scans=chunk_scans, threads=threads,
         valid=None if valid is None else np.asarray(valid),
         dark=None if dark is None else np.asarray(dark, dtype=np.float32),
         calibration=calibration_text, metadata=metadata_text,
@@ -289,7 +300,7 @@ def save(path, data, *, scan_shape=None, shape=None, dtype=None, chunk_scans=Non
     try:
         with reporter(progress, "saving", "scans") as callback:
             if client is not None:
-                _save_on_cluster(writer, data, shape4, stored, chunk_scans or 0,
+                _save_on_cluster(writer, data, shape4, stored, chunk_scans,
                                  None if valid is None else np.asarray(valid), client,
                                  max_in_flight, callback)
                 writer.finish()
@@ -329,11 +340,12 @@ def convert(src, dest, *, dataset=None, scan_shape=None, raw_shape=None, raw_dty
     file to re-save) as .qem, as ``qem save`` does: recognised by content,
     one window of frames in memory, uint32 stored as uint16 only when every
     admitted value fits, flagged pixels invalid, members authenticated."""
+    acquisition = _args.acquisition(scan_shape, raw_shape, raw_offset, raw_frame_header)
+    chunk_scans = _args.chunk_scans(chunk_scans)
+    threads = _args.threads(threads)
     with reporter(progress, "saving", "scans") as callback:
-        _qem.save_file(os.fspath(src), os.fspath(dest), dataset=dataset, scan_shape=scan_shape,
-                       raw_shape=raw_shape, raw_dtype=raw_dtype, raw_offset=raw_offset,
-                       raw_frame_header=raw_frame_header, chunk_scans=chunk_scans or 0,
-                       threads=threads or 0,
+        _qem.save_file(os.fspath(src), os.fspath(dest), dataset=dataset, raw_dtype=raw_dtype,
+                       chunk_scans=chunk_scans, threads=threads, **acquisition,
                        calibration=_json_text(calibration, "calibration"),
                        metadata=_json_text(metadata, "metadata"), progress=callback)
     return os.fspath(dest)
@@ -345,8 +357,7 @@ def inspect(src, *, dataset=None, scan_shape=None, raw_shape=None, raw_dtype=Non
     member authenticated): family, shape, sample type and what would be
     stored, flagged pixels, members and digests, facts, calibration, size
     bounds."""
+    acquisition = _args.acquisition(scan_shape, raw_shape, raw_offset, raw_frame_header)
     with reporter(progress, "hashing", "bytes") as callback:
-        return json.loads(_qem.inspect(os.fspath(src), dataset=dataset, scan_shape=scan_shape,
-                                       raw_shape=raw_shape, raw_dtype=raw_dtype,
-                                       raw_offset=raw_offset,
-                                       raw_frame_header=raw_frame_header, progress=callback))
+        return json.loads(_qem.inspect(os.fspath(src), dataset=dataset, raw_dtype=raw_dtype,
+                                       **acquisition, progress=callback))

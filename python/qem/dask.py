@@ -24,6 +24,7 @@ the units allow. See doc/distributed.md.
 """
 import numpy as np
 
+from . import _args
 from ._dask import stamp_of, worker_file
 
 _TASK_BYTES = 512 << 20
@@ -48,15 +49,18 @@ def _compute(client, items):
     return client.gather(client.compute(list(items)))
 
 
+def _partition(partition):
+    return _args.optional(partition, "partition", 1, _args.INT64_MAX, " (scans per task)")
+
+
 def _partitions(f, partition, threads=1):
     """(first, end) scan ranges: whole natural units up to ~512 MiB and at
     least two tasks per worker thread where the units allow, or
     `partition` scans each."""
     scans = f.shape[0] * f.shape[1]
+    partition = _partition(partition)
     if partition is not None:
-        step = int(partition)
-        if step < 1:
-            raise ValueError("partition is a positive number of scans per task")
+        step = partition
         return [(s, min(s + step, scans)) for s in range(0, scans, step)]
     scan_bytes = f.shape[2] * f.shape[3] * f.dtype.itemsize
     target = min(_TASK_BYTES, -(-scans * scan_bytes // (2 * max(1, threads))))
@@ -157,6 +161,7 @@ def _patterns(src, rows, cols, with_max, partition, threads):
     """The merged (sum, max) of the scans of rows x cols."""
     from dask import delayed
 
+    partition = _partition(partition)
     columns = src.shape[1]
     if cols == (0, columns):  # whole rows: one range, cut by partitions
         first, end = rows[0] * columns, rows[1] * columns
@@ -258,6 +263,8 @@ def region(paths, r0, r1, c0, c1, reduce="sum", *, client=None, partition=None):
     float32), on the cluster."""
     if reduce not in ("sum", "mean", "max"):
         raise ValueError(f"reduce must be 'sum', 'mean' or 'max', not {reduce!r}")
+    r0, r1, c0, c1 = (_args.integer(v, name, 0, _args.INT64_MAX)
+                      for v, name in zip((r0, r1, c0, c1), ("r0", "r1", "c0", "c1")))
     items, single = _paths(paths)
     sources = [_Source(p) for p in items]
     for s in sources:

@@ -3,9 +3,7 @@ qem.pack.produce mirror ``qem pack inspect`` and ``qem pack produce``."""
 import json
 import os
 
-import numpy as np
-
-from . import _qem
+from . import _args, _qem
 from ._progress import reporter
 
 
@@ -15,11 +13,10 @@ def inspect(src, *, dataset=None, scan_shape=None, raw_shape=None, raw_dtype=Non
     producer sees it (shape, dtype, logical bytes, bad pixels and their
     digest, mask identity, source identity). Refuses what cannot be packed
     (float32 data) saying why."""
+    acquisition = _args.acquisition(scan_shape, raw_shape, raw_offset, raw_frame_header)
     with reporter(progress, "hashing", "bytes") as callback:
-        return json.loads(_qem.pack_inspect(
-            os.fspath(src), dataset=dataset, scan_shape=scan_shape, raw_shape=raw_shape,
-            raw_dtype=raw_dtype, raw_offset=raw_offset, raw_frame_header=raw_frame_header,
-            progress=callback))
+        return json.loads(_qem.pack_inspect(os.fspath(src), dataset=dataset, raw_dtype=raw_dtype,
+                                            **acquisition, progress=callback))
 
 
 def produce(src, dest, *, profile="u16-lz4", exclude=None, dataset=None, scan_shape=None,
@@ -32,15 +29,16 @@ def produce(src, dest, *, profile="u16-lz4", exclude=None, dataset=None, scan_sh
     profile: "u16-lz4" (exact uint16, LZ4 blocks; excluded pixels retained
         exactly) or "u8-bitpacked" (exact uint8: every admitted count <= 255,
         each excluded pixel one constant raw value).
-    exclude: a boolean detector mask of pixels to exclude besides those the
-        detector flags.
+    exclude: pixels to exclude besides those the detector flags: a
+        boolean detector mask, or the path of a .npy mask (as ``qem pack
+        produce --exclude``).
     Returns the receipt (a dict)."""
     dest = os.fspath(dest)
+    acquisition = _args.acquisition(scan_shape, raw_shape, raw_offset, raw_frame_header)
     with reporter(progress, "packing", "shards") as callback:
-        _qem.pack_produce(os.fspath(src), dest, dataset=dataset, scan_shape=scan_shape,
-                          raw_shape=raw_shape, raw_dtype=raw_dtype, raw_offset=raw_offset,
-                          raw_frame_header=raw_frame_header, profile=profile,
-                          exclude=None if exclude is None else np.asarray(exclude),
+        _qem.pack_produce(os.fspath(src), dest, dataset=dataset, raw_dtype=raw_dtype,
+                          **acquisition, profile=profile,
+                          exclude=None if exclude is None else _args.mask(exclude),
                           progress=callback)
     with open(dest + ".receipt.json") as f:
         return json.load(f)

@@ -11,7 +11,7 @@ typedef struct acquisition_args {
     const char *dataset;
     PyObject *scan_shape, *raw_shape;
     const char *raw_dtype;
-    unsigned long long raw_offset, raw_frame_header;
+    uint64_t raw_offset, raw_frame_header;
 } acquisition_args;
 
 static int shape_arg(PyObject *obj, uint64_t *out, Py_ssize_t n, const char *name)
@@ -60,9 +60,9 @@ static int acquisition_options(const acquisition_args *a, qem_acquisition_option
 
 #define ACQUISITION_KW "dataset", "scan_shape", "raw_shape", "raw_dtype", "raw_offset", \
                        "raw_frame_header"
-#define ACQUISITION_FMT "zOOzKK"
+#define ACQUISITION_FMT "zOOzO&O&"
 #define ACQUISITION_REFS(a) &(a).dataset, &(a).scan_shape, &(a).raw_shape, &(a).raw_dtype, \
-                            &(a).raw_offset, &(a).raw_frame_header
+                            ext_u64_arg, &(a).raw_offset, ext_u64_arg, &(a).raw_frame_header
 #define ACQUISITION_INIT {NULL, Py_None, Py_None, NULL, 0, 0}
 
 /* save_file(src, dest, *, acquisition keywords, chunk_scans, threads,
@@ -79,10 +79,11 @@ PyObject *ext_save_file(PyObject *self, PyObject *args, PyObject *kwargs)
     unsigned int chunk_scans = 0;
     int threads = 0;
     const char *calibration = NULL, *metadata = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&O&|$" ACQUISITION_FMT "IizzO:save_file", kw,
-                                     PyUnicode_FSConverter, &src, PyUnicode_FSConverter, &dest,
-                                     ACQUISITION_REFS(a), &chunk_scans, &threads, &calibration,
-                                     &metadata, &progress))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&O&|$" ACQUISITION_FMT "O&O&zzO:save_file",
+                                     kw, PyUnicode_FSConverter, &src, PyUnicode_FSConverter, &dest,
+                                     ACQUISITION_REFS(a), ext_u32_arg, &chunk_scans,
+                                     ext_threads_arg, &threads, &calibration, &metadata,
+                                     &progress))
         goto fail;
     ext_progress pr;
     ext_progress_init(&pr, progress);

@@ -57,15 +57,10 @@ static int container_init(ext_container *self, PyObject *args, PyObject *kwargs)
         PyErr_SetString(PyExc_RuntimeError, "Container is already open");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|ippzO:Container", kw,
-                                     PyUnicode_FSConverter, &path_obj, &threads, &verify, &raw,
-                                     &expect, &progress))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|O&ppzO:Container", kw,
+                                     PyUnicode_FSConverter, &path_obj, ext_threads_arg, &threads,
+                                     &verify, &raw, &expect, &progress))
         return -1;
-    if (threads < 0) {
-        Py_DECREF(path_obj);
-        PyErr_SetString(PyExc_ValueError, "threads must be positive (or None for all cores)");
-        return -1;
-    }
     qem_container_options o;
     qem_container_options_init(&o);
     o.threads = threads;
@@ -534,11 +529,10 @@ static qem_status call_frame(qem_products *p, void *args, qem_image *im, qem_err
 
 static PyObject *container_frame(ext_container *self, PyObject *args)
 {
-    unsigned long long scan;
-    if (!PyArg_ParseTuple(args, "K:frame", &scan))
+    uint64_t scan;
+    if (!PyArg_ParseTuple(args, "O&:frame", ext_u64_arg, &scan))
         return NULL;
-    uint64_t s = scan;
-    return run_product(self, call_frame, &s);
+    return run_product(self, call_frame, &scan);
 }
 
 typedef struct region_args {
@@ -554,9 +548,10 @@ static qem_status call_region(qem_products *p, void *args, qem_image *im, qem_er
 
 static PyObject *container_region(ext_container *self, PyObject *args)
 {
-    unsigned long long r0, r1, c0, c1;
+    uint64_t r0, r1, c0, c1;
     int reduce;
-    if (!PyArg_ParseTuple(args, "KKKKi:region", &r0, &r1, &c0, &c1, &reduce))
+    if (!PyArg_ParseTuple(args, "O&O&O&O&i:region", ext_u64_arg, &r0, ext_u64_arg, &r1,
+                          ext_u64_arg, &c0, ext_u64_arg, &c1, &reduce))
         return NULL;
     region_args a = {r0, r1, c0, c1, reduce};
     return run_product(self, call_region, &a);
@@ -787,9 +782,10 @@ static PyObject *container_resolve_detector(ext_container *self, PyObject *args)
 /* weighted_sums(first, count, weights[planes, pixels] int32) -> int64[planes, count] */
 static PyObject *container_weighted_sums(ext_container *self, PyObject *args)
 {
-    unsigned long long first, count;
+    uint64_t first, count;
     PyObject *w_obj;
-    if (!PyArg_ParseTuple(args, "KKO:weighted_sums", &first, &count, &w_obj))
+    if (!PyArg_ParseTuple(args, "O&O&O:weighted_sums", ext_u64_arg, &first, ext_u64_arg, &count,
+                          &w_obj))
         return NULL;
     PyArrayObject *w = (PyArrayObject *)PyArray_FROM_OTF(
         w_obj, NPY_INT32, NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED);
@@ -837,8 +833,8 @@ static PyObject *container_weighted_sums(ext_container *self, PyObject *args)
 /* pixel_sums(first, count) -> uint64[pixels] */
 static PyObject *container_pixel_sums(ext_container *self, PyObject *args)
 {
-    unsigned long long first, count;
-    if (!PyArg_ParseTuple(args, "KK:pixel_sums", &first, &count))
+    uint64_t first, count;
+    if (!PyArg_ParseTuple(args, "O&O&:pixel_sums", ext_u64_arg, &first, ext_u64_arg, &count))
         return NULL;
     if (ext_container_enter(self) < 0)
         return NULL;
@@ -884,9 +880,9 @@ static qem_status call_part(qem_products *p, void *args, qem_image *im, qem_erro
 static PyObject *part_product(ext_container *self, PyObject *args, int kind)
 {
     PyObject *mask_obj;
-    unsigned long long first, count;
+    uint64_t first, count;
     PyArrayObject *mask;
-    if (!PyArg_ParseTuple(args, "OKK", &mask_obj, &first, &count) ||
+    if (!PyArg_ParseTuple(args, "OO&O&", &mask_obj, ext_u64_arg, &first, ext_u64_arg, &count) ||
         mask_arg(self, mask_obj, kind == 1, &mask) < 0)
         return NULL;
     part_args a = {mask ? PyArray_DATA(mask) : NULL, first, count, kind};
@@ -908,9 +904,10 @@ static PyObject *container_com_part(ext_container *self, PyObject *args)
 /* patterns_part(first, count, with_max) -> (sum, max or None) */
 static PyObject *container_patterns_part(ext_container *self, PyObject *args)
 {
-    unsigned long long first, count;
+    uint64_t first, count;
     int with_max;
-    if (!PyArg_ParseTuple(args, "KKp:patterns_part", &first, &count, &with_max) ||
+    if (!PyArg_ParseTuple(args, "O&O&p:patterns_part", ext_u64_arg, &first, ext_u64_arg, &count,
+                          &with_max) ||
         ext_container_enter(self) < 0)
         return NULL;
     ext_progress pr;

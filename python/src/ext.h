@@ -49,11 +49,22 @@ void ext_progress_clear(ext_progress *p);
 int ext_npy_type(qem_dtype dtype);
 /* A qem_image as a numpy array that owns its buffer (the image is moved). */
 PyObject *ext_image_array(qem_image *image);
-/* A contiguous uint8 mask of `pixels` entries from any array-like (bool or
- * 0/1 integers of the detector's shape); a new reference or NULL. */
+/* A contiguous uint8 mask of the detector's shape from any array-like
+ * (bool or 0/1 integers of that shape) or from the path (str or bytes) of
+ * a .npy mask, read by the library as the CLI reads one; a new reference
+ * or NULL. */
 PyArrayObject *ext_mask_array(PyObject *mask, uint64_t rows, uint64_t columns, const char *what);
 /* A Python str from a library string returned for qem_free. */
 PyObject *ext_take_string(char *text, const qem_error *e);
+
+/* PyArg "O&" converters for integer arguments: the "K", "I" and "i"
+ * formats would wrap a negative or too large value around (or truncate
+ * it) on its way into the library; these refuse it instead. The package
+ * names each argument and its range before calling (qem/_args.py); these
+ * are the extension's own guard. */
+int ext_u64_arg(PyObject *obj, void *out);     /* uint64_t */
+int ext_u32_arg(PyObject *obj, void *out);     /* unsigned int, at most UINT32_MAX */
+int ext_threads_arg(PyObject *obj, void *out); /* int, 0 to QEM_MAX_THREADS */
 
 /* --- types ------------------------------------------------------------------ */
 

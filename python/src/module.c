@@ -139,14 +139,46 @@ PyObject *ext_image_array(qem_image *image)
     return array;
 }
 
+/* A .npy mask file, by the library's rules (bool or uint8, 0/1 only). */
+static PyArrayObject *mask_from_npy(PyObject *path, uint64_t rows, uint64_t columns)
+{
+    PyObject *bytes = NULL;
+    if (!PyUnicode_FSConverter(path, &bytes))
+        return NULL;
+    npy_intp dims[2] = {(npy_intp)rows, (npy_intp)columns};
+    PyArrayObject *out = (PyArrayObject *)PyArray_ZEROS(2, dims, NPY_UINT8, 0);
+    if (out) {
+        qem_error e = {0};
+        qem_status st;
+        const char *p = PyBytes_AS_STRING(bytes);
+        uint8_t *m = PyArray_DATA(out);
+        Py_BEGIN_ALLOW_THREADS
+        st = qem_npy_read_mask(p, rows, columns, m, (size_t)(rows * columns), &e);
+        Py_END_ALLOW_THREADS
+        if (st != QEM_OK) {
+            Py_CLEAR(out);
+            ext_raise(&e);
+        }
+    }
+    Py_DECREF(bytes);
+    return out;
+}
+
 PyArrayObject *ext_mask_array(PyObject *mask, uint64_t rows, uint64_t columns, const char *what)
 {
+    if (PyUnicode_Check(mask) || PyBytes_Check(mask))
+        return mask_from_npy(mask, rows, columns);
     PyArrayObject *in = (PyArrayObject *)PyArray_FROM_OF(mask, NPY_ARRAY_ALIGNED);
     if (!in)
         return NULL;
     const int type = PyArray_TYPE(in);
     if (type != NPY_BOOL && !PyTypeNum_ISINTEGER(type)) {
-        PyErr_Format(PyExc_TypeError, "%s must hold booleans or 0/1 integers, not %s", what,
+        /* Say what is taken: "not numpy.str_" alone (a path made an
+         * array) does not. */
+        PyErr_Format(PyExc_TypeError,
+                     "%s must be booleans or 0/1 integers of the detector's shape (%llu, %llu), "
+                     "not an array of %s",
+                     what, (unsigned long long)rows, (unsigned long long)columns,
                      PyArray_DESCR(in)->typeobj->tp_name);
         Py_DECREF(in);
         return NULL;
@@ -183,6 +215,62 @@ PyArrayObject *ext_mask_array(PyObject *mask, uint64_t rows, uint64_t columns, c
     }
     Py_DECREF(in);
     return out;
+}
+
+static int index_of(PyObject *obj, PyObject **out)
+{
+    if (PyBool_Check(obj)) {
+        PyErr_SetString(PyExc_TypeError, "an integer is required, not a bool");
+        return 0;
+    }
+    *out = PyNumber_Index(obj);
+    return *out != NULL;
+}
+
+int ext_u64_arg(PyObject *obj, void *out)
+{
+    PyObject *n;
+    if (!index_of(obj, &n))
+        return 0;
+    const unsigned long long v = PyLong_AsUnsignedLongLong(n); /* OverflowError if < 0 */
+    Py_DECREF(n);
+    if (v == (unsigned long long)-1 && PyErr_Occurred())
+        return 0;
+    *(uint64_t *)out = v;
+    return 1;
+}
+
+int ext_u32_arg(PyObject *obj, void *out)
+{
+    uint64_t v;
+    if (!ext_u64_arg(obj, &v))
+        return 0;
+    if (v > UINT32_MAX) {
+        PyErr_Format(PyExc_OverflowError, "%llu is more than %lu", (unsigned long long)v,
+                     (unsigned long)UINT32_MAX);
+        return 0;
+    }
+    *(unsigned int *)out = (unsigned int)v;
+    return 1;
+}
+
+int ext_threads_arg(PyObject *obj, void *out)
+{
+    PyObject *n;
+    if (!index_of(obj, &n))
+        return 0;
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(n, &overflow);
+    Py_DECREF(n);
+    if (v == -1 && PyErr_Occurred())
+        return 0;
+    if (overflow || v < 0 || v > QEM_MAX_THREADS) {
+        PyErr_Format(PyExc_ValueError, "threads must be an integer from 0 to %d (0: every core)",
+                     QEM_MAX_THREADS);
+        return 0;
+    }
+    *(int *)out = (int)v;
+    return 1;
 }
 
 PyObject *ext_take_string(char *text, const qem_error *e)
@@ -270,7 +358,8 @@ PyMODINIT_FUNC PyInit__qem(void)
     if (PyModule_AddObjectRef(m, "Container", (PyObject *)&ext_container_type) < 0 ||
         PyModule_AddObjectRef(m, "Session", (PyObject *)&ext_session_type) < 0 ||
         PyModule_AddObjectRef(m, "Writer", (PyObject *)&ext_writer_type) < 0 ||
-        PyModule_AddStringConstant(m, "LIBRARY_VERSION", qem_version()) < 0) {
+        PyModule_AddStringConstant(m, "LIBRARY_VERSION", qem_version()) < 0 ||
+        PyModule_AddIntConstant(m, "MAX_THREADS", QEM_MAX_THREADS) < 0) {
         Py_DECREF(m);
         return NULL;
     }

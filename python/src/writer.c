@@ -48,18 +48,20 @@ static int writer_init(ext_writer *self, PyObject *args, PyObject *kwargs)
              *metadata = Py_None, *source_metadata = Py_None, *scientific = Py_None,
              *source_format = Py_None, *progress = Py_None;
     const char *dtype_name;
-    unsigned long long shape[4];
+    uint64_t shape[4];
     unsigned int chunk_scans = 0;
     int threads = 0;
     if (self->writer) {
         PyErr_SetString(PyExc_RuntimeError, "Writer is already started");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&s(KKKK)|IiOOOOOOOO:Writer", kw,
-                                     PyUnicode_FSConverter, &dest_obj, &dtype_name, &shape[0],
-                                     &shape[1], &shape[2], &shape[3], &chunk_scans, &threads,
-                                     &valid, &dark, &calibration, &metadata, &source_metadata,
-                                     &scientific, &source_format, &progress))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&s(O&O&O&O&)|O&O&OOOOOOOO:Writer", kw,
+                                     PyUnicode_FSConverter, &dest_obj, &dtype_name, ext_u64_arg,
+                                     &shape[0], ext_u64_arg, &shape[1], ext_u64_arg, &shape[2],
+                                     ext_u64_arg, &shape[3], ext_u32_arg, &chunk_scans,
+                                     ext_threads_arg, &threads, &valid, &dark, &calibration,
+                                     &metadata, &source_metadata, &scientific, &source_format,
+                                     &progress))
         return -1;
     int rc = -1;
     PyArrayObject *valid_a = NULL, *dark_a = NULL;
@@ -89,8 +91,8 @@ static int writer_init(ext_writer *self, PyObject *args, PyObject *kwargs)
             goto done;
         if (PyArray_NDIM(dark_a) != 2 || (uint64_t)PyArray_DIM(dark_a, 0) != shape[2] ||
             (uint64_t)PyArray_DIM(dark_a, 1) != shape[3]) {
-            PyErr_Format(PyExc_ValueError, "dark must be a (%llu, %llu) plane", shape[2],
-                         shape[3]);
+            PyErr_Format(PyExc_ValueError, "dark must be a (%llu, %llu) plane",
+                         (unsigned long long)shape[2], (unsigned long long)shape[3]);
             goto done;
         }
         o.dark = PyArray_DATA(dark_a);
@@ -194,8 +196,8 @@ static PyObject *writer_append(ext_writer *self, PyObject *args)
 static PyObject *writer_append_encoded(ext_writer *self, PyObject *args)
 {
     Py_buffer blob;
-    unsigned long long scans;
-    if (!PyArg_ParseTuple(args, "y*K:append_encoded", &blob, &scans))
+    uint64_t scans;
+    if (!PyArg_ParseTuple(args, "y*O&:append_encoded", &blob, ext_u64_arg, &scans))
         return NULL;
     if (writer_live(self) < 0) {
         PyBuffer_Release(&blob);
@@ -306,13 +308,14 @@ PyObject *ext_save_chunks(PyObject *self, PyObject *args, PyObject *kwargs)
     (void)self;
     static char *kw[] = {"dtype", "shape", "chunk_scans", "valid", NULL};
     const char *dtype_name;
-    unsigned long long sh[4];
+    uint64_t shape[4];
     unsigned int chunk_scans = 0;
     PyObject *valid = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s(KKKK)|IO:save_chunks", kw, &dtype_name,
-                                     &sh[0], &sh[1], &sh[2], &sh[3], &chunk_scans, &valid))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s(O&O&O&O&)|O&O:save_chunks", kw, &dtype_name,
+                                     ext_u64_arg, &shape[0], ext_u64_arg, &shape[1], ext_u64_arg,
+                                     &shape[2], ext_u64_arg, &shape[3], ext_u32_arg, &chunk_scans,
+                                     &valid))
         return NULL;
-    const uint64_t shape[4] = {sh[0], sh[1], sh[2], sh[3]};
     qem_save_options o;
     PyArrayObject *valid_a;
     if (shared_options(valid, chunk_scans, 0, shape, &o, &valid_a) < 0)
@@ -344,15 +347,16 @@ PyObject *ext_encode_scans(PyObject *self, PyObject *args, PyObject *kwargs)
     static char *kw[] = {"dtype", "shape", "first_scan", "block", "chunk_scans", "valid",
                          "threads", NULL};
     const char *dtype_name;
-    unsigned long long sh[4], first;
+    uint64_t shape[4], first;
     unsigned int chunk_scans = 0;
     int threads = 0;
     PyObject *block_obj, *valid = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s(KKKK)KO|IOi:encode_scans", kw, &dtype_name,
-                                     &sh[0], &sh[1], &sh[2], &sh[3], &first, &block_obj,
-                                     &chunk_scans, &valid, &threads))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "s(O&O&O&O&)O&O|O&OO&:encode_scans", kw,
+                                     &dtype_name, ext_u64_arg, &shape[0], ext_u64_arg, &shape[1],
+                                     ext_u64_arg, &shape[2], ext_u64_arg, &shape[3], ext_u64_arg,
+                                     &first, &block_obj, ext_u32_arg, &chunk_scans, &valid,
+                                     ext_threads_arg, &threads))
         return NULL;
-    const uint64_t shape[4] = {sh[0], sh[1], sh[2], sh[3]};
     const qem_dtype dtype = dtype_of(dtype_name);
     PyArrayObject *block = (PyArrayObject *)PyArray_FROM_OF(
         block_obj, NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED);
