@@ -38,6 +38,9 @@ static int shape_arg(PyObject *obj, uint64_t *out, Py_ssize_t n, const char *nam
     return 0;
 }
 
+/* `hashing` sees the bytes of every member hashed: the caller's callback
+ * where it reports hashing, else a record that only watches for Ctrl-C,
+ * so that hashing a large source stays interruptible. */
 static int acquisition_options(const acquisition_args *a, qem_acquisition_options *o,
                                ext_progress *hashing)
 {
@@ -56,6 +59,16 @@ static int acquisition_options(const acquisition_args *a, qem_acquisition_option
     o->progress = ext_progress_fn;
     o->progress_user = hashing;
     return 0;
+}
+
+/* After a call watched by two records: the first kept exception is raised
+ * (1), the other dropped; 0 when neither kept one. */
+static int raise_kept(ext_progress *first, ext_progress *second)
+{
+    const int raised = ext_progress_raise(first) || ext_progress_raise(second);
+    ext_progress_clear(first);
+    ext_progress_clear(second);
+    return raised;
 }
 
 #define ACQUISITION_KW "dataset", "scan_shape", "raw_shape", "raw_dtype", "raw_offset", \
@@ -85,12 +98,14 @@ PyObject *ext_save_file(PyObject *self, PyObject *args, PyObject *kwargs)
                                      ext_threads_arg, &threads, &calibration, &metadata,
                                      &progress))
         goto fail;
-    ext_progress pr;
+    /* The caller's progress is per scan; hashing a source that is
+     * authenticated before it is read (HDF5) only watches for Ctrl-C. */
+    ext_progress pr, hashing;
     ext_progress_init(&pr, progress);
+    ext_progress_init(&hashing, NULL);
     qem_acquisition_options ao;
-    if (acquisition_options(&a, &ao, &pr) < 0)
+    if (acquisition_options(&a, &ao, &hashing) < 0)
         goto fail;
-    ao.progress = NULL; /* the save's own progress is per scan */
     qem_save_options so;
     qem_save_options_init(&so);
     so.chunk_scans = chunk_scans;
@@ -108,7 +123,7 @@ PyObject *ext_save_file(PyObject *self, PyObject *args, PyObject *kwargs)
     Py_END_ALLOW_THREADS
     Py_DECREF(src);
     Py_DECREF(dest);
-    if (ext_progress_raise(&pr))
+    if (raise_kept(&pr, &hashing))
         return NULL;
     return st == QEM_OK ? Py_NewRef(Py_None) : ext_raise(&e);
 fail:
@@ -198,12 +213,14 @@ PyObject *ext_pack_produce(PyObject *self, PyObject *args, PyObject *kwargs)
                      profile);
         goto fail;
     }
-    ext_progress pr;
+    /* The caller's progress is per shard; hashing the source (inspection,
+     * then again before the first shard) only watches for Ctrl-C. */
+    ext_progress pr, hashing;
     ext_progress_init(&pr, progress);
+    ext_progress_init(&hashing, NULL);
     qem_acquisition_options ao;
-    if (acquisition_options(&a, &ao, &pr) < 0)
+    if (acquisition_options(&a, &ao, &hashing) < 0)
         goto fail;
-    ao.progress = NULL;
     qem_error e = {0};
     qem_pack_inspection *in = NULL;
     qem_status st;
@@ -211,7 +228,7 @@ PyObject *ext_pack_produce(PyObject *self, PyObject *args, PyObject *kwargs)
     Py_BEGIN_ALLOW_THREADS
     st = qem_pack_inspect(s, &ao, &in, &e);
     Py_END_ALLOW_THREADS
-    if (ext_progress_raise(&pr) || (st != QEM_OK && !ext_raise(&e))) {
+    if (raise_kept(&hashing, &pr) || (st != QEM_OK && !ext_raise(&e))) {
         qem_pack_inspection_free(in);
         goto fail;
     }
@@ -243,6 +260,8 @@ PyObject *ext_pack_produce(PyObject *self, PyObject *args, PyObject *kwargs)
     qem_pack_produce_options_init(&pp);
     pp.progress = ext_progress_fn;
     pp.progress_user = &pr;
+    pp.hash_progress = ext_progress_fn;
+    pp.hash_progress_user = &hashing;
     Py_BEGIN_ALLOW_THREADS
     st = qem_pack_produce(in, &po, d, &pp, &e);
     Py_END_ALLOW_THREADS
@@ -250,7 +269,7 @@ PyObject *ext_pack_produce(PyObject *self, PyObject *args, PyObject *kwargs)
     Py_XDECREF(mask);
     Py_DECREF(src);
     Py_DECREF(dest);
-    if (ext_progress_raise(&pr))
+    if (raise_kept(&pr, &hashing))
         return NULL;
     return st == QEM_OK ? Py_NewRef(Py_None) : ext_raise(&e);
 fail:

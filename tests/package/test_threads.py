@@ -1,7 +1,9 @@
 """The GIL is released while the library decodes: another Python thread
 runs during a long read; two threads share one File and read exactly;
-Ctrl-C stops a long read with KeyboardInterrupt."""
+Ctrl-C stops a long read, and the hashing of a large source, with
+KeyboardInterrupt."""
 import signal
+import subprocess
 import textwrap
 import threading
 import time
@@ -92,3 +94,59 @@ def test_ctrl_c_stops_a_long_read(large):
         p.send_signal(signal.SIGINT)
         out, _ = p.communicate(timeout=60)
     assert p.returncode == 3 and "interrupted" in out
+
+
+@pytest.fixture(scope="module")
+def huge_sources(tmp_path_factory):
+    """Sources of 64 GiB each whose bodies are holes (no disk used): hashing
+    one takes tens of seconds, so a call that does not watch for Ctrl-C
+    while hashing keeps going long after SIGINT."""
+    h5py = pytest.importorskip("h5py")
+    d = tmp_path_factory.mktemp("huge")
+    shape = (512, 256, 512, 512)  # uint16: 64 GiB
+    m = np.lib.format.open_memmap(d / "huge.npy", mode="w+", dtype=np.uint16, shape=shape)
+    del m
+    with h5py.File(d / "huge.h5", "w") as f:
+        f.create_dataset("data", shape=shape, dtype=np.uint16)[-1, -1, -1, -1] = 1
+    for name in ("huge.npy", "huge.h5"):
+        st = (d / name).stat()
+        assert st.st_size >= 64 << 30 and st.st_blocks * 512 < 64 << 20, name
+    return d
+
+
+HASHING_CALLS = {
+    "pack.produce": "qem.pack.produce(d + '/huge.npy', out + '/p.h5')",
+    "pack.inspect": "qem.pack.inspect(d + '/huge.npy')",
+    "inspect": "qem.inspect(d + '/huge.npy')",
+    "convert HDF5": "qem.convert(d + '/huge.h5', out + '/c.qem')",
+}
+
+
+@pytest.mark.parametrize("call", sorted(HASHING_CALLS))
+def test_ctrl_c_stops_hashing_a_source(call, huge_sources, tmp_path):
+    """The source is hashed before anything is read (pack inspection, the
+    re-authentication before the first shard, HDF5 before a save): SIGINT
+    there raises KeyboardInterrupt within seconds and leaves nothing."""
+    script = textwrap.dedent(f"""
+        import sys, time, qem
+        d, out = {str(huge_sources)!r}, {str(tmp_path)!r}
+        print("go", flush=True)
+        try:
+            {HASHING_CALLS[call]}
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+            sys.exit(3)
+    """)
+    with interruptible_python(script) as p:
+        assert p.stdout.readline() == "go\n"
+        time.sleep(1.0)
+        p.send_signal(signal.SIGINT)
+        t0 = time.perf_counter()
+        try:
+            out, _ = p.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{call} still running 10 s after SIGINT")
+        waited = time.perf_counter() - t0
+    assert p.returncode == 3 and "interrupted" in out
+    assert waited < 5, waited
+    assert list(tmp_path.iterdir()) == []
