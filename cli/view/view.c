@@ -6,10 +6,13 @@
  * exit status is 128 + the signal; a shutdown that takes longer than the
  * one-second alarm, or a second signal, exits at once. */
 #include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -28,8 +31,73 @@ static int is_loopback(const char *address)
     return !strncmp(address, "127.", 4);
 }
 
-/* xdg-open when it exists on PATH; a missing browser is never an error. */
-static pid_t open_browser(const char *url)
+/* The page that sends the browser on to the address. The address never
+ * goes on a command line (any local user reads /proc/PID/cmdline): the
+ * browser is given this file's path instead, in a fresh folder only the
+ * owner can enter (mkdtemp, 0700), the file itself 0600. */
+typedef struct launcher {
+    char folder[4096];
+    char file[4096 + sizeof "/open.html"];
+} launcher;
+
+static int write_all(int fd, const char *text)
+{
+    for (size_t left = strlen(text); left;) {
+        const ssize_t n = write(fd, text, left);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return 0;
+        text += n;
+        left -= (size_t)n;
+    }
+    return 1;
+}
+
+/* $XDG_RUNTIME_DIR (the user's own, on tmpfs), else $TMPDIR, else /tmp. */
+static int launcher_create(launcher *l, const char *url)
+{
+    const char *base = getenv("XDG_RUNTIME_DIR");
+    struct stat st;
+    if (!base || base[0] != '/' || stat(base, &st) != 0 || !S_ISDIR(st.st_mode))
+        base = getenv("TMPDIR");
+    if (!base || base[0] != '/' || stat(base, &st) != 0 || !S_ISDIR(st.st_mode))
+        base = "/tmp";
+    const int n = snprintf(l->folder, sizeof l->folder, "%s/qem-view-XXXXXX", base);
+    if (n < 0 || (size_t)n >= sizeof l->folder || !mkdtemp(l->folder)) {
+        l->folder[0] = '\0';
+        return 0;
+    }
+    snprintf(l->file, sizeof l->file, "%s/open.html", l->folder);
+    const int fd = open(l->file, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    /* The address holds only an IPv4 address, a port and hex digits:
+     * nothing to escape in HTML. */
+    char page[1024];
+    snprintf(page, sizeof page,
+             "<!doctype html>\n<meta charset=\"utf-8\">\n"
+             "<meta name=\"referrer\" content=\"no-referrer\">\n"
+             "<meta http-equiv=\"refresh\" content=\"0; url=%s\">\n"
+             "<title>qem view</title>\n<p><a href=\"%s\">Open qem view</a></p>\n",
+             url, url);
+    const int ok = fd >= 0 && fchmod(fd, 0600) == 0 && write_all(fd, page);
+    if (fd >= 0 && close(fd) != 0)
+        return 0;
+    return ok;
+}
+
+/* Removes the file and its folder; accepts one never created. */
+static void launcher_remove(launcher *l)
+{
+    if (!l->folder[0])
+        return;
+    unlink(l->file);
+    rmdir(l->folder);
+    l->folder[0] = '\0';
+}
+
+/* xdg-open when it exists on PATH, given `target` (the launcher file);
+ * a missing browser is never an error. */
+static pid_t open_browser(const char *target)
 {
     const char *path = getenv("PATH");
     char candidate[4096];
@@ -51,7 +119,7 @@ static pid_t open_browser(const char *url)
     posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", 0, 0);
     posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", 1, 0);
     posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", 1, 0);
-    char *argv[] = {candidate, (char *)url, NULL};
+    char *argv[] = {candidate, (char *)target, NULL};
     pid_t pid = 0;
     if (posix_spawn(&pid, candidate, &actions, NULL, argv, environ) != 0)
         pid = 0;
@@ -100,7 +168,16 @@ static int run_view(const args *a)
     if (!quiet)
         fprintf(stderr, "qem view: serving %d file%s on %s port %u; Ctrl-C stops\n",
                 a->npositional, a->npositional == 1 ? "" : "s", bind, bound);
-    const pid_t browser = given(a, OPT_NO_OPEN) ? 0 : open_browser(url);
+    launcher page = {{0}, {0}};
+    pid_t browser = 0;
+    if (!given(a, OPT_NO_OPEN)) {
+        if (launcher_create(&page, url))
+            browser = open_browser(page.file);
+        else if (!quiet)
+            fprintf(stderr, "qem view: no private place for the browser's launcher file (%s); "
+                            "open the address above by hand\n",
+                    strerror(errno));
+    }
     /* Whichever thread the signal lands on, its handler only notes it;
      * this loop looks often enough that stopping feels immediate. */
     while (!interrupted_by()) {
@@ -111,6 +188,7 @@ static int run_view(const args *a)
     }
     if (!quiet)
         fprintf(stderr, "qem view: stopping\n");
+    launcher_remove(&page);
     view_server_free(server);
     return interrupt_exit_status();
 }

@@ -468,13 +468,25 @@ def test_non_loopback_bind_warns():
 
 
 def test_opens_a_browser_when_there_is_one(tmp_path):
-    """Without --no-open, xdg-open (here a stand-in on PATH) gets the URL;
-    with none on PATH the server runs all the same."""
+    """Without --no-open, xdg-open (here a stand-in on PATH) is started,
+    with none on PATH the server runs all the same. The token is in no
+    argv (any local user reads /proc/PID/cmdline): the opener gets only
+    the path of a launcher file, 0600 in a 0700 folder, that sends the
+    browser on to the address; the file is gone when the viewer exits."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    record = tmp_path / "opened.txt"
+    record = tmp_path / "record"
+    record.mkdir()
     fake = bin_dir / "xdg-open"
-    fake.write_text("#!/bin/sh\nprintf '%%s' \"$1\" > %s\n" % record)
+    fake.write_text("#!/bin/sh\n"
+                    "PATH=/usr/bin:/bin\n"
+                    "r=%s\n"
+                    "printf '%%s' \"$#\" > $r/argc\n"
+                    "cat /proc/$$/cmdline > $r/cmdline\n"
+                    "stat -c %%a \"$1\" > $r/mode\n"
+                    "stat -c %%a \"$(dirname \"$1\")\" > $r/dirmode\n"
+                    "cat \"$1\" > $r/contents\n"
+                    "printf '%%s' \"$1\" > $r/argv.tmp && mv $r/argv.tmp $r/argv\n" % record)
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     f = fixture("qem", "u16_dense_highdose.qem")
     for path_env, expect in ((str(bin_dir), True), (str(tmp_path / "empty"), False)):
@@ -482,12 +494,23 @@ def test_opens_a_browser_when_there_is_one(tmp_path):
                                 text=True, env={**os.environ, "PATH": path_env})
         url = proc.stdout.readline().strip()
         assert url.startswith("http://127.0.0.1:")
+        token = url.rsplit("=", 1)[1]
         deadline = time.time() + 30
-        while expect and not (record.exists() and record.read_text()) and time.time() < deadline:
+        while expect and not (record / "argv").exists() and time.time() < deadline:
             time.sleep(0.05)
+        with open("/proc/%d/cmdline" % proc.pid, "rb") as c:
+            assert token.encode() not in c.read()
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=60) == 128 + signal.SIGINT, proc.stderr.read()
         proc.stdout.close()
         proc.stderr.close()
         if expect:
-            assert record.read_text() == url
+            launcher = (record / "argv").read_text()
+            assert (record / "argc").read_text() == "1"
+            assert token not in launcher and token.encode() not in (record / "cmdline").read_bytes()
+            assert os.path.isabs(launcher)
+            assert (record / "mode").read_text().strip() == "600"
+            assert (record / "dirmode").read_text().strip() == "700"
+            contents = (record / "contents").read_text()
+            assert 'content="0; url=%s"' % url in contents and 'href="%s"' % url in contents, contents
+            assert not os.path.exists(launcher) and not os.path.exists(os.path.dirname(launcher))
