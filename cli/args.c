@@ -359,7 +359,10 @@ int args_parse(const command_spec *c, int argc, char **argv, args *a)
         }
         if (options_end || word[0] != '-' || word[1] == '\0') {
             if (a->npositional >= c->max_positional)
-                return usage_fail(c->name, "unexpected argument '%s'", SAFE(word));
+                return usage_fail(c->name,
+                                  "unexpected argument '%s': qem %s takes at most %d argument%s",
+                                  SAFE(word), c->name, c->max_positional,
+                                  c->max_positional == 1 ? "" : "s");
             a->positional[a->npositional++] = word;
             continue;
         }

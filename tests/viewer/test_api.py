@@ -514,3 +514,10 @@ def test_opens_a_browser_when_there_is_one(tmp_path):
             contents = (record / "contents").read_text()
             assert 'content="0; url=%s"' % url in contents and 'href="%s"' % url in contents, contents
             assert not os.path.exists(launcher) and not os.path.exists(os.path.dirname(launcher))
+
+
+def test_too_many_files_names_the_limit():
+    f = fixture("qem", "u16_dense_highdose.qem")
+    done = run_view("--no-open", *[f] * 65)
+    assert done.returncode == 2, done.stderr
+    assert "at most 64" in done.stderr, done.stderr
