@@ -97,6 +97,36 @@ static int hex_digit(int c)
                                   : -1;
 }
 
+/* The character at text[i] as one percent-decoding reads it, in lower
+ * case; *width receives the bytes it takes (3 for %XX, else 1). */
+static int decoded_lower(const char *text, size_t length, size_t i, size_t *width)
+{
+    int c = (unsigned char)text[i];
+    *width = 1;
+    if (c == '%' && i + 2 < length && hex_digit(text[i + 1]) >= 0 && hex_digit(text[i + 2]) >= 0) {
+        c = hex_digit(text[i + 1]) * 16 + hex_digit(text[i + 2]);
+        *width = 3;
+    }
+    return c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c;
+}
+
+void view_mask_token(const char *text, size_t length, const char *token, char *out)
+{
+    memcpy(out, text, length);
+    /* Matches are found in `text` and masked in `out`, so that masking
+     * one occurrence cannot hide an overlapping one. */
+    for (size_t i = 0; i < length; i++) {
+        size_t at = i, matched = 0, width = 1;
+        while (matched < VIEW_TOKEN_HEX && at < length &&
+               decoded_lower(text, length, at, &width) == (unsigned char)token[matched]) {
+            at += width;
+            matched++;
+        }
+        if (matched == VIEW_TOKEN_HEX)
+            memset(out + i, 'x', at - i);
+    }
+}
+
 /* Percent-decodes [s, s + n) into out (NUL-terminated, at most cap - 1
  * bytes); only printable ASCII may result. 0 on any violation. */
 static int decode_component(const char *s, size_t n, char *out, size_t cap)

@@ -87,6 +87,13 @@ int view_query_token(const char *target, size_t length, char token[VIEW_TOKEN_HE
  * time independent of where they differ. */
 int view_token_equal(const char *expected, const char *given);
 
+/* Copies [text, text + length) to `out` (length bytes) with every
+ * occurrence of `token` (VIEW_TOKEN_HEX lowercase hex digits) replaced by
+ * 'x's: literal or percent-encoded (%XX, decoded once), in either case,
+ * wherever it stands. What --verbose logs passes through here, so a log
+ * shows no usable token whatever key, path or method it came in. */
+void view_mask_token(const char *text, size_t length, const char *token, char *out);
+
 /* Checks a parsed request against the open files: file index, scan
  * position, rectangle bounds, which parameters go together. 0 or 400. */
 int view_check_request(const view_request *request, const view_limits *limits, char *why,

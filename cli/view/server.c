@@ -1257,15 +1257,52 @@ static enum MHD_Result send_reply(view_server *s, struct MHD_Connection *connect
     return result;
 }
 
-/* The request target as logged: the token's value hidden. */
-static void log_request(const char *method, const view_call *call, unsigned status, double ms)
+/* Writes "qem view: " and `text` to stderr as one line: every
+ * occurrence of the token masked (whatever key, place or encoding it came
+ * in), then escaped for the terminal. The escaped copy is masked again:
+ * escapes add hex digits, which must not complete a token either. */
+static void log_line(const view_server *s, const char *text)
 {
-    char shown[VIEW_MAX_TARGET + 1];
-    snprintf(shown, sizeof shown, "%s", call && !call->too_long ? call->target : "(too long)");
-    for (char *t = strstr(shown, "token="); t; t = strstr(t + 6, "token="))
-        for (char *v = t + 6; *v && *v != '&'; v++)
+    const size_t n = strlen(text);
+    char *masked = malloc(n + 1);
+    /* term_safe writes at most 4 bytes per input byte: never truncated here. */
+    char *safe = n < SIZE_MAX / 8 ? malloc(6 * n + 8) : NULL;
+    char *shown = safe ? malloc(6 * n + 8) : NULL;
+    if (!masked || !safe || !shown) {
+        fputs("qem view: (a line not logged: out of memory)\n", stderr);
+    } else {
+        view_mask_token(text, n, s->token, masked);
+        masked[n] = '\0';
+        term_safe(masked, safe, 6 * n + 8);
+        const size_t m = strlen(safe);
+        view_mask_token(safe, m, s->token, shown);
+        shown[m] = '\0';
+        fprintf(stderr, "qem view: %s\n", shown);
+    }
+    free(masked);
+    free(safe);
+    free(shown);
+}
+
+/* One request: the method and target as sent, any `token=` value shown
+ * as 'x's and the token itself masked wherever else it stands. */
+static void log_request(const view_server *s, const char *method, const view_call *call,
+                        unsigned status, double ms)
+{
+    const char *target = call && !call->too_long ? call->target : "(too long)";
+    const size_t n = strlen(method) + strlen(target) + 64;
+    char *line = malloc(n);
+    if (!line) {
+        fputs("qem view: (a line not logged: out of memory)\n", stderr);
+        return;
+    }
+    const int at = snprintf(line, n, "%s ", method);
+    snprintf(line + at, n - (size_t)at, "%s -> %u (%.2f ms)", target, status, ms);
+    for (char *t = strstr(line + at, "token="); t; t = strstr(t + 6, "token="))
+        for (char *v = t + 6; *v && *v != '&' && *v != ' '; v++)
             *v = 'x';
-    fprintf(stderr, "qem view: %s %s -> %u (%.2f ms)\n", method, shown, status, ms);
+    log_line(s, line);
+    free(line);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, const char *url,
@@ -1333,17 +1370,32 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
     const unsigned status = r.status;
     const enum MHD_Result result = send_reply(s, connection, &r);
     if (s->config.verbose)
-        log_request(method, call, status, now_ms() - t0);
+        log_request(s, method, call, status, now_ms() - t0);
     return result;
 }
 
+/* libmicrohttpd's own messages (--verbose only) may quote what a client
+ * sent: they go through the same masking. */
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
     const view_server *s = cls;
     if (!s->config.verbose)
         return;
-    fputs("qem view (libmicrohttpd): ", stderr);
-    vfprintf(stderr, fmt, ap);
+    va_list again;
+    va_copy(again, ap);
+    const int n = vsnprintf(NULL, 0, fmt, ap);
+    const size_t size = n > 0 ? (size_t)n + sizeof "(libmicrohttpd) " : 0;
+    char *text = size ? malloc(size) : NULL;
+    if (text) {
+        const int at = snprintf(text, size, "(libmicrohttpd) ");
+        vsnprintf(text + at, size - (size_t)at, fmt, again);
+        const size_t length = strlen(text);
+        if (length && text[length - 1] == '\n')
+            text[length - 1] = '\0';
+        log_line(s, text);
+    }
+    free(text);
+    va_end(again);
 }
 
 qem_status view_server_start(view_server *s, unsigned *port, qem_error *e)

@@ -2,7 +2,9 @@
  * request target, optionally followed by '\n' and the X-Qem-Token header
  * value. Whatever the parser accepts must also pass the checks the server
  * relies on before calling the library: indices and rectangles inside the
- * files, finite numbers within bounds, a well-formed client id. */
+ * files, finite numbers within bounds, a well-formed client id. The
+ * target, as --verbose would log it, must show the token nowhere after
+ * masking: not literally, not in capitals, not percent-decoded. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +17,40 @@ static void require(int condition)
 {
     if (!condition)
         abort();
+}
+
+static int hex(int c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                          : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* 1 when `text` holds the token, read as it stands or percent-decoded
+ * once from its start, ignoring case: an independent reader of the log. */
+static int shows_token(const char *text, size_t n)
+{
+    char *plain = malloc(n + 1), *decoded = malloc(n + 1);
+    require(plain && decoded);
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        int c = (unsigned char)text[i];
+        if (c == '%' && i + 2 < n && hex(text[i + 1]) >= 0 && hex(text[i + 2]) >= 0) {
+            c = hex(text[i + 1]) * 16 + hex(text[i + 2]);
+            i += 2;
+        }
+        decoded[m++] = (char)(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+    }
+    for (size_t i = 0; i < n; i++)
+        plain[i] = (char)(text[i] >= 'A' && text[i] <= 'Z' ? text[i] - 'A' + 'a' : text[i]);
+    const size_t t = VIEW_TOKEN_HEX;
+    int found = 0;
+    for (size_t i = 0; !found && i + t <= n; i++)
+        found = !memcmp(plain + i, expected_token, t);
+    for (size_t i = 0; !found && i + t <= m; i++)
+        found = !memcmp(decoded + i, expected_token, t);
+    free(plain);
+    free(decoded);
+    return found;
 }
 
 static int finite_bounded(double v)
@@ -44,6 +80,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char token[VIEW_TOKEN_HEX + 1];
     if (view_query_token(target, length, token))
         require(strlen(token) == VIEW_TOKEN_HEX);
+    char *masked = malloc(target_len + 1);
+    require(masked != NULL);
+    view_mask_token(text, target_len, expected_token, masked);
+    for (size_t i = 0; i < target_len; i++)
+        require(masked[i] == text[i] || masked[i] == 'x');
+    require(!shows_token(masked, target_len));
+    free(masked);
     view_request r;
     char why[256];
     const int status = view_parse_target(target, length, &r, why, sizeof why);

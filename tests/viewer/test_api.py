@@ -11,6 +11,7 @@ import glob
 import json
 import os
 import signal
+import socket
 import stat
 import subprocess
 import threading
@@ -521,3 +522,35 @@ def test_too_many_files_names_the_limit():
     done = run_view("--no-open", *[f] * 65)
     assert done.returncode == 2, done.stderr
     assert "at most 64" in done.stderr, done.stderr
+
+
+# --- hostile clients (issue 27) ---------------------------------------------------
+
+def test_verbose_log_masks_the_token():
+    """--verbose logs each request's target; the token never appears in
+    it, under whatever key, percent-encoded, in capitals, in the path or
+    as the method."""
+    with Server([fixture("qem", "u16_dense_highdose.qem")], "--verbose") as server:
+        t = server.token
+        encoded = "".join("%%%02X" % ord(ch) for ch in t)
+        targets = ["/api/info?Token=" + t, "/api/info?%74oken=" + t, "/api/info?tokne=" + t,
+                   "/api/info?a=1&TOKEN=" + t + "&b=2", "/" + t, "/page/" + t + ".js",
+                   "/api/info?x=" + t.upper(), "/api/info?x=" + encoded, "/api/info?x=" + encoded.lower(),
+                   "/api/info?x=" + t[:16] + "%" + "%02x" % ord(t[16]) + t[17:], "/api/info?token=" + t]
+        for target in targets:
+            for token in ("header", None):
+                assert server.request(target, token=token)[0] in (200, 400, 403, 404), target
+        assert server.request("/api/info", token="header", method="X" + t)[0] in (403, 405)
+        # A target with terminal controls is logged escaped.
+        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as raw:
+            raw.sendall(b"GET /a\x1b[2Jb HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            assert raw.recv(64).startswith(b"HTTP/1.1 403")
+        # Still serving.
+        assert server.request("/api/info", token="query")[0] == 200
+        err = server.stop()
+    lines = [line for line in err.splitlines() if line.startswith("qem view: ")]
+    assert len([line for line in lines if " -> " in line]) >= 2 * len(targets) + 2, err
+    for shown in (t, t.upper(), encoded, encoded.lower(), t[:16]):
+        assert shown not in err, (shown, err)
+    assert "Token=" + "x" * 32 in err and "/" + "x" * 32 + " " in err, err
+    assert "\x1b" not in err and "GET /a\\x1b[2Jb -> 403" in err, err
