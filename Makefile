@@ -61,15 +61,12 @@ test-install: test-release
 	sh tests/install/test_install.sh $(BUILD) /usr/bin/python3
 
 # The Python package as a user installs it: a fresh venv that sees
-# Debian's packages, `pip install --no-build-isolation ./python` (offline;
-# the extension comes from this CMake build, kept in $(BUILD)/python-ext
+# Debian's packages, made by README.md's own two lines (offline; the
+# extension comes from this CMake build, kept in $(BUILD)/python-ext
 # between runs), then its pytest suite against the installed copy.
 VENV ?= $(BUILD)/venv
 python-venv:
-	rm -rf $(VENV)
-	/usr/bin/python3 -m venv --system-site-packages $(VENV)
-	QEM_CMAKE_BUILD_DIR=$(abspath $(BUILD))/python-ext $(VENV)/bin/pip install -q \
-		--no-build-isolation ./python
+	QEM_CMAKE_BUILD_DIR=$(abspath $(BUILD))/python-ext sh tests/package/readme_venv.sh $(abspath $(VENV))
 
 test-python: test-release python-venv
 	cd tests/package && QEM_CLI=$(abspath $(BUILD))/qem \
