@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "terminal.h"
@@ -27,9 +28,18 @@
 #include "view/request.h"
 
 #define MAX_SESSIONS 16          /* pages with a detector session at once */
-#define MAX_CONNECTIONS 64
-#define CONNECTION_TIMEOUT_S 120
+#define CONNECTION_TIMEOUT_S 120 /* idle */
 #define CONNECTION_MEMORY (64 * 1024) /* request line and headers */
+
+/* Connections that have not shown the token are held apart (the guard
+ * below): at most MAX_UNAUTHENTICATED at once, the oldest closed when a
+ * new one would exceed it, and each closed HEADER_DEADLINE_S after it
+ * opened, however it trickles. The rest of MAX_CONNECTIONS stays for the
+ * token holder, whose connections only the idle timeout closes. */
+#define MAX_CONNECTIONS 128
+#define MAX_UNAUTHENTICATED 32
+#define HEADER_DEADLINE_S 10
+#define GUARD_TICK_MS 200
 
 /* Where a named detector's centre and radius come from when a request
  * leaves them out (the file's detector calibration, else the estimate),
@@ -61,6 +71,16 @@ typedef struct view_client {
     int refs;             /* guarded by server->clients_lock */
     uint64_t used;        /* guarded by server->clients_lock: LRU clock */
 } view_client;
+
+/* One open connection as the guard sees it; libmicrohttpd's socket
+ * context points here from its start to its close. */
+typedef struct view_conn {
+    int used;
+    int fd;
+    int authenticated; /* a request on it carried the token */
+    int cut;           /* shut down by the guard; libmicrohttpd closes it next */
+    double opened_ms;
+} view_conn;
 
 /* Patterns at the cursor from a .qem file: one 512-scan block of a chunk
  * is decoded whole (a single scan costs about as much) and kept, so that
@@ -99,6 +119,13 @@ struct view_server {
     uint64_t frames_clock;
     atomic_ullong frame_hits, frame_misses;
     atomic_ullong requests, live_updates, refused, failed, sessions_created, sessions_evicted;
+    /* The connection guard: conns_lock guards the table and guard_stop. */
+    pthread_mutex_t conns_lock;
+    pthread_cond_t guard_wake;
+    view_conn conns[MAX_CONNECTIONS];
+    pthread_t guard;
+    int guard_running, guard_stop;
+    atomic_ullong unauth_evicted, unauth_timed_out;
 };
 
 #define TRY(call)                                                                                  \
@@ -367,6 +394,12 @@ qem_status view_server_create(const view_config *config, view_server **out, qem_
     s->shapes = calloc(config->files, sizeof *s->shapes);
     pthread_mutex_init(&s->clients_lock, NULL);
     pthread_mutex_init(&s->frames_lock, NULL);
+    pthread_mutex_init(&s->conns_lock, NULL);
+    pthread_condattr_t monotonic;
+    pthread_condattr_init(&monotonic);
+    pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->guard_wake, &monotonic);
+    pthread_condattr_destroy(&monotonic);
     qem_status st = s->files && s->products && s->shapes ? QEM_OK : QEM_E_NO_MEMORY;
     if (st != QEM_OK)
         snprintf(error->message, sizeof error->message, "out of memory");
@@ -1127,7 +1160,7 @@ static void route_stats(view_server *s, reply *r)
 {
     const union MHD_DaemonInfo *info =
         s->daemon ? MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS) : NULL;
-    reply_json(r, json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:I, s:I, s:I}",
+    reply_json(r, json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:I, s:I, s:I, s:I, s:I}",
                             "requests",
                             (json_int_t)atomic_load(&s->requests), "live_updates",
                             (json_int_t)atomic_load(&s->live_updates), "refused",
@@ -1139,7 +1172,10 @@ static void route_stats(view_server *s, reply *r)
                             MAX_SESSIONS, "connections",
                             (json_int_t)(info ? info->num_connections : 0), "pattern_block_hits",
                             (json_int_t)atomic_load(&s->frame_hits), "pattern_block_misses",
-                            (json_int_t)atomic_load(&s->frame_misses)));
+                            (json_int_t)atomic_load(&s->frame_misses), "unauthenticated_evicted",
+                            (json_int_t)atomic_load(&s->unauth_evicted),
+                            "unauthenticated_timed_out",
+                            (json_int_t)atomic_load(&s->unauth_timed_out)));
 }
 
 static void dispatch(view_server *s, const view_request *q, reply *r)
@@ -1305,6 +1341,115 @@ static void log_request(const view_server *s, const char *method, const view_cal
     free(line);
 }
 
+/* --- the connection guard ------------------------------------------------------ */
+
+/* Closes a connection from outside its thread: shutdown(2) wakes
+ * libmicrohttpd's poll on it with end of file, and libmicrohttpd closes it
+ * as if the client had. The caller holds conns_lock, and libmicrohttpd
+ * reports the close (on_connection) before it closes the descriptor, so
+ * the descriptor is still this connection's. */
+static void cut_connection(view_conn *c)
+{
+    c->cut = 1;
+    shutdown(c->fd, SHUT_RDWR);
+}
+
+/* Every connection enters the table unauthenticated; past
+ * MAX_UNAUTHENTICATED, the oldest such one is closed to make room. */
+static void on_connection(void *cls, struct MHD_Connection *connection, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    view_server *s = cls;
+    pthread_mutex_lock(&s->conns_lock);
+    if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        view_conn *c = *socket_context;
+        if (c)
+            c->used = 0;
+        *socket_context = NULL;
+        pthread_mutex_unlock(&s->conns_lock);
+        return;
+    }
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+    view_conn *fresh = NULL, *oldest = NULL;
+    int unauthenticated = 0;
+    for (int k = 0; k < MAX_CONNECTIONS; k++) {
+        view_conn *c = &s->conns[k];
+        if (!c->used) {
+            fresh = fresh ? fresh : c;
+        } else if (!c->authenticated && !c->cut) {
+            unauthenticated++;
+            if (!oldest || c->opened_ms < oldest->opened_ms)
+                oldest = c;
+        }
+    }
+    /* libmicrohttpd admits at most MAX_CONNECTIONS, so a slot is free. */
+    if (fresh && info) {
+        *fresh = (view_conn){1, info->connect_fd, 0, 0, now_ms()};
+        *socket_context = fresh;
+        if (unauthenticated + 1 > MAX_UNAUTHENTICATED && oldest) {
+            cut_connection(oldest);
+            atomic_fetch_add(&s->unauth_evicted, 1);
+        }
+    } else if (info) {
+        shutdown(info->connect_fd, SHUT_RDWR);
+    }
+    pthread_mutex_unlock(&s->conns_lock);
+}
+
+/* A request on this connection carried the token: from now on only the
+ * idle timeout closes it. */
+static void mark_authenticated(view_server *s, struct MHD_Connection *connection)
+{
+    const union MHD_ConnectionInfo *info =
+        MHD_get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    pthread_mutex_lock(&s->conns_lock);
+    view_conn *c = info ? info->socket_context : NULL;
+    if (c)
+        c->authenticated = 1;
+    pthread_mutex_unlock(&s->conns_lock);
+}
+
+/* Closes every unauthenticated connection HEADER_DEADLINE_S after it
+ * opened, whether it is still sending its headers (one byte at a time
+ * keeps the idle timeout from ever firing) or has been answered. */
+static void *guard_main(void *arg)
+{
+    view_server *s = arg;
+    pthread_mutex_lock(&s->conns_lock);
+    while (!s->guard_stop) {
+        const double now = now_ms();
+        for (int k = 0; k < MAX_CONNECTIONS; k++) {
+            view_conn *c = &s->conns[k];
+            if (c->used && !c->authenticated && !c->cut &&
+                now - c->opened_ms >= HEADER_DEADLINE_S * 1000.0) {
+                cut_connection(c);
+                atomic_fetch_add(&s->unauth_timed_out, 1);
+            }
+        }
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_nsec += GUARD_TICK_MS * 1000L * 1000L;
+        until.tv_sec += until.tv_nsec / 1000000000L;
+        until.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&s->guard_wake, &s->conns_lock, &until);
+    }
+    pthread_mutex_unlock(&s->conns_lock);
+    return NULL;
+}
+
+static void guard_stop(view_server *s)
+{
+    if (!s->guard_running)
+        return;
+    pthread_mutex_lock(&s->conns_lock);
+    s->guard_stop = 1;
+    pthread_cond_signal(&s->guard_wake);
+    pthread_mutex_unlock(&s->conns_lock);
+    pthread_join(s->guard, NULL);
+    s->guard_running = 0;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_size, void **req_cls)
@@ -1315,6 +1460,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
     (void)upload_size;
     view_server *s = cls;
     view_call *call = *req_cls;
+    /* The token, from the header or the query. */
+    const char *header = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "X-Qem-Token");
+    char query_token[VIEW_TOKEN_HEX + 1];
+    const int in_query = call && view_query_token(call->target, call->length, query_token);
+    const int allowed = header ? view_token_equal(s->token, header) &&
+                                     (!in_query || view_token_equal(s->token, query_token))
+                               : in_query && view_token_equal(s->token, query_token);
+    if (allowed)
+        mark_authenticated(s, connection);
     /* The first call comes with the headers. A plain GET is answered on
      * the second, which lets libmicrohttpd keep the connection alive; any
      * request with a body is answered at once, unread (and the connection
@@ -1336,14 +1490,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
     reply r;
     memset(&r, 0, sizeof r);
     char why[256] = "";
-    /* 1. The token, from the header or the query; nothing is answered
-     * without it, not even "no such path". */
-    const char *header = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "X-Qem-Token");
-    char query_token[VIEW_TOKEN_HEX + 1];
-    const int in_query = call && view_query_token(call->target, call->length, query_token);
-    const int allowed = header ? view_token_equal(s->token, header) &&
-                                     (!in_query || view_token_equal(s->token, query_token))
-                               : in_query && view_token_equal(s->token, query_token);
+    /* 1. The token (above); nothing is answered without it, not even "no
+     * such path". */
     view_request q;
     if (!call) {
         reply_text(&r, 503, "out of memory");
@@ -1406,6 +1554,9 @@ qem_status view_server_start(view_server *s, unsigned *port, qem_error *e)
     address.sin_port = htons((uint16_t)s->config.port);
     if (inet_pton(AF_INET, s->config.bind, &address.sin_addr) != 1)
         return own_error(e, QEM_E_INVALID_ARGUMENT, "'%s' is not an IPv4 address", s->config.bind);
+    if (pthread_create(&s->guard, NULL, guard_main, s) != 0)
+        return own_error(e, QEM_E_NO_MEMORY, "cannot start the connection guard thread");
+    s->guard_running = 1;
     s->daemon = MHD_start_daemon(
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_AUTO |
             MHD_USE_ERROR_LOG,
@@ -1414,11 +1565,14 @@ qem_status view_server_start(view_server *s, unsigned *port, qem_error *e)
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS, MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned)CONNECTION_TIMEOUT_S, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
         (size_t)CONNECTION_MEMORY, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
-    if (!s->daemon)
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
+        s, MHD_OPTION_END);
+    if (!s->daemon) {
+        guard_stop(s);
         return own_error(e, QEM_E_IO, "cannot listen on %s port %u (in use, or not an address "
                                       "of this machine)",
                          s->config.bind, s->config.port);
+    }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
     *port = info ? info->port : s->config.port;
     return QEM_OK;
@@ -1431,6 +1585,9 @@ void view_server_free(view_server *s)
     atomic_store(&s->stopping, 1); /* running products cancel at their next window */
     if (s->daemon)
         MHD_stop_daemon(s->daemon);
+    guard_stop(s); /* after the daemon: no connection is left to guard */
+    pthread_mutex_destroy(&s->conns_lock);
+    pthread_cond_destroy(&s->guard_wake);
     for (int k = 0; k < MAX_SESSIONS; k++)
         client_free(s->clients[k]);
     for (size_t k = 0; k < s->nfiles; k++)

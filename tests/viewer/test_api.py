@@ -8,6 +8,7 @@ up); 1000 requests from 8 concurrent clients all answered, the sessions and
 the memory bounded; the command's own options refused strictly.
 """
 import glob
+import http.client
 import json
 import os
 import signal
@@ -554,3 +555,76 @@ def test_verbose_log_masks_the_token():
         assert shown not in err, (shown, err)
     assert "Token=" + "x" * 32 in err and "/" + "x" * 32 + " " in err, err
     assert "\x1b" not in err and "GET /a\\x1b[2Jb -> 403" in err, err
+
+
+def test_trickling_clients_do_not_lock_out_the_owner():
+    """100 connections from a client without the token, each sending one
+    header line a second (any local process can), fill no slot the token
+    holder needs: its requests are answered at once, on a new connection
+    and on one kept alive past the deadline; every trickler is cut, the
+    last ones 10 s after they connected (the header deadline), not at
+    libmicrohttpd's 120 s idle timeout."""
+    deadline_s = 10
+    with Server([fixture("qem", "u16_dense_highdose.qem")]) as server:
+        owner = server.connection()
+        assert server.request("/api/info", token="header", conn=owner)[0] == 200
+        socks = []
+        opened = []
+        closed = {}
+        stop = threading.Event()
+        try:
+            for k in range(100):
+                s = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+                s.sendall(b"GET /api/info HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+                s.setblocking(False)
+                socks.append(s)
+                opened.append(time.monotonic())
+
+            def trickle():
+                tick = 0
+                while not stop.is_set() and len(closed) < len(socks) and tick < 40:
+                    for k, s in enumerate(socks):
+                        if k in closed:
+                            continue
+                        try:
+                            if s.recv(4096) == b"":
+                                closed[k] = time.monotonic()
+                                continue
+                        except BlockingIOError:
+                            pass
+                        except OSError:
+                            closed[k] = time.monotonic()
+                            continue
+                        try:
+                            s.send(b"X-Trickle-%d: %d\r\n" % (tick, k))
+                        except OSError:
+                            closed[k] = time.monotonic()
+                    tick += 1
+                    stop.wait(0.5)
+
+            trickler = threading.Thread(target=trickle, daemon=True)
+            trickler.start()
+            time.sleep(1)
+            # The token holder, on a new connection while they trickle.
+            t0 = time.monotonic()
+            fresh = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+            status, _, body = server.request("/api/info", token="header", conn=fresh)
+            fresh.close()
+            assert status == 200 and time.monotonic() - t0 < 3, (status, body)
+            still_open = len(socks) - len(closed)
+            assert 0 < still_open <= 40, still_open
+            # Past the deadline: the owner's kept-alive connection still
+            # serves, every trickler is closed.
+            trickler.join(deadline_s + 8)
+            assert len(closed) == len(socks), "%d tricklers still open" % (len(socks) - len(closed))
+            lasted = [closed[k] - opened[k] for k in closed]
+            assert max(lasted) >= deadline_s - 1 and max(lasted) < deadline_s + 3, sorted(lasted)[-5:]
+            assert server.request("/api/info", token="header", conn=owner)[0] == 200
+            stats = json.loads(server.get("/api/stats")[1])
+            assert stats["unauthenticated_evicted"] + stats["unauthenticated_timed_out"] >= 100, stats
+            assert stats["unauthenticated_timed_out"] > 0, stats
+        finally:
+            stop.set()
+            for s in socks:
+                s.close()
+            owner.close()
