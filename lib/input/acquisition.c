@@ -355,13 +355,17 @@ qem_status input_check_shape(const acquisition *a, const char *path, qem_error *
                             "'%s' has an empty dimension (shape %llu x %llu x %llu x %llu)", path,
                             (unsigned long long)a->shape[0], (unsigned long long)a->shape[1],
                             (unsigned long long)a->shape[2], (unsigned long long)a->shape[3]);
-    if (qem_mul_overflow_u64(a->shape[2], a->shape[3], &pixels) || pixels > UINT32_MAX ||
-        qem_mul_overflow_u64(a->shape[0], a->shape[1], &scans) ||
+    if (qem_mul_overflow_u64(a->shape[2], a->shape[3], &pixels) ||
+        pixels > INPUT_MAX_DETECTOR_PIXELS)
+        return qem_fail(error, QEM_E_LIMIT,
+                        "'%s' describes a detector of %llu x %llu pixels; qem reads detectors of "
+                        "at most %llu pixels (8192 x 8192)",
+                        path, (unsigned long long)a->shape[2], (unsigned long long)a->shape[3],
+                        (unsigned long long)INPUT_MAX_DETECTOR_PIXELS);
+    if (qem_mul_overflow_u64(a->shape[0], a->shape[1], &scans) ||
         qem_mul_overflow_u64(scans, pixels, &total) || total > UINT64_MAX / 8)
         return qem_fail(error, QEM_E_LIMIT,
-                        "'%s' is too large: detector pixels must fit 32-bit indices and the "
-                        "array 64-bit byte counts",
-                        path);
+                        "'%s' is too large: the array's byte count must fit 64 bits", path);
     return QEM_OK;
 }
 
@@ -409,6 +413,10 @@ qem_status input_scan_shape(const input_options *o, int have_file, const uint64_
 qem_status input_implicit_mask(acquisition *a, qem_error *error)
 {
     static const uint8_t zeros[4096];
+    /* The digest's work grows with the detector: a shape that would be
+     * refused (an empty axis, an absurd detector) is refused first. */
+    QEM_TRY(input_check_shape(a, a->member_count ? a->members[0].path : "the acquisition",
+                              error));
     qem_sha256 *ctx = qem_sha256_new();
     if (!ctx)
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");

@@ -101,7 +101,9 @@ struct acquisition {
 /* Adds a member (not hashed yet; its stamp taken now, opening it so that a
  * FIFO or device is refused). */
 qem_status input_add_member(acquisition *a, const char *path, int is_master, qem_error *error);
-/* Refuses an acquisition with an empty dimension or too many values. */
+/* Refuses an acquisition with an empty dimension, a detector of more than
+ * INPUT_MAX_DETECTOR_PIXELS pixels, or sizes that overflow: the check every
+ * entry point passes before any work proportional to the shape. */
 qem_status input_check_shape(const acquisition *a, const char *path, qem_error *error);
 /* The scan shape of `frames` frames: the caller's, else the file's
  * (`have_file`, stated on `file_on`), which must agree; rows x columns
@@ -109,7 +111,8 @@ qem_status input_check_shape(const acquisition *a, const char *path, qem_error *
 qem_status input_scan_shape(const input_options *o, int have_file, const uint64_t file_shape[2],
                             const char *file_on, uint64_t frames, const char *path,
                             uint64_t out[2], qem_error *error);
-/* No detector mask: the implicit all-admitted mask digest. */
+/* No detector mask: the implicit all-admitted mask digest (4 x pixels zero
+ * bytes, hashed only once input_check_shape has passed). */
 qem_status input_implicit_mask(acquisition *a, qem_error *error);
 /* Records that the family read `size` bytes of member `m` (open as `fd`)
  * at `offset` into `data`: while a save hashes as it reads, bytes the
@@ -186,6 +189,13 @@ qem_status input_identity(const uint8_t *master_sha256, const uint8_t (*data_sha
 
 /* The acquisition behind a public handle. */
 acquisition *qem_acquisition_input(qem_acquisition *acquisition);
+
+/* The largest detector any family describes: 2^26 pixels (8192 x 8192),
+ * beyond every pixelated 4D-STEM detector made (an Eiger2 16M has 18
+ * million). Work proportional to the detector (the implicit mask's digest,
+ * a frame's scratch) stays below a second; a larger shape is refused
+ * before any of it. */
+#define INPUT_MAX_DETECTOR_PIXELS (1ull << 26)
 
 #define INPUT_ORIGIN_SOURCE_MASK "source-little-endian-u32-mask"
 #define INPUT_ORIGIN_IMPLICIT_MASK "implicit-all-admitted-u32-mask"

@@ -1,8 +1,10 @@
 /* A .npy file: header dictionary, dtype, shape, length; what opens is
- * read, and read again as a detector mask of its own shape. */
+ * read, and read again as a detector mask of its own shape; then the same
+ * file as an acquisition (lib/input/npy.c: the shape rules, refused before
+ * any work proportional to the shape, and the reads of a save). */
 #include <stdlib.h>
 
-#include "fuzz_common.h"
+#include "fuzz_input.h"
 #include "qem.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -29,5 +31,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     }
     qem_npy_close(n);
+    acquisition *a = NULL;
+    if (input_open(path, NULL, &a, &e) == QEM_OK)
+        fuzz_acquisition_exercise(a);
+    input_close(a);
     return 0;
 }

@@ -1083,6 +1083,53 @@ static void test_arina_uint32(void)
     }
 }
 
+
+/* --- shapes refused before work proportional to them (issue 27) --------- */
+
+/* A .npy of `descr` and `shape` (a Python tuple's text): its header only,
+ * then `data` bytes of zeros made by extending the file (sparse). */
+static void write_npy_header(const char *path, const char *shape, uint64_t data)
+{
+    char dict[256];
+    int n = snprintf(dict, sizeof dict, "{'descr': '|u1', 'fortran_order': False, 'shape': %s, }",
+                     shape);
+    const int total = (10 + n + 1 + 63) / 64 * 64; /* the header padded to 64 bytes */
+    char head[512];
+    memcpy(head, "\x93NUMPY\x01\x00", 8);
+    head[8] = (char)((total - 10) & 0xff);
+    head[9] = (char)((total - 10) >> 8);
+    memcpy(head + 10, dict, (size_t)n);
+    memset(head + 10 + n, ' ', (size_t)(total - 10 - n - 1));
+    head[total - 1] = '\n';
+    CHECK(write_file(path, head, (size_t)total));
+    CHECK(truncate(path, (off_t)(total + data)) == 0);
+}
+
+static void test_absurd_shapes(void)
+{
+    /* A 128-byte .npy of shape (0, 1, 3000000, 3000000): the empty axis
+     * is refused at once, before the 36 TB implicit mask would be hashed
+     * (the alarm ends the test if it is not). */
+    const char *p = strdup(test_path("empty_axis.npy"));
+    write_npy_header(p, "(0, 1, 3000000, 3000000)", 0);
+    struct stat sb;
+    CHECK(stat(p, &sb) == 0 && sb.st_size == 128);
+    alarm(60);
+    inspect_refused(p, NULL, QEM_E_LAYOUT, "empty dimension (shape 0 x 1 x 3000000 x 3000000)");
+    alarm(0);
+    /* A detector just over the cap, the data present (sparse): refused
+     * before anything proportional to it; the cap itself is accepted. */
+    write_npy_header(p, "(1, 1, 8193, 8192)", 8193ull * 8192);
+    inspect_refused(p, NULL, QEM_E_LIMIT, "detector of 8193 x 8192 pixels");
+    write_npy_header(p, "(1, 1, 8192, 8192)", 8192ull * 8192);
+    acquisition *a = NULL;
+    qem_error e = {0};
+    CHECK_OK(input_open(p, NULL, &a, &e), &e);
+    input_close(a);
+    CHECK(unlink(p) == 0);
+    free((void *)p);
+}
+
 int main(void)
 {
     test_identity_vectors();
@@ -1097,5 +1144,6 @@ int main(void)
     test_arina_damaged();
     test_arina_links();
     test_arina_uint32();
+    test_absurd_shapes();
     return test_finish("unit_inputs");
 }
