@@ -484,14 +484,43 @@ static const char *foreign_format(const uint8_t *h, size_t n)
     return NULL;
 }
 
+/* An HDF5 object name as libhdf5 (and h5py) read it: runs of '/' are one
+ * separator ("//g//d" is "/g/d"). */
+static char *hdf5_name(const char *name)
+{
+    char *out = malloc(strlen(name) + 1);
+    if (!out)
+        return NULL;
+    size_t n = 0;
+    for (const char *p = name; *p; p++)
+        if (*p != '/' || n == 0 || out[n - 1] != '/')
+            out[n++] = *p;
+    out[n] = '\0';
+    return out;
+}
+
+static qem_status open_family(const char *path, const input_options *options, acquisition **out,
+                              qem_error *error);
+
 qem_status input_open(const char *path, const input_options *options, acquisition **out,
                       qem_error *error)
 {
     *out = NULL;
-    input_options none;
-    memset(&none, 0, sizeof none);
-    if (!options)
-        options = &none;
+    input_options local;
+    memset(&local, 0, sizeof local);
+    if (options)
+        local = *options;
+    char *dataset = NULL;
+    if (local.dataset && !(local.dataset = dataset = hdf5_name(local.dataset)))
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    const qem_status st = open_family(path, &local, out, error);
+    free(dataset);
+    return st;
+}
+
+static qem_status open_family(const char *path, const input_options *options, acquisition **out,
+                              qem_error *error)
+{
     int fd = -1;
     struct stat sb;
     QEM_TRY(qem_open_input(path, &fd, &sb, error));
