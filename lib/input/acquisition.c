@@ -218,11 +218,10 @@ qem_status input_check_unchanged(const acquisition *a, qem_error *error)
     return QEM_OK;
 }
 
-input_placement input_place_member(const char *dir, const char *name, const char *member,
-                                   char **resolved, int *err)
+qem_status input_companion_path(const input_companion *c, const char *name, char **member,
+                                qem_error *error)
 {
-    *resolved = NULL;
-    *err = 0;
+    *member = NULL;
     int escapes = name[0] == '/';
     for (const char *p = name; !escapes && *p;) {
         const char *slash = strchr(p, '/');
@@ -231,32 +230,46 @@ input_placement input_place_member(const char *dir, const char *name, const char
         p += n + (slash != NULL);
     }
     if (escapes)
-        return INPUT_NAME_ESCAPES;
+        return qem_fail(error, QEM_E_LAYOUT, "%s '%s', outside %s; %s", c->subject, name,
+                        c->folder, c->rule);
+    char *dir = qem_path_dirname(c->owner);
+    const size_t size = dir ? strlen(dir) + strlen(name) + 2 : 0;
+    char *path = dir ? malloc(size) : NULL;
+    if (!path) {
+        free(dir);
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    }
+    snprintf(path, size, "%s/%s", dir, name);
     char *real_dir = realpath(dir, NULL);
+    const int dir_errno = errno;
+    free(dir);
     if (!real_dir) {
-        *err = errno;
-        return INPUT_DIR_UNRESOLVED;
+        free(path);
+        return qem_fail(error, QEM_E_IO, "cannot resolve the folder of '%s': %s", c->owner,
+                        strerror(dir_errno));
     }
-    char *real_member = realpath(member, NULL);
-    input_placement where = INPUT_BESIDE;
-    if (!real_member) {
-        *err = errno;
-        where = INPUT_MEMBER_UNREADABLE;
-    } else {
-        const size_t n = strlen(real_dir);
-        struct stat sb;
-        if (strncmp(real_member, real_dir, n) != 0 ||
-            !(real_member[n] == '/' || (n == 1 && real_dir[0] == '/'))) {
-            where = INPUT_RESOLVES_OUTSIDE;
-            *resolved = real_member;
-            real_member = NULL;
-        } else if (stat(real_member, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-            where = INPUT_NOT_REGULAR;
-        }
-    }
+    qem_status st = QEM_OK;
+    char *real = realpath(path, NULL);
+    const size_t n = strlen(real_dir);
+    struct stat sb;
+    if (!real)
+        st = qem_fail(error, QEM_E_IO, "%s '%s', which cannot be read (%s); %s", c->subject,
+                      name, strerror(errno), c->keep);
+    else if (strncmp(real, real_dir, n) != 0 ||
+             !(real[n] == '/' || (n == 1 && real_dir[0] == '/')))
+        st = qem_fail(error, QEM_E_LAYOUT, "%s '%s', which resolves to '%s', outside %s; %s",
+                      c->subject, name, real, c->folder, c->rule);
+    else if (stat(real, &sb) != 0 || !S_ISREG(sb.st_mode))
+        st = qem_fail(error, QEM_E_LAYOUT, "%s '%s', which is not a regular file", c->subject,
+                      name);
     free(real_dir);
-    free(real_member);
-    return where;
+    free(real);
+    if (st != QEM_OK) {
+        free(path);
+        return st;
+    }
+    *member = path;
+    return QEM_OK;
 }
 
 /* --- hashing while reading ---------------------------------------------------- */

@@ -132,45 +132,23 @@ static qem_status list_data_links(hid_t file, const char *path, arina_link **out
     return QEM_OK;
 }
 
-/* A data link may only name a regular file inside the master's own folder,
- * symlinks resolved: an absolute target, a ".." component or a symlink
- * leading out would let a crafted master read any file on the machine. */
-static qem_status check_link_target(const char *master, const char *dir, const arina_link *l,
-                                    const char *member, qem_error *error)
+/* A data link may only name a regular file inside the master's own folder
+ * (input_companion_path): an absolute target, a ".." component or a
+ * symlink leading out would let a crafted master read any file on the
+ * machine. `*member` gets the path to open. */
+static qem_status check_link_target(const char *master, const arina_link *l, char **member,
+                                    qem_error *error)
 {
-    char *resolved = NULL;
-    int err = 0;
-    switch (input_place_member(dir, l->file, member, &resolved, &err)) {
-    case INPUT_BESIDE:
-        return QEM_OK;
-    case INPUT_NAME_ESCAPES:
-        return qem_fail(error, QEM_E_LAYOUT,
-                        "master '%s' links data_%06u to '%s', outside the master's folder; data "
-                        "files must lie beside their master",
-                        master, l->number, l->file);
-    case INPUT_DIR_UNRESOLVED:
-        return qem_fail(error, QEM_E_IO, "cannot resolve the folder of '%s': %s", master,
-                        strerror(err));
-    case INPUT_MEMBER_UNREADABLE:
-        return qem_fail(error, QEM_E_IO,
-                        "master '%s' links data_%06u to '%s', which cannot be read (%s); keep the "
-                        "master and every data file of the acquisition together",
-                        master, l->number, member, strerror(err));
-    case INPUT_RESOLVES_OUTSIDE: {
-        const qem_status st = qem_fail(
-            error, QEM_E_LAYOUT,
-            "master '%s' links data_%06u to '%s', which resolves to '%s', outside the master's "
-            "folder; data files must lie beside their master",
-            master, l->number, l->file, resolved);
-        free(resolved);
-        return st;
-    }
-    case INPUT_NOT_REGULAR:
-        break;
-    }
-    return qem_fail(error, QEM_E_LAYOUT,
-                    "master '%s' links data_%06u to '%s', which is not a regular file", master,
-                    l->number, l->file);
+    char subject[600];
+    snprintf(subject, sizeof subject, "master '%s' links data_%06u to", master, l->number);
+    const input_companion c = {
+        .owner = master,
+        .subject = subject,
+        .folder = "the master's folder",
+        .rule = "data files must lie beside their master",
+        .keep = "keep the master and every data file of the acquisition together",
+    };
+    return input_companion_path(&c, l->file, member, error);
 }
 
 /* --- vendor facts ------------------------------------------------------------------ */
@@ -330,23 +308,14 @@ qem_status arina_describe(acquisition *a, h5_state *im, hid_t master, const char
                                 path, links[i].dataset);
         }
     }
-    char *dir = qem_path_dirname(path);
-    if (!dir)
-        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     qem_status st = QEM_OK;
     uint64_t frames = 0;
     char *member = NULL;
     for (size_t i = 0; st == QEM_OK && i < count; i++) {
         const arina_link *l = &links[i];
         free(member);
-        size_t size = strlen(dir) + strlen(l->file) + 2;
-        member = malloc(size);
-        if (!member) {
-            st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
-            break;
-        }
-        snprintf(member, size, "%s/%s", dir, l->file);
-        st = check_link_target(path, dir, l, member, error);
+        member = NULL;
+        st = check_link_target(path, l, &member, error);
         if (st != QEM_OK)
             break;
         st = input_add_member(a, member, 0, error);
@@ -403,7 +372,6 @@ qem_status arina_describe(acquisition *a, h5_state *im, hid_t master, const char
                           path);
     }
     free(member);
-    free(dir);
     QEM_TRY(st);
     im->rank = 3;
     /* The scan shape: the caller's, else the master's scan_shape attribute

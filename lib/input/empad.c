@@ -29,6 +29,7 @@
 #define XML_MAX_FACTS 4096
 #define XML_MAX_VALUE 4096
 #define XML_MAX_FACT_BYTES (1u << 20)
+#define XML_MAX_KEY 4096
 #define XML_PROVENANCE "EMPAD acquisition XML"
 
 typedef struct empad_state {
@@ -37,58 +38,130 @@ typedef struct empad_state {
 
 /* --- the XML ------------------------------------------------------------------ */
 
+/* The values the reader itself uses (raw file, scan shape, calibration):
+ * kept whatever the caps on recorded facts, so that an XML with many
+ * values before them is read as it says. */
+static const char *const used_keys[] = {
+    "raw_file@filename",
+    "raw_file[1]@filename",
+    "pix_x",
+    "pix_y",
+    "iom_measurements/source.get_voltage",
+    "iom_measurements/optics.get_cameralength",
+    "iom_measurements/calibrated_pixelsize",
+    "iom_measurements/calibrated_diffraction_angle",
+};
+
 /* What the parse collects: the flattened facts ("a/b[1]/c", "a/b@attr";
- * the root's own name left out), and the few values the reader uses. */
+ * the root's own name left out), and the values the reader uses. The
+ * open elements' path lives in one buffer (element d's is its first
+ * path_end[d] bytes): a child appends only its own name and an attribute
+ * key is built only when it is recorded, so parsing does work linear in
+ * the document, however long its names or many its attributes. */
 typedef struct xml_walk {
     XML_Parser parser;
     json_t *facts;
-    int truncated;     /* more than XML_MAX_FACTS facts or XML_MAX_FACT_BYTES */
+    json_t *used;      /* used_keys found: key -> value */
+    int truncated;     /* a fact left out: XML_MAX_FACTS, XML_MAX_FACT_BYTES or XML_MAX_KEY */
     size_t fact_bytes;
     int refused;       /* a DOCTYPE or entity declaration */
     int too_deep;
     int depth;         /* open elements, the root being 1 */
-    char *path[XML_MAX_DEPTH + 1];     /* path of each open element (root: "") */
+    char *path;        /* the innermost open element's path, NUL-terminated */
+    size_t path_cap;
+    size_t path_end[XML_MAX_DEPTH + 1];  /* path length of each open element (root: 0) */
     json_t *children[XML_MAX_DEPTH + 1]; /* child name -> how many so far */
     int has_children[XML_MAX_DEPTH + 1];
     char *text;        /* character data of the innermost element */
     size_t text_len, text_cap;
     char *root;
     int oom;
+    uint64_t work;     /* bytes copied into paths and facts */
 } xml_walk;
 
-static char *join(const char *a, const char *sep, const char *b)
+/* Whether the key `a` + `sep` + `b` is one of used_keys, compared in
+ * place (no copy). */
+static const char *used_key(const char *a, size_t na, char sep, const char *b, size_t nb)
 {
-    const size_t na = strlen(a), ns = strlen(sep), nb = strlen(b);
-    char *out = malloc(na + ns + nb + 1);
-    if (!out)
-        return NULL;
-    memcpy(out, a, na);
-    memcpy(out + na, sep, ns);
-    memcpy(out + na + ns, b, nb + 1);
-    return out;
+    for (size_t k = 0; k < sizeof used_keys / sizeof used_keys[0]; k++) {
+        const char *u = used_keys[k];
+        const size_t nu = strlen(u);
+        if (nu == na + (sep != 0) + nb && !memcmp(u, a, na) && (!sep || u[na] == sep) &&
+            !memcmp(u + na + (sep != 0), b, nb))
+            return u;
+    }
+    return NULL;
 }
 
-static void add_fact(xml_walk *w, const char *key, const char *value, size_t n)
+/* json string of at most XML_MAX_VALUE bytes of `value`, cut before a
+ * character rather than inside one. */
+static json_t *value_json(const char *value, size_t n)
 {
     if (n > XML_MAX_VALUE) {
         n = XML_MAX_VALUE;
         while (n && ((unsigned char)value[n] & 0xC0) == 0x80)
-            n--; /* cut before a character, not inside one */
+            n--;
     }
-    if (json_object_size(w->facts) >= XML_MAX_FACTS ||
-        w->fact_bytes + strlen(key) + n > XML_MAX_FACT_BYTES) {
-        w->truncated = 1;
-        return;
-    }
-    w->fact_bytes += strlen(key) + n;
     /* A value cut short may end inside a character: drop its bytes. */
     json_t *v = NULL;
     for (size_t cut = 0; !v && cut < 4 && cut <= n; cut++)
         v = json_stringn(value, n - cut);
-    if (!v)
-        v = json_string("");
-    if (json_object_set_new(w->facts, key, v) != 0)
+    return v ? v : json_string("");
+}
+
+/* Records the fact `a` + `sep` + `b` (sep 0: the key is `a` alone) =
+ * `value`, unless a cap is reached; a used key is kept either way. */
+static void add_fact(xml_walk *w, const char *a, size_t na, char sep, const char *b,
+                     const char *value, size_t n)
+{
+    const size_t nb = sep ? strlen(b) : 0, key_len = na + (sep != 0) + nb;
+    const size_t kept = n < XML_MAX_VALUE ? n : XML_MAX_VALUE;
+    const char *used = used_key(a, na, sep, b, nb);
+    if (used && json_object_set_new(w->used, used, value_json(value, n)) != 0)
         w->oom = 1;
+    if (json_object_size(w->facts) >= XML_MAX_FACTS || key_len > XML_MAX_KEY ||
+        w->fact_bytes + key_len + kept > XML_MAX_FACT_BYTES) {
+        w->truncated = 1;
+        return;
+    }
+    w->fact_bytes += key_len + kept;
+    w->work += key_len + kept;
+    char key[XML_MAX_KEY + 1];
+    memcpy(key, a, na);
+    if (sep) {
+        key[na] = sep;
+        memcpy(key + na + 1, b, nb);
+    }
+    key[key_len] = '\0';
+    if (json_object_set_new(w->facts, key, value_json(value, n)) != 0)
+        w->oom = 1;
+}
+
+/* Appends `/name[n]` (or `name[n]` below the root) to the path. */
+static int push_path(xml_walk *w, const char *name, json_int_t n)
+{
+    const size_t at = w->path_end[w->depth];
+    char segment[32] = "";
+    if (n)
+        snprintf(segment, sizeof segment, "[%lld]", (long long)n);
+    const size_t nn = strlen(name), ns = strlen(segment), sep = at ? 1 : 0;
+    if (at + sep + nn + ns + 1 > w->path_cap) {
+        size_t cap = w->path_cap ? w->path_cap : 256;
+        while (cap < at + sep + nn + ns + 1)
+            cap *= 2;
+        char *grown = realloc(w->path, cap);
+        if (!grown)
+            return 0;
+        w->path = grown;
+        w->path_cap = cap;
+    }
+    if (sep)
+        w->path[at] = '/';
+    memcpy(w->path + at + sep, name, nn);
+    memcpy(w->path + at + sep + nn, segment, ns + 1);
+    w->path_end[w->depth + 1] = at + sep + nn + ns;
+    w->work += sep + nn + ns;
+    return 1;
 }
 
 static void XMLCALL on_start(void *user, const XML_Char *name, const XML_Char **attrs)
@@ -99,11 +172,10 @@ static void XMLCALL on_start(void *user, const XML_Char *name, const XML_Char **
         XML_StopParser(w->parser, XML_FALSE);
         return;
     }
-    char *path = NULL;
+    int ok = 1;
     if (w->depth == 0) {
         free(w->root);
-        w->root = strdup(name);
-        path = strdup("");
+        ok = (w->root = strdup(name)) != NULL && push_path(w, "", 0);
     } else {
         /* The n-th sibling of this name (from 0) is name[n]. */
         const int parent = w->depth;
@@ -112,31 +184,22 @@ static void XMLCALL on_start(void *user, const XML_Char *name, const XML_Char **
             w->children[parent] = json_object();
         json_t *count = json_object_get(w->children[parent], name);
         const json_int_t n = count ? json_integer_value(count) : 0;
-        json_object_set_new(w->children[parent], name, json_integer(n + 1));
-        char segment[64] = "";
-        if (n)
-            snprintf(segment, sizeof segment, "[%lld]", (long long)n);
-        char *named = join(name, "", segment);
-        path = named ? (w->path[parent][0] ? join(w->path[parent], "/", named) : strdup(named))
-                     : NULL;
-        free(named);
+        ok = w->children[parent] &&
+             json_object_set_new(w->children[parent], name, json_integer(n + 1)) == 0 &&
+             push_path(w, name, n);
     }
-    if (!path) {
+    if (!ok) {
         w->oom = 1;
         XML_StopParser(w->parser, XML_FALSE);
         return;
     }
     w->depth++;
-    w->path[w->depth] = path;
     w->children[w->depth] = NULL;
     w->has_children[w->depth] = 0;
     w->text_len = 0;
-    for (size_t i = 0; attrs[i] && attrs[i + 1]; i += 2) {
-        char *key = join(path, "@", attrs[i]);
-        if (key)
-            add_fact(w, key, attrs[i + 1], strlen(attrs[i + 1]));
-        free(key);
-    }
+    const size_t at = w->path_end[w->depth];
+    for (size_t i = 0; attrs[i] && attrs[i + 1]; i += 2)
+        add_fact(w, w->path, at, '@', attrs[i], attrs[i + 1], strlen(attrs[i + 1]));
 }
 
 static int blank(const char *s, size_t n)
@@ -162,13 +225,12 @@ static void XMLCALL on_end(void *user, const XML_Char *name)
             a++;
         while (b > a && blank(t + b - 1, 1))
             b--;
-        add_fact(w, w->path[d], t + a, b - a);
+        add_fact(w, w->path, w->path_end[d], 0, NULL, t + a, b - a);
     }
-    free(w->path[d]);
-    w->path[d] = NULL;
     json_decref(w->children[d]);
     w->children[d] = NULL;
     w->depth--;
+    w->path[w->path_end[w->depth]] = '\0';
     w->text_len = 0;
 }
 
@@ -219,25 +281,25 @@ static void XMLCALL on_entity(void *user, const XML_Char *name, int is_parameter
 
 static void walk_free(xml_walk *w)
 {
-    for (int d = 0; d <= XML_MAX_DEPTH; d++) {
-        free(w->path[d]);
+    for (int d = 0; d <= XML_MAX_DEPTH; d++)
         json_decref(w->children[d]);
-    }
+    free(w->path);
     free(w->text);
     free(w->root);
     json_decref(w->facts);
+    json_decref(w->used);
 }
 
-/* Parses `size` bytes of XML into flattened facts (`*facts`, owned by the
- * caller) and the root element's name. */
-static qem_status parse_xml(const char *xml, size_t size, const char *path, json_t **facts,
-                            char **root, qem_error *error)
+qem_status input_empad_parse_xml(const char *xml, size_t size, const char *path,
+                                 input_empad_xml *out, qem_error *error)
 {
+    memset(out, 0, sizeof *out);
     xml_walk w;
     memset(&w, 0, sizeof w);
     w.facts = json_object();
+    w.used = json_object();
     w.parser = XML_ParserCreate(NULL);
-    if (!w.facts || !w.parser) {
+    if (!w.facts || !w.used || !w.parser) {
         if (w.parser)
             XML_ParserFree(w.parser);
         walk_free(&w);
@@ -270,16 +332,26 @@ static qem_status parse_xml(const char *xml, size_t size, const char *path, json
     if (st == QEM_OK && w.truncated)
         json_object_set_new(w.facts, "_truncated",
                             json_sprintf("only the first values of the XML are recorded (at "
-                                         "most %d, %u bytes)",
-                                         XML_MAX_FACTS, XML_MAX_FACT_BYTES));
+                                         "most %d, %u bytes, keys of at most %d bytes)",
+                                         XML_MAX_FACTS, XML_MAX_FACT_BYTES, XML_MAX_KEY));
+    out->work = w.work;
     if (st == QEM_OK) {
-        *facts = w.facts;
-        *root = w.root;
-        w.facts = NULL;
+        out->facts = w.facts;
+        out->used = w.used;
+        out->root = w.root;
+        w.facts = w.used = NULL;
         w.root = NULL;
     }
     walk_free(&w);
     return st;
+}
+
+void input_empad_xml_free(input_empad_xml *x)
+{
+    json_decref(x->facts);
+    json_decref(x->used);
+    free(x->root);
+    memset(x, 0, sizeof *x);
 }
 
 /* --- values ------------------------------------------------------------------- */
@@ -361,43 +433,21 @@ static json_t *calibration_of(json_t *facts)
 /* --- the raw file ------------------------------------------------------------- */
 
 /* The raw file an XML names may only be a regular file inside the XML's
- * own folder, symlinks resolved: a crafted XML must not read any other
- * file of the machine. */
-static qem_status check_raw_name(const char *xml, const char *dir, const char *name,
-                                 const char *member, qem_error *error)
+ * own folder, symlinks resolved (input_companion_path): a crafted XML
+ * must not read any other file of the machine. */
+static qem_status check_raw_name(const char *xml, const char *name, char **member,
+                                 qem_error *error)
 {
-    char *resolved = NULL;
-    int err = 0;
-    switch (input_place_member(dir, name, member, &resolved, &err)) {
-    case INPUT_BESIDE:
-        return QEM_OK;
-    case INPUT_NAME_ESCAPES:
-        return qem_fail(error, QEM_E_LAYOUT,
-                        "'%s' names the raw file '%s', outside the XML's folder; the raw file "
-                        "must lie beside its XML",
-                        xml, name);
-    case INPUT_DIR_UNRESOLVED:
-        return qem_fail(error, QEM_E_IO, "cannot resolve the folder of '%s': %s", xml,
-                        strerror(err));
-    case INPUT_MEMBER_UNREADABLE:
-        return qem_fail(error, QEM_E_IO,
-                        "'%s' names the raw file '%s', which cannot be read (%s); keep the XML "
-                        "and its raw file together",
-                        xml, name, strerror(err));
-    case INPUT_RESOLVES_OUTSIDE: {
-        const qem_status st =
-            qem_fail(error, QEM_E_LAYOUT,
-                     "'%s' names the raw file '%s', which resolves to '%s', outside the XML's "
-                     "folder; the raw file must lie beside its XML",
-                     xml, name, resolved);
-        free(resolved);
-        return st;
-    }
-    case INPUT_NOT_REGULAR:
-        break;
-    }
-    return qem_fail(error, QEM_E_LAYOUT,
-                    "'%s' names the raw file '%s', which is not a regular file", xml, name);
+    char subject[600];
+    snprintf(subject, sizeof subject, "'%s' names the raw file", xml);
+    const input_companion c = {
+        .owner = xml,
+        .subject = subject,
+        .folder = "the XML's folder",
+        .rule = "the raw file must lie beside its XML",
+        .keep = "keep the XML and its raw file together",
+    };
+    return input_companion_path(&c, name, member, error);
 }
 
 /* --- the family ------------------------------------------------------------------ */
@@ -432,55 +482,26 @@ static qem_status read_xml(const char *path, int fd, uint64_t size, char **out, 
     return QEM_OK;
 }
 
-static qem_status empad_describe(acquisition *a, const char *path, const uint8_t *head, size_t n,
-                                 const input_options *o, qem_error *error)
+/* The raw file, the scan shape and the calibration from the values of the
+ * XML the reader uses. */
+static qem_status describe_raw(acquisition *a, empad_state *s, const char *path, json_t *used,
+                               const input_options *o, qem_error *error)
 {
-    (void)head;
-    (void)n;
-    if (o->dataset)
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
-                        "'%s' is an XML document; --dataset only applies to HDF5 files", path);
-    empad_state *s = calloc(1, sizeof *s);
-    if (!s)
-        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
-    s->fd = -1;
-    a->impl = s;
-    QEM_TRY(input_add_member(a, path, 1, error));
-    int fd = -1;
-    struct stat sb;
-    QEM_TRY(qem_open_input(path, &fd, &sb, error));
-    char *xml = NULL;
-    qem_status st = qem_file_stamp_check(fd, &a->members[0].stamp, path, "described", error);
-    if (st == QEM_OK)
-        st = read_xml(path, fd, (uint64_t)sb.st_size, &xml, error);
-    close(fd);
-    QEM_TRY(st);
-    json_t *facts = NULL;
-    char *root = NULL;
-    st = parse_xml(xml, (size_t)sb.st_size, path, &facts, &root, error);
-    free(xml);
-    QEM_TRY(st);
-    /* Keep the facts with the acquisition from here on (freed with it). */
-    input_fact(a, "xml", facts);
-    input_fact(a, "xml_root", json_string(root ? root : ""));
-    free(root);
-
+    qem_status st = QEM_OK;
     /* The raw file: exactly one <raw_file filename="..."/> under the root. */
-    const char *name = fact_text(facts, "raw_file@filename");
+    const char *name = fact_text(used, "raw_file@filename");
     if (!name)
         return qem_fail(error, QEM_E_UNSUPPORTED,
                         "'%s' is an XML document but not an EMPAD acquisition: it names no raw "
                         "file (<raw_file filename=\"...\"/>)",
                         path);
-    if (json_object_get(facts, "raw_file[1]@filename"))
+    if (json_object_get(used, "raw_file[1]@filename"))
         return qem_fail(error, QEM_E_LAYOUT,
                         "'%s' names more than one raw file; an EMPAD acquisition has one", path);
     if (!name[0])
         return qem_fail(error, QEM_E_LAYOUT, "'%s' names an empty raw file name", path);
-    char *dir = qem_path_dirname(path);
-    char *member = dir ? join(dir, "/", name) : NULL;
-    st = dir && member ? check_raw_name(path, dir, name, member, error)
-                       : qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    char *member = NULL;
+    st = check_raw_name(path, name, &member, error);
     if (st == QEM_OK)
         st = input_add_member(a, member, 0, error);
     struct stat rs;
@@ -488,7 +509,6 @@ static qem_status empad_describe(acquisition *a, const char *path, const uint8_t
         st = qem_open_input(member, &s->fd, &rs, error);
     if (st == QEM_OK)
         st = qem_file_stamp_check(s->fd, &a->members[1].stamp, member, "described", error);
-    free(dir);
     if (st != QEM_OK) {
         free(member);
         return st;
@@ -497,7 +517,7 @@ static qem_status empad_describe(acquisition *a, const char *path, const uint8_t
     input_fact(a, "raw_file", json_string(name));
 
     /* The scan shape: <pix_y> rows of <pix_x> positions, when stated. */
-    const char *px = fact_text(facts, "pix_x"), *py = fact_text(facts, "pix_y");
+    const char *px = fact_text(used, "pix_x"), *py = fact_text(used, "pix_y");
     uint64_t x = 0, y = 0, frames = 0, scan[2];
     int have_file = 0;
     if (px || py) {
@@ -545,8 +565,47 @@ static qem_status empad_describe(acquisition *a, const char *path, const uint8_t
     input_fact(a, "dropped_rows_are",
                json_string("the 2 rows of frame metadata after the detector's 128 rows of "
                            "each frame"));
-    a->calibration = calibration_of(facts);
+    a->calibration = calibration_of(used);
     return input_implicit_mask(a, error);
+}
+
+static qem_status empad_describe(acquisition *a, const char *path, const uint8_t *head, size_t n,
+                                 const input_options *o, qem_error *error)
+{
+    (void)head;
+    (void)n;
+    if (o->dataset)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "'%s' is an XML document; --dataset only applies to HDF5 files", path);
+    empad_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    s->fd = -1;
+    a->impl = s;
+    QEM_TRY(input_add_member(a, path, 1, error));
+    int fd = -1;
+    struct stat sb;
+    QEM_TRY(qem_open_input(path, &fd, &sb, error));
+    char *xml = NULL;
+    qem_status st = qem_file_stamp_check(fd, &a->members[0].stamp, path, "described", error);
+    if (st == QEM_OK)
+        st = read_xml(path, fd, (uint64_t)sb.st_size, &xml, error);
+    close(fd);
+    QEM_TRY(st);
+    input_empad_xml parsed;
+    st = input_empad_parse_xml(xml, (size_t)sb.st_size, path, &parsed, error);
+    free(xml);
+    QEM_TRY(st);
+    /* Keep the facts with the acquisition from here on (freed with it). */
+    json_t *used = parsed.used;
+    parsed.used = NULL;
+    input_fact(a, "xml", parsed.facts);
+    input_fact(a, "xml_root", json_string(parsed.root ? parsed.root : ""));
+    parsed.facts = NULL;
+    input_empad_xml_free(&parsed);
+    st = describe_raw(a, s, path, used, o, error);
+    json_decref(used);
+    return st;
 }
 
 static qem_status empad_read(acquisition *a, uint64_t first, uint64_t count, void *out,

@@ -125,19 +125,41 @@ void input_fact(acquisition *a, const char *key, json_t *value);
 extern const input_family input_family_npy, input_family_hdf5, input_family_arina,
     input_family_mib, input_family_empad, input_family_raw;
 
-/* Where a file that another file names lies (an Arina data link, an EMPAD
- * raw file): one containment rule for every family. `name` is as written,
- * `member` the path it gives beside `dir`. */
-typedef enum input_placement {
-    INPUT_BESIDE,            /* a regular file inside `dir`, symlinks resolved */
-    INPUT_NAME_ESCAPES,      /* absolute, or a ".." component */
-    INPUT_DIR_UNRESOLVED,    /* *err says why */
-    INPUT_MEMBER_UNREADABLE, /* *err says why */
-    INPUT_RESOLVES_OUTSIDE,  /* *resolved says where (the caller frees it) */
-    INPUT_NOT_REGULAR,
-} input_placement;
-input_placement input_place_member(const char *dir, const char *name, const char *member,
-                                   char **resolved, int *err);
+/* A companion: a file that another file of the acquisition names or implies
+ * (an Arina data link, an EMPAD raw file, a Merlin .hdr). One containment
+ * rule for every family: it must be a regular file inside its owner's own
+ * folder, symlinks resolved, so that a crafted acquisition cannot make qem
+ * read, hash or quote any other file of the machine. The messages are
+ * "<subject> '<name>', outside <folder>; <rule>" and the like. */
+typedef struct input_companion {
+    const char *owner;   /* the file that names it */
+    const char *subject; /* "'a.xml' names the raw file", "master 'm.h5' links data_000001 to" */
+    const char *folder;  /* "the XML's folder" */
+    const char *rule;    /* "the raw file must lie beside its XML" */
+    const char *keep;    /* advice when it cannot be read: "keep the XML and its raw file together" */
+} input_companion;
+/* Checks the companion `name` (as written, relative to the owner's
+ * folder) and gives the path to open (`*member`, the caller frees it):
+ * QEM_E_LAYOUT when it is absolute, has a ".." component, resolves outside
+ * the folder or is not a regular file; QEM_E_IO when it cannot be
+ * resolved (missing). */
+qem_status input_companion_path(const input_companion *c, const char *name, char **member,
+                                qem_error *error);
+
+/* An EMPAD acquisition XML parsed (empad.c): the flattened facts, the
+ * values the reader uses (kept whatever the caps on facts) and the root's
+ * name, all owned by the caller (input_empad_xml_free). `work` counts the
+ * bytes copied into element paths and facts: linear in the document,
+ * which the tests assert. */
+typedef struct input_empad_xml {
+    json_t *facts;
+    json_t *used;
+    char *root;
+    uint64_t work;
+} input_empad_xml;
+qem_status input_empad_parse_xml(const char *xml, size_t size, const char *path,
+                                 input_empad_xml *out, qem_error *error);
+void input_empad_xml_free(input_empad_xml *x);
 
 /* --- for the writers -------------------------------------------------------- */
 

@@ -377,6 +377,58 @@ static qem_status read_hdr(const char *hdr, json_t **out, uint64_t *fpt, qem_err
     return QEM_OK;
 }
 
+/* The .hdr is a companion of the .mib (input_companion_path): a regular
+ * file in the .mib's own folder, symlinks resolved. */
+static qem_status check_hdr(const char *mib, const char *hdr, char **member, qem_error *error)
+{
+    char subject[600];
+    snprintf(subject, sizeof subject, "'%s' has the .hdr", mib);
+    const input_companion c = {
+        .owner = mib,
+        .subject = subject,
+        .folder = "the .mib's folder",
+        .rule = "a .hdr is read only when it lies beside its .mib (remove the link, or copy "
+                "the .hdr there)",
+        .keep = "remove the broken link, or keep the .mib and its .hdr together",
+    };
+    const char *slash = strrchr(hdr, '/');
+    return input_companion_path(&c, slash ? slash + 1 : hdr, member, error);
+}
+
+/* The .hdr's counter depth, when it states one, under the rules of the
+ * frame headers' (1, 6, 12 or 24, matching the data type, and the
+ * headers' own depth when they state it). */
+static qem_status check_hdr_depth(const char *hdr, json_t *map, const mib_header *first,
+                                  qem_error *error)
+{
+    const char *text = json_string_value(json_object_get(map, "Counter Depth (number)"));
+    if (!text)
+        return QEM_OK;
+    uint64_t depth = 0;
+    const int number = parse_digits(text, &depth);
+    const size_t want = !number                    ? 0
+                        : depth == 1 || depth == 6 ? 1
+                        : depth == 12              ? 2
+                        : depth == 24              ? 4
+                                                   : 0;
+    if (!want)
+        return qem_fail(error, QEM_E_LAYOUT,
+                        "'%s' states the counter depth '%.32s'; Merlin counters are 1, 6, 12 or "
+                        "24 bits deep",
+                        hdr, text);
+    if (want != first->item)
+        return qem_fail(error, QEM_E_LAYOUT,
+                        "'%s' states the counter depth %llu but the frames' data type is %s; a "
+                        "%llu-bit counter is stored as %s",
+                        hdr, (unsigned long long)depth, first->type, (unsigned long long)depth,
+                        want == 1 ? "U08" : want == 2 ? "U16" : "U32");
+    if (first->depth && (uint64_t)first->depth != depth)
+        return qem_fail(error, QEM_E_LAYOUT,
+                        "'%s' states the counter depth %llu but the frame headers state %d",
+                        hdr, (unsigned long long)depth, first->depth);
+    return QEM_OK;
+}
+
 /* --- the family ---------------------------------------------------------------- */
 
 static int mib_recognises(const uint8_t *head, size_t n)
@@ -515,18 +567,26 @@ static qem_status mib_describe(acquisition *a, const char *path, const uint8_t *
     input_fact(a, "row_order", json_string("as stored in the file (RosettaSciIO returns each "
                                            "frame flipped vertically)"));
 
-    /* The .hdr, when there is one beside the .mib. */
+    /* The .hdr, when there is one beside the .mib: a companion, so it must
+     * be a regular file in the .mib's folder (a symlink leading out is
+     * refused, never read or quoted). */
     char *hdr = hdr_path_of(path);
     if (!hdr)
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     struct stat hs;
     uint64_t fpt = 0;
-    const int have_hdr = stat(hdr, &hs) == 0;
+    const int have_hdr = lstat(hdr, &hs) == 0;
     if (have_hdr) {
         json_t *map = NULL;
-        st = input_add_member(a, hdr, 0, error);
+        char *checked = NULL;
+        st = check_hdr(path, hdr, &checked, error);
+        free(checked);
+        if (st == QEM_OK)
+            st = input_add_member(a, hdr, 0, error);
         if (st == QEM_OK)
             st = read_hdr(hdr, &map, &fpt, error);
+        if (st == QEM_OK)
+            st = check_hdr_depth(hdr, map, &s->first, error);
         if (st == QEM_OK) {
             const char *slash = strrchr(hdr, '/');
             input_fact(a, "hdr_file", json_string(slash ? slash + 1 : hdr));
@@ -546,6 +606,8 @@ static qem_status mib_describe(acquisition *a, const char *path, const uint8_t *
             if (!s->first.depth && depth)
                 input_fact(a, "counter_depth", value_json(json_string_value(depth)));
             input_fact(a, "hdr", map);
+        } else {
+            json_decref(map);
         }
     }
     QEM_TRY(st);

@@ -318,4 +318,58 @@ expect 1 "a 3D stack without a scan shape" -- "$QEM" pack inspect "$T/stack.npy"
 contains "$T/err" "--scan-shape"
 absent "$T/x.qem"
 
+# --- issue 27: shapes refused up front, companions, HDF5 names, .hdr depth ---
+# A 128-byte .npy of shape (0, 1, 3000000, 3000000): every entry point refuses
+# the empty axis at once (each used to hash a 36 TB implicit mask first).
+"$PY" -c "
+import sys
+d = b\"{'descr': '|u1', 'fortran_order': False, 'shape': (0, 1, 3000000, 3000000), }\"
+h = d + b' ' * (128 - 10 - len(d) - 1) + b'\n'
+open(sys.argv[1], 'wb').write(b'\x93NUMPY\x01\x00' + len(h).to_bytes(2, 'little') + h)
+" "$T/empty.npy" || bad "empty.npy"
+# at_once DESCRIPTION -- COMMAND...: exit 1 within 20 s, naming the empty axis.
+at_once() {
+    what=$1; shift 2
+    timeout -k 2 20 "$@" >"$T/out" 2>"$T/err"
+    got=$?
+    if [ "$got" -eq 1 ] && grep -q "empty dimension (shape 0 x 1 x 3000000 x 3000000)" "$T/err"; then ok; else
+        bad "$what: exit $got (124: it hung), wanted 1 naming the empty dimension"; cat "$T/err" >&2
+    fi
+}
+at_once "inspect" -- "$QEM" inspect "$T/empty.npy"
+at_once "save" -- "$QEM" save "$T/empty.npy" "$T/x.qem"
+at_once "pack inspect" -- "$QEM" pack inspect "$T/empty.npy"
+at_once "pack plan" -- "$QEM" pack plan "$T/empty.npy"
+at_once "pack produce" -- "$QEM" pack produce "$T/empty.npy" "$T/x.h5"
+absent "$T/x.qem"
+absent "$T/x.h5"
+# A Merlin .hdr that is a symlink out of the .mib's folder is refused; the
+# file it points to is never read into the output or the .qem.
+MIB=$QEM_SHARED_DIR/fixtures/detectors/mib/Single_9_Frame_CounterDepth_12_Rows_256
+mkdir "$T/acq"
+cp "$MIB.mib" "$T/acq/a.mib"
+printf 'Secret Key:\tdo-not-copy\n' >"$T/secret.txt"
+ln -s "$T/secret.txt" "$T/acq/a.hdr"
+expect 1 "inspect with a .hdr leading out" -- "$QEM" inspect --json "$T/acq/a.mib" --scan-shape 1,9
+contains_text "$T/err" "has the .hdr 'a.hdr', which resolves to '$T/secret.txt', outside the .mib's folder"
+lacks "$T/out" "do-not-copy"
+expect 1 "save with a .hdr leading out" -- "$QEM" save "$T/acq/a.mib" "$T/x.qem" --scan-shape 1,9
+contains_text "$T/err" "has the .hdr 'a.hdr', which resolves to '$T/secret.txt', outside the .mib's folder"
+absent "$T/x.qem"
+# ... inside the folder it is followed.
+rm "$T/acq/a.hdr"
+cp "$MIB.hdr" "$T/acq/real.hdr"
+ln -s real.hdr "$T/acq/a.hdr"
+expect 0 "inspect with a .hdr linked beside it" -- "$QEM" inspect --json "$T/acq/a.mib"
+contains "$T/out" "Medipix 3RX"
+# A .hdr counter depth of 99 is refused, as the frame headers' would be.
+rm "$T/acq/a.hdr"
+sed 's/^Counter Depth (number):.*/Counter Depth (number):\t99/' "$MIB.hdr" >"$T/acq/a.hdr"
+expect 1 "a .hdr counter depth of 99" -- "$QEM" inspect "$T/acq/a.mib"
+contains "$T/err" "states the counter depth '99'; Merlin counters are 1, 6, 12 or 24 bits deep"
+# --dataset with repeated slashes, as h5py reads it.
+"$PY" -c "import h5py, numpy, sys; h5py.File(sys.argv[1], 'w').create_dataset('g/d', data=numpy.arange(48, dtype='u2').reshape(2, 2, 3, 4))" "$T/g.h5" || bad "g.h5"
+expect 0 "--dataset //g//d" -- "$QEM" inspect "$T/g.h5" --dataset //g//d
+contains "$T/out" "(2, 2, 3, 4)"
+
 finish

@@ -1087,6 +1087,235 @@ static void test_raw(void)
     free((void *)path);
 }
 
+
+/* --- issue 27: companions, .hdr depths, shapes, long XML ------------------------ */
+
+/* Rewrites `path` with the first `from` replaced by `to`. */
+static void replace_text(const char *path, const char *from, const char *to)
+{
+    size_t n = 0;
+    char *b = (char *)read_file(path, &n);
+    char *at = b ? memmem(b, n, from, strlen(from)) : NULL;
+    CHECK(at != NULL);
+    if (at) {
+        const size_t head = (size_t)(at - b), tail = n - head - strlen(from);
+        char *out = malloc(head + strlen(to) + tail);
+        memcpy(out, b, head);
+        memcpy(out + head, to, strlen(to));
+        memcpy(out + head + strlen(to), at + strlen(from), tail);
+        CHECK(write_file(path, out, head + strlen(to) + tail));
+        free(out);
+    }
+    free(b);
+}
+
+/* A Merlin .hdr is a companion like an EMPAD raw file: a symlink leading
+ * out of the .mib's folder is refused, its target never read or quoted. */
+static void test_mib_hdr_companion(void)
+{
+    mkdir(test_path("hdrdir"), 0700);
+    mkdir(test_path("hdrdir/sub"), 0700);
+    const char *p = strdup(test_path("hdrdir/acq.mib"));
+    char hdr[1024];
+    mibb_hdr_path(p, hdr, sizeof hdr);
+    mibb_options m = {.depth = 12, .frames = 4, .width = 32, .height = 16, .write_hdr = 1,
+                      .frames_per_trigger = 2};
+    CHECK(mibb_write(p, &m) == 0);
+    /* Outside: a file of the machine with "Key:\tValue" lines. */
+    const char *secret = strdup(test_path("secret.txt"));
+    CHECK(write_file(secret, "Password:\thunter2\n", 18));
+    CHECK(unlink(hdr) == 0 && symlink(secret, hdr) == 0);
+    refused(p, NULL, QEM_E_LAYOUT, "has the .hdr 'acq.hdr', which resolves to");
+    refused(p, NULL, QEM_E_LAYOUT, "outside the .mib's folder");
+    /* ... a relative symlink leading out, and a dangling one. */
+    CHECK(unlink(hdr) == 0 && symlink("../secret.txt", hdr) == 0);
+    refused(p, NULL, QEM_E_LAYOUT, "outside the .mib's folder");
+    CHECK(unlink(hdr) == 0 && symlink("gone.hdr", hdr) == 0);
+    refused(p, NULL, QEM_E_IO, "which cannot be read");
+    /* ... a folder in its place. */
+    CHECK(unlink(hdr) == 0 && mkdir(hdr, 0700) == 0);
+    refused(p, NULL, QEM_E_LAYOUT, "which is not a regular file");
+    CHECK(rmdir(hdr) == 0);
+    /* A symlink inside the folder is followed and read. */
+    char real[1024];
+    snprintf(real, sizeof real, "%s", test_path("hdrdir/sub/real.hdr"));
+    CHECK(mibb_write(p, &m) == 0);
+    CHECK(rename(hdr, real) == 0 && symlink("sub/real.hdr", hdr) == 0);
+    acquisition *a = open_ok(p, NULL);
+    CHECK(a && a->member_count == 2 && a->shape[0] == 2 && a->shape[1] == 2);
+    input_close(a);
+    CHECK(unlink(hdr) == 0);
+    free((void *)secret);
+    free((void *)p);
+}
+
+/* The .hdr's counter depth obeys the rules of the frame headers'. */
+static void test_mib_hdr_depth(void)
+{
+    const char *p = strdup(test_path("hdrdepth.mib"));
+    char hdr[1024];
+    mibb_hdr_path(p, hdr, sizeof hdr);
+    mibb_options m = {.depth = 12, .frames = 4, .width = 32, .height = 16, .write_hdr = 1,
+                      .frames_per_trigger = 2, .omit_extended = 1};
+    static const struct {
+        const char *depth;
+        const char *needle;
+    } bad[] = {
+        {"99", "states the counter depth '99'; Merlin counters are 1, 6, 12 or 24 bits deep"},
+        {"twelve", "states the counter depth 'twelve'"},
+        {"24", "states the counter depth 24 but the frames' data type is U16"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK(mibb_write(p, &m) == 0);
+        char line[64];
+        snprintf(line, sizeof line, "Counter Depth (number):\t%s\r\n", bad[i].depth);
+        replace_text(hdr, "Counter Depth (number):\t12\r\n", line);
+        refused(p, NULL, QEM_E_LAYOUT, bad[i].needle);
+    }
+    /* Headers stating 1 bit, the .hdr 6 (both U08): they disagree. */
+    mibb_options m1 = {.depth = 1, .frames = 4, .width = 32, .height = 16, .write_hdr = 1,
+                       .frames_per_trigger = 2};
+    CHECK(mibb_write(p, &m1) == 0);
+    replace_text(hdr, "Counter Depth (number):\t1\r\n", "Counter Depth (number):\t6\r\n");
+    refused(p, NULL, QEM_E_LAYOUT, "states the counter depth 6 but the frame headers state 1");
+    /* The depth it states is recorded. */
+    CHECK(mibb_write(p, &m) == 0);
+    acquisition *a = open_ok(p, NULL);
+    CHECK(a && json_integer_value(json_object_get(a->facts, "counter_depth")) == 12);
+    input_close(a);
+    free((void *)p);
+}
+
+/* Shapes whose work would be absurd are refused before any of it, in every
+ * family: a detector above 2^26 pixels (8192 x 8192). */
+static void test_absurd_detectors(void)
+{
+    /* A .mib of one 8193 x 8193 U08 frame (the samples a sparse hole). */
+    const char *p = strdup(test_path("huge.mib"));
+    mibb_options m = {.depth = 6, .frames = 1, .width = 8193, .height = 8193, .omit_extended = 1};
+    char header[384];
+    CHECK(mibb_frame_header(&m, 0, header) == 0);
+    CHECK(write_file(p, header, sizeof header));
+    CHECK(truncate(p, (off_t)(sizeof header + 8193ull * 8193)) == 0);
+    alarm(60);
+    refused(p, NULL, QEM_E_LIMIT, "a detector of 8193 x 8193 pixels");
+    /* Raw binary of the same detector. */
+    const char *r = strdup(test_path("huge.raw"));
+    CHECK(write_file(r, "", 0));
+    CHECK(truncate(r, (off_t)(8193ull * 8193)) == 0);
+    input_options o = {.raw = {.shape = {1, 1, 8193, 8193}, .dtype = QEM_DTYPE_UINT8}};
+    refused(r, &o, QEM_E_LIMIT, "at most 67108864 pixels");
+    /* An empty axis of raw binary, whatever the rest. */
+    input_options empty = {.raw = {.shape = {0, 1, 3000000, 3000000}, .dtype = QEM_DTYPE_UINT8}};
+    refused(r, &empty, QEM_E_LAYOUT, "empty dimension");
+    alarm(0);
+    CHECK(unlink(p) == 0 && unlink(r) == 0);
+    free((void *)p);
+    free((void *)r);
+}
+
+/* An EMPAD XML whose raw_file, scan shape and calibration come after more
+ * values than the facts keep: read as it says (issue 27: it was "not an
+ * EMPAD acquisition: it names no raw file"). */
+static void test_empad_after_cap(void)
+{
+    mkdir(test_path("cap"), 0700);
+    const char *x = strdup(test_path("cap/acq.xml"));
+    empadb_options eo = {.scan_rows = 1, .scan_columns = 2, .state_scan = 1, .raw_name = "r.raw"};
+    CHECK(empadb_write(x, &eo) == 0);
+    char *doc = malloc(6000 * 16 + 512);
+    size_t n = (size_t)sprintf(doc, "<root>");
+    for (int i = 0; i < 5000; i++)
+        n += (size_t)sprintf(doc + n, "<v%d>%d</v%d>", i, i, i);
+    n += (size_t)sprintf(doc + n, "<iom_measurements><source.get_voltage>300000"
+                                  "</source.get_voltage></iom_measurements>"
+                                  "<pix_x>2</pix_x><pix_y>1</pix_y>"
+                                  "<raw_file filename=\"r.raw\"/></root>");
+    CHECK(write_file(x, doc, n));
+    acquisition *a = open_ok(x, NULL);
+    if (a) {
+        CHECK(a->shape[0] == 1 && a->shape[1] == 2);
+        CHECK(quantity(a->calibration, "electron_source/accelerating_voltage", "V") == 300000);
+        json_t *xml = json_object_get(a->facts, "xml");
+        CHECK(json_object_get(xml, "_truncated") != NULL);
+        CHECK(json_object_get(xml, "raw_file@filename") == NULL); /* a fact beyond the cap */
+        CHECK(!strcmp(fact_string(a, "raw_file"), "r.raw"));
+    }
+    input_close(a);
+    /* Two raw files, the second beyond the cap: still refused. */
+    n -= strlen("</root>");
+    n += (size_t)sprintf(doc + n, "<raw_file filename=\"s.raw\"/></root>");
+    CHECK(write_file(x, doc, n));
+    refused(x, NULL, QEM_E_LAYOUT, "more than one raw file");
+    free(doc);
+    free((void *)x);
+}
+
+/* Source documents are parsed in time linear in their size: one long
+ * element name with 250k attributes, and a deep chain of long names with
+ * 250k children, each under the 16 MiB cap. Each attribute or child used
+ * to copy its whole parent path (minutes); the bytes copied are now
+ * bounded by the document, asserted exactly, and the alarm ends the test
+ * if a parse takes minutes again. */
+static void test_empad_linear_xml(void)
+{
+    mkdir(test_path("long"), 0700);
+    const char *x = strdup(test_path("long/acq.xml"));
+    empadb_options eo = {.scan_rows = 1, .scan_columns = 1, .raw_name = "r.raw"};
+    CHECK(empadb_write(x, &eo) == 0);
+    const size_t name_len = 4u << 20, attrs = 250000;
+    char *doc = malloc(12u << 20);
+    /* 1. <root><NNN...N a0="" a1="" .../><raw_file .../></root> */
+    size_t n = (size_t)sprintf(doc, "<root><");
+    memset(doc + n, 'N', name_len);
+    n += name_len;
+    for (size_t i = 0; i < attrs; i++)
+        n += (size_t)sprintf(doc + n, " a%zu=\"\"", i);
+    n += (size_t)sprintf(doc + n, "/><raw_file filename=\"r.raw\"/></root>");
+    input_empad_xml parsed;
+    qem_error e = {0};
+    alarm(60);
+    CHECK_OK(input_empad_parse_xml(doc, n, "wide.xml", &parsed, &e), &e);
+    CHECK(parsed.work <= 3 * n + (1u << 20));
+    CHECK(json_string_value(json_object_get(parsed.used, "raw_file@filename")) != NULL);
+    CHECK(json_object_get(parsed.facts, "_truncated") != NULL);
+    input_empad_xml_free(&parsed);
+    CHECK(write_file(x, doc, n));
+    acquisition *a = open_ok(x, NULL);
+    CHECK(a && a->shape[0] == 1);
+    input_close(a);
+    /* 2. 60 nested elements of 64 KiB names, then 250k children. */
+    alarm(60);
+    n = (size_t)sprintf(doc, "<root>");
+    const size_t depth = 60, long_name = 64u << 10;
+    for (size_t d = 0; d < depth; d++) {
+        doc[n++] = '<';
+        memset(doc + n, (int)('A' + d % 26), long_name);
+        n += long_name;
+        doc[n++] = '>';
+    }
+    for (size_t i = 0; i < attrs; i++)
+        n += (size_t)sprintf(doc + n, "<c/>");
+    for (size_t d = depth; d-- > 0;) {
+        n += (size_t)sprintf(doc + n, "</");
+        memset(doc + n, (int)('A' + d % 26), long_name);
+        n += long_name;
+        doc[n++] = '>';
+    }
+    n += (size_t)sprintf(doc + n, "<raw_file filename=\"r.raw\"/></root>");
+    CHECK_OK(input_empad_parse_xml(doc, n, "deep.xml", &parsed, &e), &e);
+    CHECK(parsed.work <= 3 * n + (1u << 20));
+    CHECK(json_string_value(json_object_get(parsed.used, "raw_file@filename")) != NULL);
+    input_empad_xml_free(&parsed);
+    CHECK(write_file(x, doc, n));
+    a = open_ok(x, NULL);
+    CHECK(a && a->shape[0] == 1);
+    input_close(a);
+    alarm(0);
+    free(doc);
+    free((void *)x);
+}
+
 int main(void)
 {
     test_real_mib();
@@ -1100,5 +1329,10 @@ int main(void)
     test_empad();
     test_empad_refusals();
     test_raw();
+    test_mib_hdr_companion();
+    test_mib_hdr_depth();
+    test_absurd_detectors();
+    test_empad_after_cap();
+    test_empad_linear_xml();
     return test_finish("unit_input_families");
 }
