@@ -203,6 +203,11 @@ typedef struct qem_open_options {
     /* Whole-file SHA-256 (64 hex digits) the file must have, or NULL:
      * checked while opening (QEM_E_FILE_DIGEST on a mismatch). */
     const char *expect_sha256;
+    /* While opening hashes the file (expect_sha256, then the body blocks):
+     * bytes hashed of the bytes to hash, from the calling thread; nonzero
+     * cancels (QEM_E_CANCELLED). */
+    qem_progress_fn progress;
+    void *progress_user;
 } qem_open_options;
 
 QEM_API void qem_open_options_init(qem_open_options *options);
@@ -752,7 +757,9 @@ typedef struct qem_container_options {
     size_t struct_size;
     int threads;               /* 0 = OpenMP default */
     const char *expect_sha256; /* required whole-file identity (both formats), or NULL */
-    qem_progress_fn progress;  /* packs: per loaded shard */
+    /* Packs: per loaded shard (0 done while expect_sha256 is hashed); .qem:
+     * as qem_open_options.progress. Nonzero cancels. */
+    qem_progress_fn progress;
     void *progress_user;
     /* .qem: when body blocks are checked (default: while opening). A pack
      * authenticates every shard while it loads, whatever this says. */

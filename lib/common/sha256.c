@@ -149,7 +149,7 @@ int qem_sha256_parse_hex(const char *hex, uint8_t digest[QEM_SHA256_BYTES])
 }
 
 qem_status qem_file_digest_check(int fd, uint64_t size, const char *expect_hex, const char *path,
-                                 qem_error *error)
+                                 qem_progress_fn progress, void *progress_user, qem_error *error)
 {
     uint8_t want[QEM_SHA256_BYTES];
     if (!qem_sha256_parse_hex(expect_hex, want))
@@ -164,6 +164,11 @@ qem_status qem_file_digest_check(int fd, uint64_t size, const char *expect_hex, 
         st = qem_pread_full(fd, buf, n, at, QEM_E_IO, error);
         if (st == QEM_OK && qem_sha256_update(ctx, buf, n) != 0)
             st = qem_fail(error, QEM_E_NO_MEMORY, "SHA-256 failed");
+        /* Every 64 MiB and at the end: a caller can stop a long digest. */
+        const uint64_t done = at + n;
+        if (st == QEM_OK && progress && (done % (64u << 20) == 0 || done == size) &&
+            progress(progress_user, done, size))
+            st = qem_fail(error, QEM_E_CANCELLED, "cancelled while hashing '%s'", path);
     }
     uint8_t got[QEM_SHA256_BYTES];
     if (st == QEM_OK && qem_sha256_final(ctx, got) != 0)

@@ -31,9 +31,11 @@ int qem_sha256_parse_hex(const char *hex, uint8_t digest[QEM_SHA256_BYTES]);
 
 /* The whole-file identity check behind every --expect-sha256: SHA-256 of
  * bytes [0, size) of `fd` against `expect_hex`. QEM_E_INVALID_ARGUMENT for
- * malformed hex, QEM_E_FILE_DIGEST (naming `path`) on a mismatch. */
+ * malformed hex, QEM_E_FILE_DIGEST (naming `path`) on a mismatch.
+ * `progress` (or NULL) hears the bytes hashed every 64 MiB; nonzero
+ * cancels (QEM_E_CANCELLED). */
 qem_status qem_file_digest_check(int fd, uint64_t size, const char *expect_hex, const char *path,
-                                 qem_error *error);
+                                 qem_progress_fn progress, void *progress_user, qem_error *error);
 
 /* Digests of consecutive fixed-size blocks of a byte stream: the .qem body
  * checksum table (64 MiB blocks, only the last one shorter). */

@@ -98,6 +98,8 @@ qem_status qem_container_open(const char *path, const qem_container_options *opt
         oo.threads = o.threads;
         oo.expect_sha256 = o.expect_sha256;
         oo.body_check = o.body_check;
+        oo.progress = o.progress;
+        oo.progress_user = o.progress_user;
         st = qem_open(path, &oo, &f, error);
         s->ops = &qem_file_representation;
         s->impl = f;

@@ -572,6 +572,21 @@ static qem_status load_shards(load_state *L, const qem_pack_load_options *o, qem
     return st;
 }
 
+/* The load reports shards; while the whole file is hashed first, "0 shards
+ * loaded", so that a caller can cancel it. */
+typedef struct shard_progress {
+    const qem_pack_load_options *options;
+    uint64_t shards;
+} shard_progress;
+
+static int no_shard_yet(void *user, uint64_t done, uint64_t total)
+{
+    const shard_progress *sp = user;
+    (void)done;
+    (void)total;
+    return sp->options->progress(sp->options->progress_user, 0, sp->shards);
+}
+
 qem_status qem_pack_load(qem_pack *p, const qem_pack_load_options *options, qem_error *error)
 {
     qem_error_clear(error);
@@ -596,7 +611,9 @@ qem_status qem_pack_load(qem_pack *p, const qem_pack_load_options *options, qem_
     if (o.expect_sha256) {
         struct timespec t0;
         pack_now(&t0);
-        st = qem_file_digest_check(p->fd, p->file_size, o.expect_sha256, p->path, error);
+        shard_progress sp = {&o, p->shard_count};
+        st = qem_file_digest_check(p->fd, p->file_size, o.expect_sha256, p->path,
+                                   o.progress ? no_shard_yet : NULL, &sp, error);
         L.t.whole_file_integrity = pack_elapsed_ms(&t0);
     }
     L.staged = calloc((size_t)p->shard_count, sizeof *L.staged);

@@ -198,7 +198,7 @@ qem_status qem_chunk_load(qem_file *f, uint64_t index, int with_spatial, qem_chu
     const uint64_t item[QEM_INT_ARRAYS] = {1, 4, 1, 4, 8, 1};
     const uint64_t begin = c->arrays[0].offset;
     const uint64_t end = c->arrays[last].offset + c->arrays[last].count * item[last];
-    QEM_TRY(qem_body_check_range(f, begin, end, 0, NULL, error));
+    QEM_TRY(qem_body_check_range(f, begin, end, 0, NULL, NULL, NULL, error));
     v->chunk = c;
     v->file = f;
     /* Zeroed padding: SIMD decoding reads a few bytes past a stream. */

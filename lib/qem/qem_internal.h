@@ -129,9 +129,12 @@ qem_status qem_header_load(qem_file *file, qem_error *error);
 
 /* Authenticates every body block overlapping [begin, end) that has not
  * been checked yet (or every one, when `again` is set). Returns the number
- * of blocks hashed in *hashed if non-NULL. */
+ * of blocks hashed in *hashed if non-NULL. `progress` (or NULL) hears the
+ * bytes hashed of those to hash, on the calling thread only (a binding
+ * checks its signals there); nonzero cancels (QEM_E_CANCELLED). */
 qem_status qem_body_check_range(qem_file *file, uint64_t begin, uint64_t end, int again,
-                                uint64_t *hashed, qem_error *error);
+                                uint64_t *hashed, qem_progress_fn progress, void *progress_user,
+                                qem_error *error);
 
 /* --- reading chunks -------------------------------------------------------- */
 

@@ -45,13 +45,19 @@ void qem_close(qem_file *f)
     free(f);
 }
 
+static uint64_t block_bytes(const qem_file *f, uint64_t b)
+{
+    const uint64_t start = b * QEM_BODY_BLOCK_BYTES;
+    return f->body_bytes - start < QEM_BODY_BLOCK_BYTES ? f->body_bytes - start
+                                                        : QEM_BODY_BLOCK_BYTES;
+}
+
 /* One body block's SHA-256 against the table, read in pieces through `buf`. */
 static qem_status check_body_block(qem_file *f, uint64_t b, uint8_t *buf, size_t piece_bytes,
                                    qem_sha256 *ctx, qem_error *error)
 {
     const uint64_t start = b * QEM_BODY_BLOCK_BYTES;
-    const uint64_t size = f->body_bytes - start < QEM_BODY_BLOCK_BYTES ? f->body_bytes - start
-                                                                       : QEM_BODY_BLOCK_BYTES;
+    const uint64_t size = block_bytes(f, b);
     if (qem_sha256_reset(ctx) != 0)
         return qem_fail(error, QEM_E_IO, "SHA-256 computation failed");
     for (uint64_t done = 0; done < size;) {
@@ -76,15 +82,19 @@ static qem_status check_body_block(qem_file *f, uint64_t b, uint8_t *buf, size_t
  * the file's threads (one stream each); the lowest failing block is the
  * one reported, whatever the thread count. */
 qem_status qem_body_check_range(qem_file *f, uint64_t begin, uint64_t end, int again,
-                                uint64_t *hashed, qem_error *error)
+                                uint64_t *hashed, qem_progress_fn progress, void *progress_user,
+                                qem_error *error)
 {
     if (end <= begin)
         return QEM_OK;
     enum { PIECE = 4 << 20 };
     const uint64_t first = begin / QEM_BODY_BLOCK_BYTES, last = (end - 1) / QEM_BODY_BLOCK_BYTES;
-    uint64_t todo = 0;
+    uint64_t todo = 0, todo_bytes = 0;
     for (uint64_t b = first; b <= last; b++)
-        todo += again || !atomic_load(&f->block_checked[b]);
+        if (again || !atomic_load(&f->block_checked[b])) {
+            todo++;
+            todo_bytes += block_bytes(f, b);
+        }
     if (todo == 0)
         return QEM_OK;
     int threads = 1;
@@ -95,15 +105,18 @@ qem_status qem_body_check_range(qem_file *f, uint64_t begin, uint64_t end, int a
     if ((uint64_t)threads > todo)
         threads = (int)todo;
     uint64_t failed = UINT64_MAX, count = 0;
+    _Atomic uint64_t hashed_bytes = 0;
+    atomic_int cancelled = 0;
     qem_status st = QEM_OK;
     qem_error first_error = {0};
 #pragma omp parallel num_threads(qem_threads_resolve(threads)) reduction(+ : count)
     {
         uint8_t *buf = malloc(PIECE);
         qem_sha256 *ctx = qem_sha256_new();
+        const int caller = omp_get_thread_num() == 0;
 #pragma omp for schedule(dynamic, 1)
         for (uint64_t b = first; b <= last; b++) {
-            if (!again && atomic_load(&f->block_checked[b]))
+            if (atomic_load(&cancelled) || (!again && atomic_load(&f->block_checked[b])))
                 continue;
             qem_error e = {0};
             const qem_status bst = buf && ctx ? check_body_block(f, b, buf, PIECE, ctx, &e)
@@ -111,6 +124,10 @@ qem_status qem_body_check_range(qem_file *f, uint64_t begin, uint64_t end, int a
             if (bst == QEM_OK) {
                 atomic_store(&f->block_checked[b], 1);
                 count++;
+                const uint64_t done = atomic_fetch_add(&hashed_bytes, block_bytes(f, b)) +
+                                      block_bytes(f, b);
+                if (progress && caller && progress(progress_user, done, todo_bytes))
+                    atomic_store(&cancelled, 1);
             } else {
 #pragma omp critical(qem_body_check)
                 if (b < failed) {
@@ -127,6 +144,8 @@ qem_status qem_body_check_range(qem_file *f, uint64_t begin, uint64_t end, int a
         *hashed += count;
     if (st != QEM_OK && error)
         *error = first_error;
+    if (st == QEM_OK && atomic_load(&cancelled))
+        st = qem_fail(error, QEM_E_CANCELLED, "cancelled while checking the body of '%s'", f->path);
     return st;
 }
 
@@ -213,9 +232,11 @@ qem_status qem_open_experimental(const char *path, const qem_open_options *optio
         goto fail;
     st = qem_header_load(f, error);
     if (st == QEM_OK && options->expect_sha256)
-        st = qem_file_digest_check(f->fd, f->file_size, options->expect_sha256, path, error);
+        st = qem_file_digest_check(f->fd, f->file_size, options->expect_sha256, path,
+                                   options->progress, options->progress_user, error);
     if (st == QEM_OK && options->body_check == QEM_BODY_CHECK_ON_OPEN)
-        st = qem_body_check_range(f, 0, f->body_bytes, 0, NULL, error);
+        st = qem_body_check_range(f, 0, f->body_bytes, 0, NULL, options->progress,
+                                  options->progress_user, error);
     if (st != QEM_OK)
         goto fail;
     /* The file must not have changed while it was validated. */

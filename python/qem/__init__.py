@@ -43,7 +43,9 @@ def open(path, *, threads=None, verify=True, raw=False, expect_sha256=None, prog
         UnsupportedError where the file does not keep them. Scaled .qem
         files: the stored uint16 codes instead of restored float32 values.
     expect_sha256: the whole file's SHA-256 it must have (64 hex digits).
-    progress: True for a bar while a pack loads, or a callable(done, total).
+    progress: True for a bar, or a callable(done, total): while a .qem file
+        is hashed on opening (bytes; expect_sha256, then the body blocks) or
+        a pack loads (shards). Ctrl-C, or an exception it raises, stops it.
     """
     return File(path, threads=threads, verify=verify, raw=raw, expect_sha256=expect_sha256,
                 progress=progress)

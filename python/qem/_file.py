@@ -176,7 +176,8 @@ class File:
         count = _args.threads(threads)  # None and 0: every core
         self._options = dict(threads=None if threads is None else count, verify=verify, raw=raw,
                              expect_sha256=expect_sha256)
-        with reporter(progress, "loading shards", "shards") as callback:
+        # Packs report shards loaded; .qem files the bytes hashed on opening.
+        with reporter(progress, "opening", "") as callback:
             self._c = _qem.Container(os.fspath(path), threads=count, verify=bool(verify),
                                      raw=bool(raw), expect_sha256=expect_sha256,
                                      progress=callback)

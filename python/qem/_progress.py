@@ -16,6 +16,8 @@ class _Bar:
             from tqdm.auto import tqdm
 
             self.bar = tqdm(total=total, desc=self.description, unit=self.unit, leave=False)
+        elif total != self.bar.total:  # a new phase (opening: the file, then its body)
+            self.bar.reset(total=total)
         self.bar.update(done - self.bar.n)
 
     def close(self):

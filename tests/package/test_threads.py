@@ -150,3 +150,24 @@ def test_ctrl_c_stops_hashing_a_source(call, huge_sources, tmp_path):
     assert p.returncode == 3 and "interrupted" in out
     assert waited < 5, waited
     assert list(tmp_path.iterdir()) == []
+
+
+def test_opening_tells_progress_and_stops(large):
+    """Opening hashes the file (expect_sha256, then every body block): the
+    progress callable hears it, and an exception it raises (as Ctrl-C's
+    KeyboardInterrupt does there) stops the open."""
+    import hashlib
+    digest = hashlib.sha256(large.read_bytes()).hexdigest()
+    heard = []
+    with qem.open(large, expect_sha256=digest, progress=lambda d, t: heard.append((d, t))) as f:
+        assert f.shape == (128, 128, 64, 64)
+    size = large.stat().st_size
+    assert heard[0][1] == size and heard[-1][0] == heard[-1][1] < size
+
+    def stop(done, total):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        qem.open(large, progress=stop)
+    with pytest.raises(KeyboardInterrupt):
+        qem.open(large, expect_sha256=digest, progress=stop)
