@@ -3,7 +3,7 @@ project's own CMake build (the repository root's CMakeLists.txt with
 -DQEM_PYTHON=ON, python/CMakeLists.txt), so the library's sources are
 listed in one place only. Offline, in a venv that sees Debian's packages:
 
-    python3 -m venv --system-site-packages VENV
+    /usr/bin/python3 -m venv --system-site-packages VENV
     VENV/bin/pip install --no-build-isolation ./python
 
 QEM_CMAKE_BUILD_DIR names a CMake build folder to reuse (incremental
