@@ -610,7 +610,10 @@ static qem_status mib_describe(acquisition *a, const char *path, const uint8_t *
             json_decref(map);
         }
     }
-    QEM_TRY(st);
+    if (st != QEM_OK) {
+        free(hdr);
+        return st;
+    }
 
     /* The scan shape: the caller's, else the .hdr's frames per trigger
      * (rows of that many frames), else one frame is one position. */
