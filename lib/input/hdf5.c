@@ -402,6 +402,27 @@ static qem_status chunk_stats(hid_t dset, hid_t dcpl, const ds_info *d, const ch
     return QEM_OK;
 }
 
+/* Refuses contiguous storage that does not hold every sample: a dataset
+ * declared but never written (or cut short) reads as fill values, so a
+ * small file could declare any shape and a save would read it all. */
+static qem_status check_contiguous(hid_t dset, const ds_info *d, const char *where,
+                                   qem_error *error)
+{
+    uint64_t expected = qem_dtype_size(d->dtype);
+    for (int i = 0; i < d->rank; i++)
+        if (qem_mul_overflow_u64(expected, d->dims[i], &expected))
+            return qem_fail(error, QEM_E_LIMIT, "%s is too large: its size overflows 64 bits",
+                            where);
+    const uint64_t stored = (uint64_t)H5Dget_storage_size(dset);
+    if (stored < expected)
+        return qem_fail(error, QEM_E_LAYOUT,
+                        "%s stores only %llu of its %llu bytes; the rest would read as fill "
+                        "values, which means the acquisition was not written completely; "
+                        "recopy the complete file",
+                        where, (unsigned long long)stored, (unsigned long long)expected);
+    return QEM_OK;
+}
+
 /* Shape, type and storage of a frame dataset; refuses what cannot be read
  * faithfully. `want_rank` 0 accepts 3 or 4. */
 qem_status inspect_dataset(hid_t dset, const char *where, int want_rank, ds_info *d,
@@ -444,6 +465,8 @@ qem_status inspect_dataset(hid_t dset, const char *where, int want_rank, ds_info
         st = check_filters(dcpl, where, error);
     if (st == QEM_OK && layout == H5D_CHUNKED)
         st = chunk_stats(dset, dcpl, d, where, &d->largest_chunk, error);
+    if (st == QEM_OK && layout == H5D_CONTIGUOUS)
+        st = check_contiguous(dset, d, where, error);
     H5Pclose(dcpl);
     return st;
 }

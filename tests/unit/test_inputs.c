@@ -1141,6 +1141,16 @@ static void test_absurd_shapes(void)
     input_close(a);
     CHECK(unlink(p) == 0);
     free((void *)p);
+    /* An HDF5 dataset declared but never written: a 2 KiB file claiming
+     * 4096 x 4096 frames of 64 x 64 bytes (64 GiB of fill values a save
+     * would read) is refused when described. */
+    const char *h = strdup(test_path("unwritten.h5"));
+    const h5b_dataset dd = {.path = "/frames", .file_type = H5T_STD_U8LE,
+                            .mem_type = H5T_NATIVE_UINT8, .rank = 4,
+                            .dims = {4096, 4096, 64, 64}, .data = NULL};
+    CHECK(h5b_write_dataset(h, &dd) == 0);
+    inspect_refused(h, NULL, QEM_E_LAYOUT, "stores only 0 of its 68719476736 bytes");
+    free((void *)h);
 }
 
 int main(void)
