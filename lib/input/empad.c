@@ -87,7 +87,7 @@ static const char *used_key(const char *a, size_t na, char sep, const char *b, s
         const char *u = used_keys[k];
         const size_t nu = strlen(u);
         if (nu == na + (sep != 0) + nb && !memcmp(u, a, na) && (!sep || u[na] == sep) &&
-            !memcmp(u + na + (sep != 0), b, nb))
+            (!nb || !memcmp(u + na + 1, b, nb)))
             return u;
     }
     return NULL;
