@@ -20,6 +20,7 @@
 #include "common/error.h"
 #include "common/fileio.h"
 #include "common/options.h"
+#include "common/progress.h"
 #include "common/sha256.h"
 #include "common/threads.h"
 #include "pack/pack_internal.h"
@@ -572,21 +573,6 @@ static qem_status load_shards(load_state *L, const qem_pack_load_options *o, qem
     return st;
 }
 
-/* The load reports shards; while the whole file is hashed first, "0 shards
- * loaded", so that a caller can cancel it. */
-typedef struct shard_progress {
-    const qem_pack_load_options *options;
-    uint64_t shards;
-} shard_progress;
-
-static int no_shard_yet(void *user, uint64_t done, uint64_t total)
-{
-    const shard_progress *sp = user;
-    (void)done;
-    (void)total;
-    return sp->options->progress(sp->options->progress_user, 0, sp->shards);
-}
-
 qem_status qem_pack_load(qem_pack *p, const qem_pack_load_options *options, qem_error *error)
 {
     qem_error_clear(error);
@@ -611,9 +597,11 @@ qem_status qem_pack_load(qem_pack *p, const qem_pack_load_options *options, qem_
     if (o.expect_sha256) {
         struct timespec t0;
         pack_now(&t0);
-        shard_progress sp = {&o, p->shard_count};
+        /* The load reports shards: "0 loaded" while the file is hashed. */
+        qem_progress_before before = {o.progress, o.progress_user, p->shard_count};
         st = qem_file_digest_check(p->fd, p->file_size, o.expect_sha256, p->path,
-                                   o.progress ? no_shard_yet : NULL, &sp, error);
+                                   o.progress ? qem_progress_none_done_yet : NULL, &before,
+                                   error);
         L.t.whole_file_integrity = pack_elapsed_ms(&t0);
     }
     L.staged = calloc((size_t)p->shard_count, sizeof *L.staged);

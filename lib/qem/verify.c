@@ -9,6 +9,7 @@
 #include "common/bitpack.h"
 #include "common/error.h"
 #include "common/options.h"
+#include "common/progress.h"
 #include "common/sha256.h"
 #include "qem/qem_internal.h"
 
@@ -205,19 +206,6 @@ qem_status qem_verify(qem_file *f, const qem_verify_options *options, qem_verify
     return st;
 }
 
-typedef struct verify_hash_progress {
-    const qem_verify_options *options;
-    uint64_t scans;
-} verify_hash_progress;
-
-static int verify_hash_progress_fn(void *user, uint64_t done, uint64_t total)
-{
-    const verify_hash_progress *hp = user;
-    (void)done;
-    (void)total;
-    return hp->options->progress(hp->options->progress_user, 0, hp->scans);
-}
-
 static qem_status verify_file(qem_file *f, const qem_verify_options *options,
                               qem_verify_report *report, qem_error *error)
 {
@@ -230,9 +218,10 @@ static qem_status verify_file(qem_file *f, const qem_verify_options *options,
     if (!f)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_verify: NULL file");
     /* Hashing the body reports "0 scans verified" so that it can be cancelled. */
-    verify_hash_progress hp = {options, f->scans};
+    qem_progress_before before = {options->progress, options->progress_user, f->scans};
     QEM_TRY(qem_body_check_range(f, 0, f->body_bytes, 1, &report->body_blocks_checked,
-                                 options->progress ? verify_hash_progress_fn : NULL, &hp, error));
+                                 options->progress ? qem_progress_none_done_yet : NULL, &before,
+                                 error));
 
     const int threads = qem_threads_resolve(options->threads);
     const int integer = f->codec == QEM_CODEC_INTEGER;

@@ -158,6 +158,35 @@ int write_npy4(const char *path, qem_dtype dtype, const uint64_t shape[4], const
     return ok;
 }
 
+int write_count_sources(const uint64_t shape[4], uint64_t seed, unsigned max_count,
+                        uint64_t chunk_scans, const char *npy, const char *qem, const char *pack)
+{
+    const uint64_t n = shape[0] * shape[1] * shape[2] * shape[3];
+    uint16_t *data = malloc((size_t)n * 2);
+    if (!data)
+        return 0;
+    for (uint64_t k = 0; k < n; k++)
+        data[k] = (uint16_t)(test_rand(&seed) % max_count);
+    int ok = write_npy4(npy, QEM_DTYPE_UINT16, shape, data);
+    free(data);
+    qem_error e = {0};
+    if (ok && qem) {
+        qem_save_options so;
+        qem_save_options_init(&so);
+        so.chunk_scans = chunk_scans;
+        ok = qem_save_file(npy, qem, &so, &e) == QEM_OK;
+    }
+    if (ok && pack) {
+        qem_pack_inspection *in = NULL;
+        ok = qem_pack_inspect(npy, NULL, &in, &e) == QEM_OK &&
+             qem_pack_produce(in, NULL, pack, NULL, &e) == QEM_OK;
+        qem_pack_inspection_free(in);
+    }
+    if (!ok)
+        fprintf(stderr, "write_count_sources(%s): %s\n", npy, e.message);
+    return ok;
+}
+
 json_t *test_load_json(const char *path)
 {
     json_error_t jerr;

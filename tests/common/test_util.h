@@ -98,4 +98,11 @@ uint64_t test_rand(uint64_t *state);
 /* Writes a 4D .npy from memory through the library's writer. */
 int write_npy4(const char *path, qem_dtype dtype, const uint64_t shape[4], const void *data);
 
+/* Uniform random uint16 counts below max_count of `shape` as the .npy
+ * `npy`, saved as the .qem `qem` in chunks of chunk_scans scans (0: the
+ * default) and produced as the uint16/LZ4 pack `pack` (either may be
+ * NULL). 1 on success; prints why not. */
+int write_count_sources(const uint64_t shape[4], uint64_t seed, unsigned max_count,
+                        uint64_t chunk_scans, const char *npy, const char *qem, const char *pack);
+
 #endif

@@ -103,24 +103,13 @@ static void check_file(const char *path)
 int main(void)
 {
     const uint64_t shape[4] = {8, 16, 40, 36};
-    const uint64_t n = shape[0] * shape[1] * shape[2] * shape[3];
-    uint16_t *data = malloc((size_t)n * 2);
-    uint64_t seed = 42;
-    for (uint64_t k = 0; k < n; k++)
-        data[k] = (uint16_t)(test_rand(&seed) % 9);
-    CHECK(write_npy4(test_path("src.npy"), QEM_DTYPE_UINT16, shape, data));
-    free(data);
-    qem_error e = {0};
-    qem_save_options so;
-    qem_save_options_init(&so);
-    so.chunk_scans = 40; /* several chunks */
-    CHECK_OK(qem_save_file(test_path("src.npy"), test_path("src.qem"), &so, &e), &e);
-    qem_pack_inspection *in = NULL;
-    CHECK_OK(qem_pack_inspect(test_path("src.npy"), NULL, &in, &e), &e);
-    if (in)
-        CHECK_OK(qem_pack_produce(in, NULL, test_path("src.h5"), NULL, &e), &e);
-    qem_pack_inspection_free(in);
-    check_file(test_path("src.qem"));
-    check_file(test_path("src.h5"));
+    char *npy = strdup(test_path("src.npy")), *qem = strdup(test_path("src.qem")),
+         *pack = strdup(test_path("src.h5"));
+    CHECK(write_count_sources(shape, 42, 9, 40, npy, qem, pack)); /* several chunks */
+    check_file(qem);
+    check_file(pack);
+    free(npy);
+    free(qem);
+    free(pack);
     return test_finish("unit_concurrency");
 }

@@ -138,25 +138,9 @@ static void pack_opening(const char *path)
 int main(void)
 {
     const uint64_t shape[4] = {6, 16, 20, 18};
-    const uint64_t n = shape[0] * shape[1] * shape[2] * shape[3];
-    uint16_t *data = malloc((size_t)n * 2);
-    uint64_t seed = 11;
-    for (uint64_t k = 0; k < n; k++)
-        data[k] = (uint16_t)(test_rand(&seed) % 17);
     char *npy = strdup(test_path("src.npy")), *qem = strdup(test_path("src.qem")),
          *pack = strdup(test_path("src.h5"));
-    CHECK(write_npy4(npy, QEM_DTYPE_UINT16, shape, data));
-    free(data);
-    qem_error e = {0};
-    qem_save_options so;
-    qem_save_options_init(&so);
-    so.chunk_scans = 32;
-    CHECK_OK(qem_save_file(npy, qem, &so, &e), &e);
-    qem_pack_inspection *in = NULL;
-    CHECK_OK(qem_pack_inspect(npy, NULL, &in, &e), &e);
-    if (in)
-        CHECK_OK(qem_pack_produce(in, NULL, pack, NULL, &e), &e);
-    qem_pack_inspection_free(in);
+    CHECK(write_count_sources(shape, 11, 17, 32, npy, qem, pack));
 
     qem_file_opening(qem);
     pack_opening(pack);

@@ -183,26 +183,11 @@ static void fork_after_threads(const char *npy, const char *qem, const char *pac
 int main(void)
 {
     const uint64_t shape[4] = {8, 16, 24, 20};
-    const uint64_t n = shape[0] * shape[1] * shape[2] * shape[3];
-    uint16_t *data = malloc((size_t)n * 2);
-    uint64_t seed = 7;
-    for (uint64_t k = 0; k < n; k++)
-        data[k] = (uint16_t)(test_rand(&seed) % 13);
     /* test_path's buffers rotate: keep copies. */
     char *npy = strdup(test_path("src.npy")), *qem = strdup(test_path("src.qem")),
          *pack = strdup(test_path("src.h5"));
-    CHECK(write_npy4(npy, QEM_DTYPE_UINT16, shape, data));
-    free(data);
-    qem_error e = {0};
-    qem_save_options so;
-    qem_save_options_init(&so);
-    so.chunk_scans = 16; /* several chunks, decoded side by side */
-    CHECK_OK(qem_save_file(npy, qem, &so, &e), &e);
-    qem_pack_inspection *in = NULL;
-    CHECK_OK(qem_pack_inspect(npy, NULL, &in, &e), &e);
-    if (in)
-        CHECK_OK(qem_pack_produce(in, NULL, pack, NULL, &e), &e);
-    qem_pack_inspection_free(in);
+    /* Several chunks, decoded side by side. */
+    CHECK(write_count_sources(shape, 7, 13, 16, npy, qem, pack));
 
     thread_limits(npy, qem, pack);
     fork_after_threads(npy, qem, pack);
