@@ -243,3 +243,32 @@ def test_dask_array_with_unknown_chunk_sizes(tmp_path):
     qem.save(tmp_path / "u.qem", unknown)
     with qem.open(tmp_path / "u.qem") as f:
         np.testing.assert_array_equal(np.asarray(f), a)
+
+
+def test_empty_axis_refused_before_any_work(tmp_path):
+    """A 128-byte .npy declaring (0, 1, 3000000, 3000000) once made
+    qem.inspect hash a 36 TB implicit mask; now every entry point refuses
+    it at once (a child with a time limit, so a regression fails instead
+    of hanging)."""
+    header = "{'descr': '<u2', 'fortran_order': False, 'shape': (0, 1, 3000000, 3000000), }"
+    header = header.ljust(117) + "\n"
+    path = tmp_path / "empty.npy"
+    path.write_bytes(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode())
+    assert path.stat().st_size == 128
+    script = textwrap.dedent(f"""
+        import qem
+        for call in (lambda: qem.inspect({str(path)!r}),
+                     lambda: qem.pack.inspect({str(path)!r}),
+                     lambda: qem.convert({str(path)!r}, {str(tmp_path / 'e.qem')!r})):
+            try:
+                call()
+                print("accepted")
+            except qem.FormatError as e:
+                print("refused:", e)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == 3 and all("has an empty dimension" in line for line in lines), lines
+    assert not (tmp_path / "e.qem").exists()
