@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "qem/calibrated_copy.h"
+#include "qem/qem_internal.h"
 
 qem_status qem_file_write_calibrated_copy(const char *src, const char *dest,
                                       const qem_detector_calibration *c, qem_error *error)
@@ -43,8 +44,11 @@ qem_status qem_file_write_calibrated_copy(const char *src, const char *dest,
     qem_save_options so;
     qem_save_options_init(&so);
     so.scientific_metadata_json = sci_text;
-    qem_status st = qem_save_file(src, dest, &so, error);
+    /* The core's own re-save: the reading core links without the input
+     * layer (build_core_alone). */
+    qem_status st = qem_resave_file(src, dest, &so, error);
     free(sci_text);
+    qem_error_name_destination(error, dest);
     return st;
 }
 
