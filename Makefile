@@ -25,7 +25,7 @@ deps:
 	./scripts/install-deps
 
 build: deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQEM_WERROR=OFF
 	cmake --build $(BUILD) -j $(JOBS)
 
 demo: build
@@ -51,7 +51,7 @@ demo: build
 test: deps test-release test-install test-python test-paths test-valgrind test-asan test-tsan test-fuzz
 
 test-release:
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DQEM_WERROR=ON
 	cmake --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
@@ -97,7 +97,7 @@ test-valgrind: test-release
 	done
 
 test-asan:
-	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DQEM_SANITIZE=ON
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DQEM_SANITIZE=ON -DQEM_WERROR=ON
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
@@ -106,14 +106,14 @@ test-asan:
 # runs its own work on one thread here (OMP_NUM_THREADS=1): GCC's OpenMP
 # runtime is not instrumented, and the test is about the shared handle.
 test-tsan:
-	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DQEM_TSAN=ON
+	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DQEM_TSAN=ON -DQEM_WERROR=ON
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target unit_concurrency unit_products
 	cd $(TSAN_BUILD) && OMP_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1 \
 		ctest --output-on-failure -R 'unit_concurrency|unit_products'
 
 # libFuzzer targets, built with clang under ASan + UBSan (tests/fuzz).
 fuzz-build:
-	CC=clang cmake -S . -B $(FUZZ_BUILD) -DQEM_FUZZ=ON -DQEM_BUILD_TESTS=OFF \
+	CC=clang cmake -S . -B $(FUZZ_BUILD) -DQEM_FUZZ=ON -DQEM_BUILD_TESTS=OFF -DQEM_WERROR=ON \
 		-DQEM_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo
 	cmake --build $(FUZZ_BUILD) -j $(JOBS)
 
