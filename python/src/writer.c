@@ -1,6 +1,8 @@
 /* qem._qem.Writer: the streaming .qem writer (qem_writer). Python hands it
  * blocks of whole scans; the library holds one window of scans and its
- * encoding, and the file appears complete at finish() or not at all. */
+ * encoding, and the file appears complete at finish() or not at all. One
+ * call at a time: while one runs (the GIL released), a call from another
+ * thread, abort() included, raises instead of reaching the library. */
 #include "ext.h"
 
 #include <string.h>
@@ -13,7 +15,21 @@ typedef struct ext_writer {
     ext_progress progress;
     PyObject *progress_callback;
     PyObject *kept; /* the options' buffers, alive while the writer is */
+    int busy;       /* a call in flight (the GIL released); every other call refuses */
 } ext_writer;
+
+/* Refuses a call while another thread's is in flight: aborting or
+ * finishing then would free the writer the library is encoding into, and
+ * a qem_writer serves one call at a time. */
+static int writer_idle(ext_writer *self, const char *what)
+{
+    if (self->busy) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "the writer is in use by another thread; %s it when that call ends", what);
+        return -1;
+    }
+    return 0;
+}
 
 static qem_dtype dtype_of(const char *name)
 {
@@ -51,6 +67,8 @@ static int writer_init(ext_writer *self, PyObject *args, PyObject *kwargs)
     uint64_t shape[4];
     unsigned int chunk_scans = 0;
     int threads = 0;
+    if (writer_idle(self, "start") < 0)
+        return -1;
     if (self->writer) {
         PyErr_SetString(PyExc_RuntimeError, "Writer is already started");
         return -1;
@@ -111,9 +129,11 @@ static int writer_init(ext_writer *self, PyObject *args, PyObject *kwargs)
     qem_error e = {0};
     qem_status st;
     const char *dest = PyBytes_AS_STRING(dest_obj);
+    self->busy = 1;
     Py_BEGIN_ALLOW_THREADS
     st = qem_writer_create(dest, dtype, s, &o, &self->writer, &e);
     Py_END_ALLOW_THREADS
+    self->busy = 0;
     if (st != QEM_OK) {
         self->writer = NULL;
         ext_raise(&e);
@@ -133,8 +153,12 @@ done:
     return rc;
 }
 
-static int writer_live(ext_writer *self)
+/* A call may go on: no other in flight, and the writer neither finished
+ * nor aborted. */
+static int writer_live(ext_writer *self, const char *what)
 {
+    if (writer_idle(self, what) < 0)
+        return -1;
     if (!self->writer) {
         PyErr_SetString(PyExc_ValueError, "the writer is finished or aborted");
         return -1;
@@ -153,7 +177,7 @@ static void writer_discard(ext_writer *self)
 static PyObject *writer_append(ext_writer *self, PyObject *args)
 {
     PyObject *block_obj;
-    if (!PyArg_ParseTuple(args, "O:append", &block_obj) || writer_live(self) < 0)
+    if (!PyArg_ParseTuple(args, "O:append", &block_obj) || writer_live(self, "append to") < 0)
         return NULL;
     /* The caller converts; here only exactness is checked: the writer's
      * dtype, C order, whole scans. */
@@ -178,9 +202,11 @@ static PyObject *writer_append(ext_writer *self, PyObject *args)
             qem_error e = {0};
             qem_status st;
             const void *data = PyArray_DATA(block);
+            self->busy = 1;
             Py_BEGIN_ALLOW_THREADS
             st = qem_writer_append(self->writer, data, n, &e);
             Py_END_ALLOW_THREADS
+            self->busy = 0;
             if (ext_progress_raise(&self->progress) || (st != QEM_OK && !ext_raise(&e))) {
                 writer_discard(self); /* a failed writer publishes nothing */
             } else {
@@ -199,15 +225,17 @@ static PyObject *writer_append_encoded(ext_writer *self, PyObject *args)
     uint64_t scans;
     if (!PyArg_ParseTuple(args, "y*O&:append_encoded", &blob, ext_u64_arg, &scans))
         return NULL;
-    if (writer_live(self) < 0) {
+    if (writer_live(self, "append to") < 0) {
         PyBuffer_Release(&blob);
         return NULL;
     }
     qem_error e = {0};
     qem_status st;
+    self->busy = 1;
     Py_BEGIN_ALLOW_THREADS
     st = qem_writer_append_encoded(self->writer, blob.buf, (size_t)blob.len, &e);
     Py_END_ALLOW_THREADS
+    self->busy = 0;
     PyBuffer_Release(&blob);
     if (ext_progress_raise(&self->progress)) {
         writer_discard(self);
@@ -222,7 +250,7 @@ static PyObject *writer_append_encoded(ext_writer *self, PyObject *args)
 static PyObject *writer_finish(ext_writer *self, PyObject *noargs)
 {
     (void)noargs;
-    if (writer_live(self) < 0)
+    if (writer_live(self, "finish") < 0)
         return NULL;
     if (self->appended != self->scans) {
         writer_discard(self);
@@ -232,9 +260,11 @@ static PyObject *writer_finish(ext_writer *self, PyObject *noargs)
     }
     qem_error e = {0};
     qem_status st;
+    self->busy = 1;
     Py_BEGIN_ALLOW_THREADS
     st = qem_writer_finish(self->writer, &e);
     Py_END_ALLOW_THREADS
+    self->busy = 0;
     const int raised = ext_progress_raise(&self->progress) || (st != QEM_OK && !ext_raise(&e));
     writer_discard(self);
     return raised ? NULL : Py_NewRef(Py_None);
@@ -243,10 +273,13 @@ static PyObject *writer_finish(ext_writer *self, PyObject *noargs)
 static PyObject *writer_abort(ext_writer *self, PyObject *noargs)
 {
     (void)noargs;
+    if (writer_idle(self, "abort") < 0)
+        return NULL;
     writer_discard(self);
     Py_RETURN_NONE;
 }
 
+/* Never during a call: the call holds a reference to the writer. */
 static void writer_dealloc(ext_writer *self)
 {
     writer_discard(self);
