@@ -16,6 +16,8 @@ Every call that decodes, encodes or computes releases the GIL; Ctrl-C stops
 a long call at its next unit and leaves nothing behind. Errors are
 :class:`qem.Error` subclasses carrying the library's message.
 """
+from __future__ import annotations
+
 import os as _os
 
 from . import _qem
@@ -29,7 +31,8 @@ __version__ = _qem.version()
 LIBRARY_VERSION = _qem.LIBRARY_VERSION
 
 
-def open(path, *, threads=None, verify=True, raw=False, expect_sha256=None, progress=None):
+def open(path, *, threads=None, verify=True, raw=False, expect_sha256=None,
+         progress=None) -> File:
     """Opens a ``.qem`` file or a pack (recognised by content) as a
     :class:`qem.File`; use it as a context manager.
 
@@ -51,13 +54,13 @@ def open(path, *, threads=None, verify=True, raw=False, expect_sha256=None, prog
                 progress=progress)
 
 
-def session(files):
+def session(files) -> Session:
     """A detector session over several opened files (a tilt or time
     series): ``set_mask`` updates every file's image, all or none."""
     return Session(files)
 
 
-def identify(path):
+def identify(path) -> str:
     """What a file is by its signature: 'qem', 'pack', 'npy', 'hdf5' or
     'unknown'."""
     return _qem.identify(_os.fspath(path))

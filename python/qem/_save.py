@@ -1,9 +1,12 @@
 """qem.save (from numpy, memmaps, Dask, h5py, HyperSpy or an iterable of
 blocks, block by block) and qem.convert (from any detector file the C
 library reads)."""
+from __future__ import annotations
+
 import json
 import mmap
 import os
+from typing import Any, Dict, Union
 
 import numpy as np
 
@@ -195,7 +198,7 @@ def _save_on_cluster(writer, data, shape4, stored, chunk_scans, valid, client, m
 
 def save(path, data, *, scan_shape=None, shape=None, dtype=None, chunk_scans=None, valid=None,
          dark=None, calibration=None, metadata=None, threads=None, progress=None, client=None,
-         max_in_flight=None):
+         max_in_flight=None) -> Union[str, bytes]:
     """Saves 4D-STEM data losslessly as a .qem file, block by block, never
     holding the whole array.
 
@@ -333,7 +336,7 @@ def save(path, data, *, scan_shape=None, shape=None, dtype=None, chunk_scans=Non
 
 def convert(src, dest, *, dataset=None, scan_shape=None, raw_shape=None, raw_dtype=None,
             raw_offset=0, raw_frame_header=0, chunk_scans=None, threads=None, calibration=None,
-            metadata=None, progress=None):
+            metadata=None, progress=None) -> Union[str, bytes]:
     """Saves any detector file the library reads (.npy, an HDF5 dataset, a
     Dectris Arina/Eiger master, a Merlin .mib, an EMPAD .xml, raw binary
     described by raw_shape/raw_dtype/raw_offset/raw_frame_header, or a .qem
@@ -352,7 +355,7 @@ def convert(src, dest, *, dataset=None, scan_shape=None, raw_shape=None, raw_dty
 
 
 def inspect(src, *, dataset=None, scan_shape=None, raw_shape=None, raw_dtype=None, raw_offset=0,
-            raw_frame_header=0, progress=None):
+            raw_frame_header=0, progress=None) -> Dict[str, Any]:
     """Describes any detector file as ``qem inspect --json`` does (every
     member authenticated): family, shape, sample type and what would be
     stored, flagged pixels, members and digests, facts, calibration, size

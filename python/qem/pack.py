@@ -1,14 +1,17 @@
 """Lossless Pack Format v1 from Python: qem.pack.inspect and
 qem.pack.produce mirror ``qem pack inspect`` and ``qem pack produce``."""
+from __future__ import annotations
+
 import json
 import os
+from typing import Any, Dict
 
 from . import _args, _qem
 from ._progress import reporter
 
 
 def inspect(src, *, dataset=None, scan_shape=None, raw_shape=None, raw_dtype=None,
-            raw_offset=0, raw_frame_header=0, progress=None):
+            raw_offset=0, raw_frame_header=0, progress=None) -> Dict[str, Any]:
     """Authenticates every member of a source and describes it as the pack
     producer sees it (shape, dtype, logical bytes, bad pixels and their
     digest, mask identity, source identity). Refuses what cannot be packed
@@ -20,7 +23,8 @@ def inspect(src, *, dataset=None, scan_shape=None, raw_shape=None, raw_dtype=Non
 
 
 def produce(src, dest, *, profile="u16-lz4", exclude=None, dataset=None, scan_shape=None,
-            raw_shape=None, raw_dtype=None, raw_offset=0, raw_frame_header=0, progress=None):
+            raw_shape=None, raw_dtype=None, raw_offset=0, raw_frame_header=0,
+            progress=None) -> Dict[str, Any]:
     """Produces a Lossless Pack Format v1 file from any detector file that
     holds counts: inspect, plan, re-authenticate, one shard at a time, then
     DEST.receipt.json and DEST published as one commit (never overwriting;

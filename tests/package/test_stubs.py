@@ -344,3 +344,20 @@ def test_mypy_and_stubtest():
     checked = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental", "-c", use],
                              capture_output=True, text=True)
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_the_public_entry_points_are_annotated():
+    """The pure-Python modules are typed inline (no .pyi beside them): the
+    entry points say what they return."""
+    import typing
+
+    import qem.pack
+    want = {qem.open: qem.File, qem.session: qem.Session, qem.identify: str,
+            qem.save: typing.Union[str, bytes], qem.convert: typing.Union[str, bytes],
+            qem.inspect: typing.Dict[str, typing.Any],
+            qem.pack.inspect: typing.Dict[str, typing.Any],
+            qem.pack.produce: typing.Dict[str, typing.Any]}
+    for fn, returns in want.items():
+        assert typing.get_type_hints(fn).get("return") == returns, fn.__qualname__
+    # Only the extension has a stub: a .pyi beside a .py would hide its annotations.
+    assert sorted(p.name for p in PACKAGE.glob("*.pyi")) == ["_qem.pyi"]
