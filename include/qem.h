@@ -26,7 +26,8 @@
  *    qem_error, qem_quantity and qem_image.
  *  - Buffers are owned by the caller, and every call that writes into one
  *    takes its size in bytes; *_bound() helpers give that size where it is
- *    not obvious. A buffer too small is QEM_E_INVALID_ARGUMENT.
+ *    not obvious (UINT64_MAX where the size does not fit in 64 bits). A
+ *    buffer too small is QEM_E_BUFFER_TOO_SMALL, and nothing is written.
  *  - A read handle may be used from several threads at once.
  *  - Test and benchmark hooks (forced decode paths, the dense reference
  *    path, timing probes, fault injection) are not here: they are in
@@ -54,9 +55,14 @@ extern "C" {
 #define QEM_VERSION_MINOR 1
 #define QEM_VERSION_PATCH 0
 #define QEM_VERSION_STRING "0.1.0"
+/* One comparable number: MAJOR * 10000 + MINOR * 100 + PATCH. */
+#define QEM_VERSION_NUMBER (QEM_VERSION_MAJOR * 10000 + QEM_VERSION_MINOR * 100 + QEM_VERSION_PATCH)
 
 /* Returns QEM_VERSION_STRING of the library actually linked. */
 QEM_API const char *qem_version(void);
+/* Returns QEM_VERSION_NUMBER of the library actually linked, to compare
+ * with the header a program was built against. */
+QEM_API unsigned qem_version_number(void);
 
 /* ------------------------------------------------------------------------ */
 /* Status codes. Values are stable: new codes are only ever appended. The   */
@@ -106,7 +112,8 @@ typedef enum qem_status {
     QEM_E_FILE_DIGEST = 40, /* whole-file SHA-256 differs from the expected identity [checksum] */
     QEM_E_INSUFFICIENT_MEMORY = 41, /* the plan needs more memory than is available [limit] */
     QEM_E_INSUFFICIENT_DISK = 42, /* the plan needs more disk than is available [limit] */
-    QEM_E_NONCONSTANT_EXCLUDED = 43 /* an excluded pixel's raw value varies (uint8 profile) [unsupported] */
+    QEM_E_NONCONSTANT_EXCLUDED = 43, /* an excluded pixel's raw value varies (uint8 profile) [unsupported] */
+    QEM_E_BUFFER_TOO_SMALL = 44 /* a caller's buffer is smaller than the call needs [usage] */
 } qem_status;
 
 /* A short, static description of a status (never NULL). */
@@ -115,7 +122,8 @@ QEM_API const char *qem_strerror(qem_status status);
 /* Families of statuses, for bindings that map them onto their own errors. */
 typedef enum qem_status_group {
     QEM_GROUP_OK = 0,
-    QEM_GROUP_USAGE = 1,       /* the caller asked for something invalid */
+    QEM_GROUP_USAGE = 1,       /* the caller asked for something invalid, or
+                                * gave a buffer too small */
     QEM_GROUP_IO = 2,          /* the system: read, write, link failed; the file
                                 * exists or changed while being read */
     QEM_GROUP_FORMAT = 3,      /* the file is malformed or corrupt */

@@ -52,6 +52,7 @@ const char *qem_strerror(qem_status status)
     case QEM_E_INSUFFICIENT_MEMORY: return "not enough memory for the plan";
     case QEM_E_INSUFFICIENT_DISK: return "not enough disk space for the plan";
     case QEM_E_NONCONSTANT_EXCLUDED: return "an excluded pixel's raw value is not constant";
+    case QEM_E_BUFFER_TOO_SMALL: return "buffer too small";
     }
     return "unknown status";
 }
@@ -60,7 +61,8 @@ qem_status_group qem_status_group_of(qem_status status)
 {
     switch (status) {
     case QEM_OK: return QEM_GROUP_OK;
-    case QEM_E_INVALID_ARGUMENT: return QEM_GROUP_USAGE;
+    case QEM_E_INVALID_ARGUMENT:
+    case QEM_E_BUFFER_TOO_SMALL: return QEM_GROUP_USAGE;
     case QEM_E_IO:
     case QEM_E_EXISTS:
     case QEM_E_CHANGED: return QEM_GROUP_IO;

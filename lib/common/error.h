@@ -40,4 +40,14 @@ static inline int qem_add_overflow_u64(uint64_t a, uint64_t b, uint64_t *out)
     return __builtin_add_overflow(a, b, out);
 }
 
+/* scans * pixels * item bytes, or UINT64_MAX when that does not fit: the
+ * *_bound() helpers' answer for a size no buffer can have. */
+static inline uint64_t qem_bytes_bound(uint64_t scans, uint64_t pixels, uint64_t item)
+{
+    uint64_t n;
+    if (qem_mul_overflow_u64(scans, pixels, &n) || qem_mul_overflow_u64(n, item, &n))
+        return UINT64_MAX;
+    return n;
+}
+
 #endif

@@ -6,6 +6,11 @@ const char *qem_version(void)
     return QEM_VERSION_STRING;
 }
 
+unsigned qem_version_number(void)
+{
+    return QEM_VERSION_NUMBER;
+}
+
 size_t qem_dtype_size(qem_dtype dtype)
 {
     switch (dtype) {

@@ -355,7 +355,7 @@ qem_status qem_npy_read(qem_npy *npy, uint64_t first, uint64_t count, void *out,
                         (unsigned long long)first, (unsigned long long)count);
     size_t item = qem_dtype_size(npy->info.dtype);
     if (out_size / item < count)
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+        return qem_fail(error, QEM_E_BUFFER_TOO_SMALL,
                         "qem_npy_read: %llu elements need %llu bytes, %zu given",
                         (unsigned long long)count, (unsigned long long)(count * item), out_size);
     return qem_pread_full(npy->fd, out, (size_t)(count * item),
@@ -435,7 +435,7 @@ qem_status qem_npy_header(qem_dtype dtype, unsigned ndim, const uint64_t *shape,
     const size_t padded = (10 + (size_t)n + 1 + 63) / 64 * 64;
     const size_t header_len = padded - 10;
     if (header_size < padded)
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+        return qem_fail(error, QEM_E_BUFFER_TOO_SMALL,
                         "qem_npy_header: %zu bytes given, the header needs %zu", header_size,
                         padded);
     unsigned char *pre = header;

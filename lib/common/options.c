@@ -15,6 +15,15 @@ qem_status qem_options_overlay(void *local, size_t local_size, const void *user,
         return qem_fail(error, QEM_E_INVALID_ARGUMENT,
                         "%s: struct_size is %zu; initialise the options with %s_init() first",
                         what, declared, what);
+    /* A caller built against a newer, larger struct: its extra fields are
+     * ones this library cannot honour, so they must be unset (zero). */
+    for (size_t k = local_size; k < declared; k++)
+        if (((const unsigned char *)user)[k] != 0)
+            return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                            "%s: the caller's struct is %zu bytes, this library's %zu, and "
+                            "byte %zu beyond it is set: a field this qem does not know was "
+                            "asked for; update qem",
+                            what, declared, local_size, k);
     memcpy(local, user, declared < local_size ? declared : local_size);
     memcpy(local, &local_size, sizeof local_size);
     return QEM_OK;

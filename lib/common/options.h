@@ -9,7 +9,9 @@
 
 /* `local` holds defaults (from the *_init function); overlays the caller's
  * `user` struct (may be NULL) up to its declared size. A struct_size that
- * is not plausible means *_init() was never called. */
+ * is not plausible means *_init() was never called. A caller's struct
+ * larger than the library's is accepted only when the extra bytes are zero
+ * (fields a newer qem would know, left unset). */
 qem_status qem_options_overlay(void *local, size_t local_size, const void *user,
                                const char *what, qem_error *error);
 

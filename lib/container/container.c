@@ -146,8 +146,9 @@ uint64_t qem_container_read_bound(const qem_container *s, qem_values values, uin
     qem_container_info info;
     memset(&info, 0, sizeof info);
     s->ops->describe(s->impl, &info);
-    return scans * info.pixels *
-           qem_dtype_size(values == QEM_VALUES_RAW ? info.raw_dtype : info.working_dtype);
+    return qem_bytes_bound(scans, info.pixels,
+                           qem_dtype_size(values == QEM_VALUES_RAW ? info.raw_dtype
+                                                                   : info.working_dtype));
 }
 
 qem_status qem_container_read(qem_container *s, uint64_t first, uint64_t count, qem_values values,

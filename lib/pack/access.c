@@ -74,7 +74,7 @@ uint32_t pack_sample(const qem_pack *p, const pack_shard *sh, uint64_t scan, uin
 uint64_t qem_pack_read_bound(const qem_pack *p, qem_pack_values values, uint64_t scans)
 {
     const size_t item = values == QEM_PACK_RAW ? 2 : qem_dtype_size(p->working_dtype);
-    return scans * p->pixels * item;
+    return qem_bytes_bound(scans, p->pixels, item);
 }
 
 /* Raw value of excluded pixel `pixel` where constants stand for it. */
@@ -119,7 +119,7 @@ qem_status pack_read_scans(qem_pack *p, uint64_t first, uint64_t count, qem_pack
                         (unsigned long long)first, (unsigned long long)count,
                         (unsigned long long)p->scans);
     if (out_size < qem_pack_read_bound(p, values, count))
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+        return qem_fail(error, QEM_E_BUFFER_TOO_SMALL,
                         "output buffer of %zu bytes is smaller than the %llu needed", out_size,
                         (unsigned long long)qem_pack_read_bound(p, values, count));
     const int raw = values == QEM_PACK_RAW;

@@ -776,7 +776,7 @@ qem_status qem_pack_get_excluded(const qem_pack *p, uint32_t *pixels, size_t siz
     if (!p || (!pixels && p->excluded_count))
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_pack_get_excluded: NULL argument");
     if (size / sizeof *pixels < p->excluded_count)
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+        return qem_fail(error, QEM_E_BUFFER_TOO_SMALL,
                         "qem_pack_get_excluded: %llu pixels need %llu bytes, %zu given",
                         (unsigned long long)p->excluded_count,
                         (unsigned long long)(p->excluded_count * sizeof *pixels), size);

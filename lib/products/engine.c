@@ -135,7 +135,7 @@ qem_status prod_check_buffer(size_t size, uint64_t count, size_t item, const cha
                              qem_error *error)
 {
     if (size / item < count)
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "%s needs %llu bytes, %zu given", what,
+        return qem_fail(error, QEM_E_BUFFER_TOO_SMALL, "%s needs %llu bytes, %zu given", what,
                         (unsigned long long)(count * item), size);
     return QEM_OK;
 }

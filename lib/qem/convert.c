@@ -92,7 +92,7 @@ qem_status qem_dark_from_npy(const char *path, uint64_t rows, uint64_t columns, 
     if (!path || !plane || !identity)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_dark_from_npy: NULL argument");
     if (identity_size < 65 || (rows && columns > plane_size / sizeof *plane / rows))
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+        return qem_fail(error, QEM_E_BUFFER_TOO_SMALL,
                         "qem_dark_from_npy: the plane needs %llu bytes and the identity 65",
                         (unsigned long long)(rows * columns * sizeof *plane));
     qem_npy *npy = NULL;

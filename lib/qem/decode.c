@@ -587,7 +587,7 @@ qem_status qem_read_into(qem_file *f, uint64_t first, uint64_t count, qem_output
                         (unsigned long long)f->scans);
     const size_t row_bytes = (size_t)(f->pixels * qem_output_item(f, kind));
     if (out_size / row_bytes < count)
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+        return qem_fail(error, QEM_E_BUFFER_TOO_SMALL,
                         "output buffer of %zu bytes is smaller than the %llu needed", out_size,
                         (unsigned long long)(count * row_bytes));
     const int threads = qem_threads_resolve(requested_threads);

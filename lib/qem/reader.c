@@ -294,7 +294,7 @@ qem_status qem_get_dark(const qem_file *f, float *plane, size_t plane_size, qem_
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "'%s' records no mean-dark plane",
                         f->path);
     if (plane_size / sizeof *plane < f->pixels)
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+        return qem_fail(error, QEM_E_BUFFER_TOO_SMALL,
                         "qem_get_dark: the plane needs %llu bytes, %zu given",
                         (unsigned long long)(f->pixels * sizeof *plane), plane_size);
     memcpy(plane, f->dark, (size_t)f->pixels * sizeof *plane);
@@ -314,7 +314,7 @@ qem_status qem_get_valid_mask(const qem_file *f, uint8_t *mask, size_t size, qem
     if (!f || !mask)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_get_valid_mask: NULL argument");
     if (size < f->pixels)
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+        return qem_fail(error, QEM_E_BUFFER_TOO_SMALL,
                         "qem_get_valid_mask: the mask needs %llu bytes, %zu given",
                         (unsigned long long)f->pixels, size);
     memcpy(mask, f->valid, (size_t)f->pixels);
@@ -339,7 +339,7 @@ qem_status qem_get_chunk(const qem_file *f, uint64_t index, uint64_t *first, uin
 
 uint64_t qem_read_scans_bound(const qem_file *f, uint64_t scans)
 {
-    return scans * f->pixels * qem_dtype_size(f->dtype);
+    return qem_bytes_bound(scans, f->pixels, qem_dtype_size(f->dtype));
 }
 
 uint64_t qem_chunk_index_of(const qem_file *f, uint64_t scan)

@@ -566,7 +566,7 @@ qem_status qem_save_chunks(qem_dtype dtype, const uint64_t shape[4],
     qem_writer_free(w);
     *count = n;
     return n > capacity && capacity
-               ? qem_fail(error, QEM_E_INVALID_ARGUMENT,
+               ? qem_fail(error, QEM_E_BUFFER_TOO_SMALL,
                           "the save makes %zu chunks; the array holds %zu", n, capacity)
                : QEM_OK;
 }

@@ -13,12 +13,14 @@
 static void test_status_groups(void)
 {
     int seen[8] = {0};
-    for (int s = QEM_OK; s <= QEM_E_NONCONSTANT_EXCLUDED; s++) {
+    for (int s = QEM_OK; s <= QEM_E_BUFFER_TOO_SMALL; s++) {
         const qem_status_group g = qem_status_group_of((qem_status)s);
         CHECK(g >= QEM_GROUP_OK && g <= QEM_GROUP_CANCELLED);
         seen[g]++;
-        /* Only INVALID_ARGUMENT is a usage error; OK is the only "ok". */
-        CHECK((g == QEM_GROUP_USAGE) == (s == QEM_E_INVALID_ARGUMENT));
+        /* Usage errors: an invalid argument, a buffer too small; OK is the
+         * only "ok". */
+        CHECK((g == QEM_GROUP_USAGE) ==
+              (s == QEM_E_INVALID_ARGUMENT || s == QEM_E_BUFFER_TOO_SMALL));
         CHECK((g == QEM_GROUP_OK) == (s == QEM_OK));
     }
     for (int g = 0; g < 8; g++) {
@@ -247,17 +249,36 @@ static void test_result_structs(void)
     /* Buffers too small are refused, named, and not written. */
     uint8_t small[PIXELS];
     memset(small, CANARY, sizeof small);
-    CHECK_STATUS(qem_get_valid_mask(f, small, PIXELS - 1, &e), QEM_E_INVALID_ARGUMENT, &e);
-    CHECK_STATUS(qem_products_valid(pr, small, PIXELS - 1, &e), QEM_E_INVALID_ARGUMENT, &e);
+    CHECK_STATUS(qem_get_valid_mask(f, small, PIXELS - 1, &e), QEM_E_BUFFER_TOO_SMALL, &e);
+    CHECK_STATUS(qem_products_valid(pr, small, PIXELS - 1, &e), QEM_E_BUFFER_TOO_SMALL, &e);
     qem_detector_geometry g;
     qem_detector_geometry_init(&g);
     g.radius = 2;
     CHECK_STATUS(qem_products_detector_mask(pr, &g, 2, small, PIXELS - 1, &e),
-                 QEM_E_INVALID_ARGUMENT, &e);
+                 QEM_E_BUFFER_TOO_SMALL, &e);
     CHECK(strstr(e.message, "needs 64 bytes, 63 given") != NULL);
     uint64_t sums[PIXELS];
     CHECK_STATUS(qem_products_pixel_sums(pr, 0, SCANS, sums, sizeof sums - 8, &e),
-                 QEM_E_INVALID_ARGUMENT, &e);
+                 QEM_E_BUFFER_TOO_SMALL, &e);
+    /* Reads into a buffer one scan short: refused, nothing written. */
+    const uint64_t one = qem_read_scans_bound(f, 1);
+    uint8_t *two = malloc((size_t)(2 * one));
+    memset(two, CANARY, (size_t)(2 * one));
+    CHECK_STATUS(qem_read_scans(f, 0, 2, two, (size_t)(2 * one - 1), &e), QEM_E_BUFFER_TOO_SMALL,
+                 &e);
+    CHECK_STATUS(qem_container_read(src, 0, 2, QEM_VALUES_WORKING, two,
+                                    (size_t)(qem_container_read_bound(src, QEM_VALUES_WORKING, 2) -
+                                             1),
+                                    &e),
+                 QEM_E_BUFFER_TOO_SMALL, &e);
+    for (uint64_t k = 0; k < 2 * one; k++)
+        CHECK_EQ_U64(two[k], CANARY);
+    free(two);
+    /* Bounds past 64 bits say so instead of wrapping. */
+    CHECK_EQ_U64(qem_read_scans_bound(f, UINT64_MAX / 2), UINT64_MAX);
+    CHECK_EQ_U64(qem_pack_read_bound(p, QEM_PACK_MASK_APPLIED, UINT64_MAX / 3), UINT64_MAX);
+    CHECK_EQ_U64(qem_container_read_bound(src, QEM_VALUES_RAW, UINT64_MAX / 4 + 1), UINT64_MAX);
+    CHECK_EQ_U64(qem_read_scans_bound(f, 3), 3 * one);
     for (size_t k = 0; k < sizeof small; k++)
         CHECK_EQ_U64(small[k], CANARY);
     CHECK_OK(qem_get_valid_mask(f, small, PIXELS, &e), &e);
@@ -272,10 +293,48 @@ static void test_result_structs(void)
     qem_close(f);
 }
 
+/* A caller built against a newer qem hands in a larger options struct:
+ * accepted while the fields this library does not know are unset (zero),
+ * refused once one is set, since it would be silently ignored. */
+static void test_larger_caller_structs(void)
+{
+    struct {
+        qem_open_options known;
+        uint64_t newer_field;
+    } big;
+    memset(&big, 0, sizeof big);
+    qem_open_options_init(&big.known);
+    big.known.struct_size = sizeof big;
+    qem_error e = {0};
+    qem_file *f = NULL;
+    const char *path = fixture_path("qem/u16_dense_highdose.qem");
+    CHECK_OK(qem_open(path, &big.known, &f, &e), &e);
+    qem_close(f);
+    f = NULL;
+    big.newer_field = 1;
+    CHECK_STATUS(qem_open(path, &big.known, &f, &e), QEM_E_INVALID_ARGUMENT, &e);
+    CHECK(strstr(e.message, "update qem") != NULL);
+    CHECK(f == NULL);
+}
+
+/* The version as one comparable number, the header's and the library's. */
+static void test_version_number(void)
+{
+    CHECK_EQ_U64(QEM_VERSION_NUMBER,
+                 QEM_VERSION_MAJOR * 10000 + QEM_VERSION_MINOR * 100 + QEM_VERSION_PATCH);
+    CHECK_EQ_U64(qem_version_number(), QEM_VERSION_NUMBER);
+    char text[32];
+    snprintf(text, sizeof text, "%u.%u.%u", qem_version_number() / 10000,
+             qem_version_number() / 100 % 100, qem_version_number() % 100);
+    CHECK(strcmp(text, qem_version()) == 0);
+}
+
 int main(void)
 {
     test_status_groups();
     test_null_frees();
     test_result_structs();
+    test_larger_caller_structs();
+    test_version_number();
     return test_finish("unit_api_contract");
 }

@@ -200,7 +200,7 @@ static void test_refusals(void)
     uint64_t firsts[1];
     size_t count = 0;
     CHECK_STATUS(qem_save_chunks(QEM_DTYPE_UINT16, SHAPE, &o, firsts, 1, &count, &e),
-                 QEM_E_INVALID_ARGUMENT, &e);
+                 QEM_E_BUFFER_TOO_SMALL, &e);
     CHECK_EQ_U64(count, 3);
     free(back);
     free(shifted);
