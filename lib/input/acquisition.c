@@ -461,6 +461,25 @@ static const input_family *const families[] = {&input_family_npy,  &input_family
                                                &input_family_mib,  &input_family_empad,
                                                &input_family_raw};
 
+/* Families of HDF5 files that claim theirs before the dataset family
+ * (input_family_hdf5) takes the rest. */
+static const input_family *const hdf5_families[] = {&input_family_arina};
+
+static qem_status hdf5_family_of(const char *path, const input_family **family,
+                                 qem_error *error)
+{
+    for (size_t k = 0; k < sizeof hdf5_families / sizeof hdf5_families[0]; k++) {
+        int claimed = 0;
+        QEM_TRY(hdf5_families[k]->claims_hdf5(path, &claimed, error));
+        if (claimed) {
+            *family = hdf5_families[k];
+            return QEM_OK;
+        }
+    }
+    *family = &input_family_hdf5;
+    return QEM_OK;
+}
+
 static int has_hdf5_signature(int fd, uint64_t size)
 {
     static const uint8_t sig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
@@ -550,17 +569,18 @@ static qem_status open_family(const char *path, const input_options *options, ac
     if (!a)
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     a->mask_origin = INPUT_ORIGIN_IMPLICIT_MASK;
-    /* Raw options name the family; otherwise the content does. The HDF5
-     * family tells a Dectris master from a plain file itself. */
+    /* Raw options name the family; otherwise the content does: an HDF5
+     * file is a Dectris master when the Arina family claims it, else a
+     * dataset. */
     const input_family *family = NULL;
     if (options->raw.dtype != QEM_DTYPE_NONE)
         family = &input_family_raw;
     else if (hdf5)
-        family = &input_family_hdf5;
-    for (size_t k = 0; !family && k < sizeof families / sizeof families[0]; k++)
+        st = hdf5_family_of(path, &family, error);
+    for (size_t k = 0; st == QEM_OK && !family && k < sizeof families / sizeof families[0]; k++)
         if (families[k]->recognises && families[k]->recognises(head, n))
             family = families[k];
-    if (!family)
+    if (st == QEM_OK && !family)
         st = qem_fail(error, QEM_E_UNSUPPORTED,
                       "'%s' is not a detector file qem recognises (.npy, HDF5, Dectris/Arina, "
                       "Merlin .mib, EMPAD .xml); for other raw binary give --raw-shape and "

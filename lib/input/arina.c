@@ -22,9 +22,8 @@ typedef struct arina_link {
     char *dataset; /* object path inside the data file */
 } arina_link;
 
-void arina_links_free(void *opaque, size_t count)
+static void links_free(arina_link *links, size_t count)
 {
-    arina_link *links = opaque;
     for (size_t i = 0; i < count; i++) {
         free(links[i].file);
         free(links[i].dataset);
@@ -124,7 +123,7 @@ static qem_status list_data_links(hid_t file, const char *path, arina_link **out
     free(value);
     H5Oclose(group);
     if (st != QEM_OK) {
-        arina_links_free(links, n);
+        links_free(links, n);
         return st;
     }
     *out = links;
@@ -277,19 +276,10 @@ static qem_status vendor_facts(acquisition *a, hid_t master, const char *path, q
     return QEM_OK;
 }
 
-qem_status arina_list_links(hid_t file, const char *path, size_t *count, size_t *internal,
-                            void **links, qem_error *error)
+static qem_status describe_links(acquisition *a, h5_state *im, hid_t master, const char *path,
+                                 const input_options *o, const arina_link *links, size_t count,
+                                 qem_error *error)
 {
-    arina_link *list = NULL;
-    QEM_TRY(list_data_links(file, path, &list, count, internal, error));
-    *links = list;
-    return QEM_OK;
-}
-
-qem_status arina_describe(acquisition *a, h5_state *im, hid_t master, const char *path,
-                          const input_options *o, void *opaque, size_t count, qem_error *error)
-{
-    const arina_link *links = opaque;
     for (size_t i = 0; i < count; i++) {
         if (links[i].number != i + 1)
             return qem_fail(error, QEM_E_LAYOUT,
@@ -389,3 +379,81 @@ qem_status arina_describe(acquisition *a, h5_state *im, hid_t master, const char
     QEM_TRY(read_mask(a, master, path, error));
     return vendor_facts(a, master, path, error);
 }
+
+/* --- the family ------------------------------------------------------------------ */
+
+/* The external data_NNNNNN links of a master's /entry/data (none: not a
+ * master); stored links of such names beside external ones are refused. */
+static qem_status master_links(hid_t file, const char *path, arina_link **links, size_t *count,
+                               qem_error *error)
+{
+    size_t internal = 0;
+    QEM_TRY(list_data_links(file, path, links, count, &internal, error));
+    if (*count && internal) {
+        links_free(*links, *count);
+        *links = NULL;
+        *count = 0;
+        return qem_fail(error, QEM_E_LAYOUT,
+                        "'%s' mixes external data_NNNNNN links with %zu stored ones under %s; a "
+                        "Dectris/Arina master links every data file externally",
+                        path, internal, ARINA_GROUP);
+    }
+    return QEM_OK;
+}
+
+static qem_status claims_file(const char *path, int *claimed, qem_error *error)
+{
+    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (file < 0)
+        return h5_fail(error, QEM_E_IO, "cannot open '%s' as HDF5", path);
+    arina_link *links = NULL;
+    size_t count = 0;
+    const qem_status st = master_links(file, path, &links, &count, error);
+    *claimed = st == QEM_OK && count > 0;
+    links_free(links, count);
+    H5Fclose(file);
+    return st;
+}
+
+/* An HDF5 file is a Dectris/Arina master when its /entry/data holds
+ * external data_NNNNNN links. */
+static qem_status arina_claims(const char *path, int *claimed, qem_error *error)
+{
+    *claimed = 0;
+    qem_status st;
+    H5E_BEGIN_TRY
+    {
+        st = claims_file(path, claimed, error);
+    }
+    H5E_END_TRY;
+    return st;
+}
+
+static qem_status arina_describe_file(acquisition *a, h5_state *im, hid_t master,
+                                      const char *path, const input_options *o, qem_error *error)
+{
+    arina_link *links = NULL;
+    size_t count = 0;
+    QEM_TRY(master_links(master, path, &links, &count, error));
+    qem_status st = QEM_OK;
+    if (count == 0)
+        st = qem_fail(error, QEM_E_CHANGED,
+                      "master '%s' lost its data_NNNNNN links while it was being opened; it "
+                      "is being rewritten, so open it again once it is complete",
+                      path);
+    else
+        st = describe_links(a, im, master, path, o, links, count, error);
+    links_free(links, count);
+    return st;
+}
+
+static qem_status arina_describe(acquisition *a, const char *path, const uint8_t *head, size_t n,
+                                 const input_options *o, qem_error *error)
+{
+    (void)head;
+    (void)n;
+    return h5_describe(a, path, o, arina_describe_file, error);
+}
+
+const input_family input_family_arina = {"arina", NULL, arina_describe, h5_read, h5_release, 0,
+                                         arina_claims};

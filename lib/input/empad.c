@@ -635,4 +635,4 @@ static void empad_release(acquisition *a)
 }
 
 const input_family input_family_empad = {"empad", empad_recognises, empad_describe, empad_read,
-                                         empad_release, 1};
+                                         empad_release, 1, NULL};

@@ -1,7 +1,8 @@
 /* What the two HDF5 families (a dense dataset, hdf5.c; a Dectris/Arina
- * master with its data files, arina.c) share: libhdf5 version shims,
- * object lookups that never leave the file, dataset checks, the Dectris
- * pixel mask, and frames read from ordered parts. */
+ * master with its data files, arina.c) share, defined in hdf5_util.c:
+ * libhdf5 version shims, object lookups that never leave the file, dataset
+ * checks, the Dectris pixel mask, and the family state, whose frames are
+ * read from ordered parts. Neither family calls the other. */
 #ifndef QEM_INPUT_HDF5_UTIL_H
 #define QEM_INPUT_HDF5_UTIL_H
 
@@ -18,7 +19,6 @@
 #define DECTRIS_DETECTOR "/entry/instrument/detector"
 #define ARINA_MASK DECTRIS_DETECTOR "/detectorSpecific/pixel_mask"
 
-/* --- libhdf5 API differences (1.10 as Debian ships it, and 1.12+) ------- */
 /* --- libhdf5 API differences (1.10 as Debian ships it, and 1.12+) ------- */
 
 #if H5_VERSION_GE(1, 12, 0)
@@ -102,12 +102,20 @@ qem_status read_mask(acquisition *a, hid_t file, const char *file_path, qem_erro
 qem_status add_part(h5_state *im, const char *file, const char *dataset, uint64_t first,
                     uint64_t frames, qem_error *error);
 
-/* The Dectris/Arina family (arina.c), entered when an HDF5 file's
- * /entry/data holds external data_NNNNNN links. */
-qem_status arina_list_links(hid_t file, const char *path, size_t *count, size_t *internal,
-                            void **links, qem_error *error);
-qem_status arina_describe(acquisition *a, h5_state *im, hid_t master, const char *path,
-                          const input_options *o, void *links, size_t count, qem_error *error);
-void arina_links_free(void *links, size_t count);
+/* --- the family entry points --------------------------------------------- */
+
+/* A family's own description of the master `file` (open, at `path`): its
+ * parts (add_part), shape, sample type and mask (read_mask). */
+typedef qem_status (*h5_describe_file_fn)(acquisition *a, h5_state *im, hid_t file,
+                                          const char *path, const input_options *o,
+                                          qem_error *error);
+/* An HDF5 family's describe: the master as member, the family state in
+ * a->impl, the file opened for `describe_file`, libhdf5's own error
+ * printing off. */
+qem_status h5_describe(acquisition *a, const char *path, const input_options *o,
+                       h5_describe_file_fn describe_file, qem_error *error);
+/* An HDF5 family's read and release (input_family). */
+qem_status h5_read(acquisition *a, uint64_t first, uint64_t count, void *out, qem_error *error);
+void h5_release(acquisition *a);
 
 #endif

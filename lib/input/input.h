@@ -8,8 +8,8 @@
  * Families: npy.c, hdf5.c (a dense dataset), arina.c (Dectris Arina/Eiger
  * master + data files), mib.c (Quantum Detectors Merlin), empad.c (EMPAD
  * XML + raw), raw.c (raw binary described by options). The HDF5 families
- * use libhdf5, which Debian builds without thread safety: use one
- * acquisition from one thread at a time. */
+ * share hdf5_util.c and use libhdf5, which Debian builds without thread
+ * safety: use one acquisition from one thread at a time. */
 #ifndef QEM_INPUT_INPUT_H
 #define QEM_INPUT_INPUT_H
 
@@ -73,6 +73,11 @@ typedef struct input_family {
     /* 1 if reads go through the family's own pread of member bytes (so the
      * members can be hashed while a save reads them front to back). */
     int reads_bytes;
+    /* Families of HDF5 files, which all carry the superblock signature:
+     * sets `*claimed` to 1 if the file at `path` is of this family (or
+     * returns its refusal). An HDF5 file no family claims is a dataset
+     * (hdf5). NULL for the rest. */
+    qem_status (*claims_hdf5)(const char *path, int *claimed, qem_error *error);
 } input_family;
 
 struct acquisition {

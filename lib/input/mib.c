@@ -714,4 +714,4 @@ static void mib_release(acquisition *a)
 }
 
 const input_family input_family_mib = {"mib", mib_recognises, mib_describe, mib_read,
-                                       mib_release, 1};
+                                       mib_release, 1, NULL};

@@ -110,4 +110,4 @@ static void npy_release(acquisition *a)
 }
 
 const input_family input_family_npy = {"npy", npy_recognises, npy_describe, npy_read,
-                                       npy_release, 1};
+                                       npy_release, 1, NULL};

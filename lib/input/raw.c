@@ -138,4 +138,5 @@ static void raw_release(acquisition *a)
 }
 
 /* Chosen by the caller's options, never by content. */
-const input_family input_family_raw = {"raw", NULL, raw_describe, raw_read, raw_release, 1};
+const input_family input_family_raw = {"raw", NULL, raw_describe, raw_read, raw_release, 1,
+                                       NULL};
