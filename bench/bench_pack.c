@@ -37,7 +37,7 @@ static int build_pack(const synth_params *data, uint64_t sps, const char *path,
         for (uint64_t i = 0; i < sps; i++)
             synth_frame(g, s * sps + i, rows + i * P);
         qem_sha256_update(raw, rows, (size_t)(sps * P) * 2);
-        ok = pack_encode_v1_shard(rows, sps, P, &enc[s], &e) == QEM_OK;
+        ok = qem_pack_encode_v1_shard(rows, sps, P, &enc[s], &e) == QEM_OK;
         if (!ok)
             break;
         const void *parts[3] = {enc[s].compressed, enc[s].lengths, enc[s].widths};
@@ -83,14 +83,14 @@ static int build_pack(const synth_params *data, uint64_t sps, const char *path,
         memcpy(f.working_sha256, f.raw_logical_sha256, 32); /* no exclusions */
         f.records = rec;
         f.encoded = enc;
-        json_t *m = pack_manifest_build(&f);
+        json_t *m = qem_pack_manifest_build(&f);
         char *text = json_dumps(m, JSON_COMPACT | JSON_SORT_KEYS);
         uint64_t index_bytes = 0;
-        uint8_t *index = pack_index_build(QEM_PACK_UINT16_LZ4, data->shape, sps, NULL, 0,
-                                          f.identity, rec, shards, &index_bytes);
+        uint8_t *index = qem_pack_index_build(QEM_PACK_UINT16_LZ4, data->shape, sps, NULL, 0,
+                                              f.identity, rec, shards, &index_bytes);
         uint8_t *block = NULL;
         ok = text && index &&
-             pack_user_block(text, strlen(text), index, index_bytes, USER_BLOCK, &block, &e) ==
+             qem_pack_user_block(text, strlen(text), index, index_bytes, USER_BLOCK, &block, &e) ==
                  QEM_OK &&
              pwrite(fd, block, USER_BLOCK, 0) == USER_BLOCK;
         free(block);
@@ -101,7 +101,7 @@ static int build_pack(const synth_params *data, uint64_t sps, const char *path,
     if (!ok)
         fprintf(stderr, "qem-bench: building the pack failed: %s\n", e.message);
     for (uint64_t s = 0; s < shards; s++)
-        pack_encoded_shard_free(&enc[s]);
+        qem_pack_encoded_shard_free(&enc[s]);
     free(enc);
     free(rec);
     free(rows);

@@ -18,7 +18,7 @@
 
 /* --- members ------------------------------------------------------------------ */
 
-qem_status input_add_member(acquisition *a, const char *path, int is_master, qem_error *error)
+qem_status qem_input_add_member(acquisition *a, const char *path, int is_master, qem_error *error)
 {
     int fd = -1;
     struct stat sb;
@@ -106,8 +106,8 @@ static qem_status hash_file(const char *path, qem_status open_status, uint8_t di
     return st;
 }
 
-qem_status input_identity(const uint8_t *master_sha256, const uint8_t (*data_sha256)[32],
-                          size_t data_count, uint8_t identity[32], qem_error *error)
+qem_status qem_input_identity(const uint8_t *master_sha256, const uint8_t (*data_sha256)[32],
+                              size_t data_count, uint8_t identity[32], qem_error *error)
 {
     qem_sha256 *ctx = qem_sha256_new();
     if (!ctx)
@@ -144,16 +144,16 @@ static qem_status compute_identity(acquisition *a, qem_error *error)
         else
             memcpy(data[data_count++], a->members[i].sha256, 32);
     }
-    qem_status st = input_identity(master, (const uint8_t(*)[32])data, data_count, a->identity,
-                                   error);
+    qem_status st =
+        qem_input_identity(master, (const uint8_t(*)[32])data, data_count, a->identity, error);
     free(data);
     if (st == QEM_OK)
         a->authenticated = 1;
     return st;
 }
 
-qem_status input_authenticate(acquisition *a, qem_progress_fn progress, void *progress_user,
-                              qem_error *error)
+qem_status qem_input_authenticate(acquisition *a, qem_progress_fn progress, void *progress_user,
+                                  qem_error *error)
 {
     for (size_t i = 0; i < a->member_count; i++) {
         input_member *m = &a->members[i];
@@ -173,8 +173,8 @@ qem_status input_authenticate(acquisition *a, qem_progress_fn progress, void *pr
     return compute_identity(a, error);
 }
 
-qem_status input_reauthenticate(acquisition *a, qem_progress_fn progress, void *progress_user,
-                                qem_error *error)
+qem_status qem_input_reauthenticate(acquisition *a, qem_progress_fn progress, void *progress_user,
+                                    qem_error *error)
 {
     for (size_t i = 0; i < a->member_count; i++) {
         const input_member *m = &a->members[i];
@@ -197,7 +197,7 @@ qem_status input_reauthenticate(acquisition *a, qem_progress_fn progress, void *
     return QEM_OK;
 }
 
-qem_status input_check_unchanged(const acquisition *a, qem_error *error)
+qem_status qem_input_check_unchanged(const acquisition *a, qem_error *error)
 {
     for (size_t i = 0; i < a->member_count; i++) {
         const input_member *m = &a->members[i];
@@ -218,8 +218,8 @@ qem_status input_check_unchanged(const acquisition *a, qem_error *error)
     return QEM_OK;
 }
 
-qem_status input_companion_path(const input_companion *c, const char *name, char **member,
-                                qem_error *error)
+qem_status qem_input_companion_path(const input_companion *c, const char *name, char **member,
+                                    qem_error *error)
 {
     *member = NULL;
     int escapes = name[0] == '/';
@@ -274,10 +274,10 @@ qem_status input_companion_path(const input_companion *c, const char *name, char
 
 /* --- hashing while reading ---------------------------------------------------- */
 
-qem_status input_stream_begin(acquisition *a, qem_error *error)
+qem_status qem_input_stream_begin(acquisition *a, qem_error *error)
 {
     if (!a->family->reads_bytes)
-        return input_authenticate(a, NULL, NULL, error);
+        return qem_input_authenticate(a, NULL, NULL, error);
     for (size_t i = 0; i < a->member_count; i++) {
         input_member *m = &a->members[i];
         qem_sha256_free(m->stream);
@@ -291,12 +291,12 @@ qem_status input_stream_begin(acquisition *a, qem_error *error)
 /* Hashes member bytes [streamed, to) from `fd`. */
 static qem_status stream_rest(input_member *m, int fd, uint64_t to, qem_error *error);
 
-void input_member_read(input_member *m, int fd, uint64_t offset, const void *data, size_t size)
+void qem_input_member_read(input_member *m, int fd, uint64_t offset, const void *data, size_t size)
 {
     if (!m->stream)
         return;
     /* A skipped header (at most 16 MiB) is hashed now; a read elsewhere
-     * leaves the rest to input_stream_finish. */
+     * leaves the rest to qem_input_stream_finish. */
     if (offset > m->streamed && offset - m->streamed <= (16u << 20) &&
         stream_rest(m, fd, offset, NULL) != QEM_OK)
         return;
@@ -326,17 +326,17 @@ static qem_status stream_rest(input_member *m, int fd, uint64_t to, qem_error *e
     return st;
 }
 
-qem_status input_stream_finish(acquisition *a, qem_progress_fn progress, void *progress_user,
-                               qem_error *error)
+qem_status qem_input_stream_finish(acquisition *a, qem_progress_fn progress, void *progress_user,
+                                   qem_error *error)
 {
     (void)progress;
     (void)progress_user;
     if (!a->family->reads_bytes)
-        return input_check_unchanged(a, error);
+        return qem_input_check_unchanged(a, error);
     for (size_t i = 0; i < a->member_count; i++) {
         input_member *m = &a->members[i];
         if (!m->stream)
-            return qem_fail(error, QEM_E_INVALID_ARGUMENT, "input_stream_finish without begin");
+            return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_input_stream_finish without begin");
         int fd = -1;
         struct stat sb;
         qem_error opened;
@@ -359,7 +359,7 @@ qem_status input_stream_finish(acquisition *a, qem_progress_fn progress, void *p
 
 /* --- shapes and masks ----------------------------------------------------------- */
 
-qem_status input_check_shape(const acquisition *a, const char *path, qem_error *error)
+qem_status qem_input_check_shape(const acquisition *a, const char *path, qem_error *error)
 {
     uint64_t pixels, scans, total;
     for (int i = 0; i < 4; i++)
@@ -382,9 +382,9 @@ qem_status input_check_shape(const acquisition *a, const char *path, qem_error *
     return QEM_OK;
 }
 
-qem_status input_scan_shape(const input_options *o, int have_file, const uint64_t file_shape[2],
-                            const char *file_on, uint64_t frames, const char *path,
-                            uint64_t out[2], qem_error *error)
+qem_status qem_input_scan_shape(const input_options *o, int have_file, const uint64_t file_shape[2],
+                                const char *file_on, uint64_t frames, const char *path,
+                                uint64_t out[2], qem_error *error)
 {
     const int given = o && (o->scan_shape[0] || o->scan_shape[1]);
     if (given && (!o->scan_shape[0] || !o->scan_shape[1]))
@@ -423,13 +423,13 @@ qem_status input_scan_shape(const input_options *o, int have_file, const uint64_
     return QEM_OK;
 }
 
-qem_status input_implicit_mask(acquisition *a, qem_error *error)
+qem_status qem_input_implicit_mask(acquisition *a, qem_error *error)
 {
     static const uint8_t zeros[4096];
     /* The digest's work grows with the detector: a shape that would be
      * refused (an empty axis, an absurd detector) is refused first. */
-    QEM_TRY(input_check_shape(a, a->member_count ? a->members[0].path : "the acquisition",
-                              error));
+    QEM_TRY(
+        qem_input_check_shape(a, a->member_count ? a->members[0].path : "the acquisition", error));
     qem_sha256 *ctx = qem_sha256_new();
     if (!ctx)
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
@@ -445,7 +445,7 @@ qem_status input_implicit_mask(acquisition *a, qem_error *error)
     return bad ? qem_fail(error, QEM_E_NO_MEMORY, "SHA-256 of the implicit mask failed") : QEM_OK;
 }
 
-void input_fact(acquisition *a, const char *key, json_t *value)
+void qem_input_fact(acquisition *a, const char *key, json_t *value)
 {
     if (!a->facts)
         a->facts = json_object();
@@ -457,13 +457,13 @@ void input_fact(acquisition *a, const char *key, json_t *value)
 
 /* --- recognising ------------------------------------------------------------------ */
 
-static const input_family *const families[] = {&input_family_npy,  &input_family_hdf5,
-                                               &input_family_mib,  &input_family_empad,
-                                               &input_family_raw};
+static const input_family *const families[] = {&qem_input_family_npy, &qem_input_family_hdf5,
+                                               &qem_input_family_mib, &qem_input_family_empad,
+                                               &qem_input_family_raw};
 
 /* Families of HDF5 files that claim theirs before the dataset family
- * (input_family_hdf5) takes the rest. */
-static const input_family *const hdf5_families[] = {&input_family_arina};
+ * (qem_input_family_hdf5) takes the rest. */
+static const input_family *const hdf5_families[] = {&qem_input_family_arina};
 
 static qem_status hdf5_family_of(const char *path, const input_family **family,
                                  qem_error *error)
@@ -476,7 +476,7 @@ static qem_status hdf5_family_of(const char *path, const input_family **family,
             return QEM_OK;
         }
     }
-    *family = &input_family_hdf5;
+    *family = &qem_input_family_hdf5;
     return QEM_OK;
 }
 
@@ -534,8 +534,8 @@ static char *hdf5_name(const char *name)
 static qem_status open_family(const char *path, const input_options *options, acquisition **out,
                               qem_error *error);
 
-qem_status input_open(const char *path, const input_options *options, acquisition **out,
-                      qem_error *error)
+qem_status qem_input_open(const char *path, const input_options *options, acquisition **out,
+                          qem_error *error)
 {
     *out = NULL;
     input_options local;
@@ -574,7 +574,7 @@ static qem_status open_family(const char *path, const input_options *options, ac
      * dataset. */
     const input_family *family = NULL;
     if (options->raw.dtype != QEM_DTYPE_NONE)
-        family = &input_family_raw;
+        family = &qem_input_family_raw;
     else if (hdf5)
         st = hdf5_family_of(path, &family, error);
     for (size_t k = 0; st == QEM_OK && !family && k < sizeof families / sizeof families[0]; k++)
@@ -591,16 +591,16 @@ static qem_status open_family(const char *path, const input_options *options, ac
         st = family->describe(a, path, head, n, options, error);
     }
     if (st == QEM_OK)
-        st = input_check_shape(a, path, error);
+        st = qem_input_check_shape(a, path, error);
     if (st != QEM_OK) {
-        input_close(a);
+        qem_input_close(a);
         return st;
     }
     *out = a;
     return QEM_OK;
 }
 
-void input_close(acquisition *a)
+void qem_input_close(acquisition *a)
 {
     if (!a)
         return;
@@ -619,7 +619,7 @@ void input_close(acquisition *a)
 
 /* --- reading ------------------------------------------------------------------------ */
 
-qem_dtype input_stored_dtype(const acquisition *a)
+qem_dtype qem_input_stored_dtype(const acquisition *a)
 {
     return a->sample_type == QEM_DTYPE_UINT32 ? QEM_DTYPE_UINT16 : a->sample_type;
 }
@@ -672,8 +672,8 @@ static qem_status narrow_u32(acquisition *a, const uint8_t *is_flagged, uint64_t
     return QEM_OK;
 }
 
-qem_status input_read(acquisition *a, uint64_t first, uint64_t count, qem_dtype target, void *out,
-                      size_t out_size, qem_error *error)
+qem_status qem_input_read(acquisition *a, uint64_t first, uint64_t count, qem_dtype target,
+                          void *out, size_t out_size, qem_error *error)
 {
     const uint64_t scans = a->shape[0] * a->shape[1], pixels = a->shape[2] * a->shape[3];
     if (first > scans || count > scans - first)
@@ -686,7 +686,7 @@ qem_status input_read(acquisition *a, uint64_t first, uint64_t count, qem_dtype 
     if (qem_mul_overflow_u64(count, pixels, &values) || values > SIZE_MAX / 8 ||
         out_size / item < values)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT,
-                        "input_read: %llu frames need %llu bytes, %zu given",
+                        "qem_input_read: %llu frames need %llu bytes, %zu given",
                         (unsigned long long)count, (unsigned long long)(values * item), out_size);
     const int same = target == a->sample_type;
     const int widen = target == QEM_DTYPE_UINT16 && a->sample_type == QEM_DTYPE_UINT8;
@@ -735,7 +735,7 @@ qem_status input_read(acquisition *a, uint64_t first, uint64_t count, qem_dtype 
 
 /* --- what a writer records --------------------------------------------------------- */
 
-json_t *input_source_metadata(const acquisition *a)
+json_t *qem_input_source_metadata(const acquisition *a)
 {
     json_t *members = json_array();
     char hex[65];
@@ -751,9 +751,9 @@ json_t *input_source_metadata(const acquisition *a)
         }
         json_array_append_new(members, entry);
     }
-    json_t *out = json_pack("{s:s, s:s, s:s, s:o, s:I}", "family", a->family->name,
-                            "sample_type", qem_dtype_name(a->sample_type), "stored_as",
-                            qem_dtype_name(input_stored_dtype(a)), "members", members,
+    json_t *out = json_pack("{s:s, s:s, s:s, s:o, s:I}", "family", a->family->name, "sample_type",
+                            qem_dtype_name(a->sample_type), "stored_as",
+                            qem_dtype_name(qem_input_stored_dtype(a)), "members", members,
                             "flagged_pixels", (json_int_t)a->flagged_count);
     if (!out)
         return NULL;

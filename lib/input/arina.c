@@ -54,13 +54,13 @@ static qem_status list_data_links(hid_t file, const char *path, arina_link **out
     *out = NULL;
     *count = *internal = 0;
     int where;
-    QEM_TRY(locate(file, path, ARINA_GROUP, &where, error));
+    QEM_TRY(qem_h5_locate(file, path, ARINA_GROUP, &where, error));
     if (where != OBJ_HERE)
         return QEM_OK;
     src_oinfo info;
     hid_t group = H5Oopen(file, ARINA_GROUP, H5P_DEFAULT);
     if (group < 0)
-        return h5_fail(error, QEM_E_IO, "cannot open %s in '%s'", ARINA_GROUP, path);
+        return qem_h5_fail(error, QEM_E_IO, "cannot open %s in '%s'", ARINA_GROUP, path);
     if (src_oget_info(group, &info) < 0 || info.type != H5O_TYPE_GROUP) {
         H5Oclose(group);
         return QEM_OK; /* not a group: not a master */
@@ -71,13 +71,13 @@ static qem_status list_data_links(hid_t file, const char *path, arina_link **out
     size_t n = 0;
     char *value = NULL;
     if (H5Gget_info(group, &ginfo) < 0)
-        st = h5_fail(error, QEM_E_IO, "cannot list %s in '%s'", ARINA_GROUP, path);
+        st = qem_h5_fail(error, QEM_E_IO, "cannot list %s in '%s'", ARINA_GROUP, path);
     for (hsize_t i = 0; st == QEM_OK && i < ginfo.nlinks; i++) {
         char name[32];
         ssize_t len = H5Lget_name_by_idx(group, ".", H5_INDEX_NAME, H5_ITER_INC, i, name,
                                          sizeof name, H5P_DEFAULT);
         if (len < 0) {
-            st = h5_fail(error, QEM_E_IO, "cannot list %s in '%s'", ARINA_GROUP, path);
+            st = qem_h5_fail(error, QEM_E_IO, "cannot list %s in '%s'", ARINA_GROUP, path);
             break;
         }
         unsigned number;
@@ -85,8 +85,8 @@ static qem_status list_data_links(hid_t file, const char *path, arina_link **out
             continue;
         src_linfo li;
         if (src_lget_info(group, name, &li) < 0) {
-            st = h5_fail(error, QEM_E_IO, "cannot inspect link %s/%s in '%s'", ARINA_GROUP, name,
-                         path);
+            st = qem_h5_fail(error, QEM_E_IO, "cannot inspect link %s/%s in '%s'", ARINA_GROUP,
+                             name, path);
             break;
         }
         if (li.type != H5L_TYPE_EXTERNAL) {
@@ -103,8 +103,8 @@ static qem_status list_data_links(hid_t file, const char *path, arina_link **out
                    H5Lunpack_elink_val(value, li.u.val_size, &flags, &target_file,
                                        &target_object) < 0 ||
                    !target_file || !target_object || !target_file[0] || !target_object[0]) {
-            st = h5_fail(error, QEM_E_LAYOUT, "cannot decode the external link %s/%s in '%s'",
-                         ARINA_GROUP, name, path);
+            st = qem_h5_fail(error, QEM_E_LAYOUT, "cannot decode the external link %s/%s in '%s'",
+                             ARINA_GROUP, name, path);
         } else {
             arina_link *grown = realloc(links, (n + 1) * sizeof *grown);
             if (!grown) {
@@ -132,7 +132,7 @@ static qem_status list_data_links(hid_t file, const char *path, arina_link **out
 }
 
 /* A data link may only name a regular file inside the master's own folder
- * (input_companion_path): an absolute target, a ".." component or a
+ * (qem_input_companion_path): an absolute target, a ".." component or a
  * symlink leading out would let a crafted master read any file on the
  * machine. `*member` gets the path to open. */
 static qem_status check_link_target(const char *master, const arina_link *l, char **member,
@@ -147,7 +147,7 @@ static qem_status check_link_target(const char *master, const arina_link *l, cha
         .rule = "data files must lie beside their master",
         .keep = "keep the master and every data file of the acquisition together",
     };
-    return input_companion_path(&c, l->file, member, error);
+    return qem_input_companion_path(&c, l->file, member, error);
 }
 
 /* --- vendor facts ------------------------------------------------------------------ */
@@ -179,7 +179,7 @@ static json_t *scalar_json(hid_t dset)
             out = json_string(text);
             H5free_memory(text);
         }
-        h5_close_id(vtype);
+        qem_h5_close_id(vtype);
     } else if (shape == H5S_SIMPLE) {
         hsize_t dims[8];
         const int rank = H5Sget_simple_extent_ndims(space);
@@ -190,8 +190,8 @@ static json_t *scalar_json(hid_t dset)
             out = json_pack("{s:o}", "array_shape", d);
         }
     }
-    h5_close_id(type);
-    h5_close_id(space);
+    qem_h5_close_id(type);
+    qem_h5_close_id(space);
     return out;
 }
 
@@ -208,8 +208,8 @@ static void add_units(hid_t dset, json_t **value)
         json_decref(*value);
         *value = wrapped;
     }
-    h5_close_id(type);
-    h5_close_id(attr);
+    qem_h5_close_id(type);
+    qem_h5_close_id(attr);
 }
 
 typedef struct facts_walk {
@@ -264,15 +264,15 @@ static qem_status vendor_facts(acquisition *a, hid_t master, const char *path, q
     json_t *specific = group_facts(master, DECTRIS_DETECTOR "/detectorSpecific");
     json_t *beam = group_facts(master, "/entry/instrument/beam");
     if (detector)
-        input_fact(a, "detector", detector);
+        qem_input_fact(a, "detector", detector);
     if (specific)
-        input_fact(a, "detectorSpecific", specific);
+        qem_input_fact(a, "detectorSpecific", specific);
     if (beam && json_object_size(beam))
-        input_fact(a, "beam", beam);
+        qem_input_fact(a, "beam", beam);
     else
         json_decref(beam);
-    input_fact(a, "corrections_applied_by_qem", json_string("none: counts are stored as read"));
-    input_fact(a, "data_files", json_integer((json_int_t)(a->member_count - 1)));
+    qem_input_fact(a, "corrections_applied_by_qem", json_string("none: counts are stored as read"));
+    qem_input_fact(a, "data_files", json_integer((json_int_t)(a->member_count - 1)));
     return QEM_OK;
 }
 
@@ -308,20 +308,20 @@ static qem_status describe_links(acquisition *a, h5_state *im, hid_t master, con
         st = check_link_target(path, l, &member, error);
         if (st != QEM_OK)
             break;
-        st = input_add_member(a, member, 0, error);
+        st = qem_input_add_member(a, member, 0, error);
         if (st != QEM_OK)
             break;
         hid_t file = H5Fopen(member, H5F_ACC_RDONLY, H5P_DEFAULT);
         if (file < 0) {
-            st = h5_fail(error, QEM_E_IO, "cannot open data file '%s' (data_%06u of '%s')",
-                         member, l->number, path);
+            st = qem_h5_fail(error, QEM_E_IO, "cannot open data file '%s' (data_%06u of '%s')",
+                             member, l->number, path);
             break;
         }
         int where;
         hid_t dset = -1;
         char what[600];
         snprintf(what, sizeof what, "'%s' in data file '%s'", l->dataset, member);
-        st = locate(file, member, l->dataset, &where, error);
+        st = qem_h5_locate(file, member, l->dataset, &where, error);
         if (st == QEM_OK && where == OBJ_ABSENT)
             st = qem_fail(error, QEM_E_LAYOUT,
                           "data file '%s' has no dataset '%s', which master '%s' links as "
@@ -333,11 +333,11 @@ static qem_status describe_links(acquisition *a, h5_state *im, hid_t master, con
                           "frames",
                           what);
         if (st == QEM_OK)
-            st = open_here(file, member, l->dataset, H5O_TYPE_DATASET, &dset, error);
+            st = qem_h5_open_here(file, member, l->dataset, H5O_TYPE_DATASET, &dset, error);
         ds_info d;
         if (st == QEM_OK)
-            st = inspect_dataset(dset, what, 3, &d, error);
-        h5_close_id(dset);
+            st = qem_h5_inspect_dataset(dset, what, 3, &d, error);
+        qem_h5_close_id(dset);
         H5Fclose(file);
         if (st != QEM_OK)
             break;
@@ -356,7 +356,7 @@ static qem_status describe_links(acquisition *a, h5_state *im, hid_t master, con
         }
         if (d.largest_chunk > a->largest_compressed_chunk)
             a->largest_compressed_chunk = d.largest_chunk;
-        st = add_part(im, member, l->dataset, frames, d.dims[0], error);
+        st = qem_h5_add_part(im, member, l->dataset, frames, d.dims[0], error);
         if (st == QEM_OK && qem_add_overflow_u64(frames, d.dims[0], &frames))
             st = qem_fail(error, QEM_E_LIMIT, "the data files of '%s' hold too many frames",
                           path);
@@ -371,12 +371,13 @@ static qem_status describe_links(acquisition *a, h5_state *im, hid_t master, con
     int found = 0;
     uint64_t attr[2] = {0, 0}, scan[2];
     char on[300] = "";
-    QEM_TRY(scan_shape_from_file(master, path, paths, 2, &found, attr, on, sizeof on, error));
-    QEM_TRY(input_scan_shape(o, found, attr, on, frames, path, scan, error));
+    QEM_TRY(
+        qem_h5_scan_shape_from_file(master, path, paths, 2, &found, attr, on, sizeof on, error));
+    QEM_TRY(qem_input_scan_shape(o, found, attr, on, frames, path, scan, error));
     a->shape[0] = scan[0];
     a->shape[1] = scan[1];
-    QEM_TRY(input_check_shape(a, path, error));
-    QEM_TRY(read_mask(a, master, path, error));
+    QEM_TRY(qem_input_check_shape(a, path, error));
+    QEM_TRY(qem_h5_read_mask(a, master, path, error));
     return vendor_facts(a, master, path, error);
 }
 
@@ -405,7 +406,7 @@ static qem_status claims_file(const char *path, int *claimed, qem_error *error)
 {
     hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (file < 0)
-        return h5_fail(error, QEM_E_IO, "cannot open '%s' as HDF5", path);
+        return qem_h5_fail(error, QEM_E_IO, "cannot open '%s' as HDF5", path);
     arina_link *links = NULL;
     size_t count = 0;
     const qem_status st = master_links(file, path, &links, &count, error);
@@ -452,8 +453,8 @@ static qem_status arina_describe(acquisition *a, const char *path, const uint8_t
 {
     (void)head;
     (void)n;
-    return h5_describe(a, path, o, arina_describe_file, error);
+    return qem_h5_describe(a, path, o, arina_describe_file, error);
 }
 
-const input_family input_family_arina = {"arina", NULL, arina_describe, h5_read, h5_release, 0,
-                                         arina_claims};
+const input_family qem_input_family_arina = {"arina",        NULL, arina_describe, qem_h5_read,
+                                             qem_h5_release, 0,    arina_claims};

@@ -290,8 +290,8 @@ static void walk_free(xml_walk *w)
     json_decref(w->used);
 }
 
-qem_status input_empad_parse_xml(const char *xml, size_t size, const char *path,
-                                 input_empad_xml *out, qem_error *error)
+qem_status qem_input_empad_parse_xml(const char *xml, size_t size, const char *path,
+                                     input_empad_xml *out, qem_error *error)
 {
     memset(out, 0, sizeof *out);
     xml_walk w;
@@ -346,7 +346,7 @@ qem_status input_empad_parse_xml(const char *xml, size_t size, const char *path,
     return st;
 }
 
-void input_empad_xml_free(input_empad_xml *x)
+void qem_input_empad_xml_free(input_empad_xml *x)
 {
     json_decref(x->facts);
     json_decref(x->used);
@@ -433,7 +433,7 @@ static json_t *calibration_of(json_t *facts)
 /* --- the raw file ------------------------------------------------------------- */
 
 /* The raw file an XML names may only be a regular file inside the XML's
- * own folder, symlinks resolved (input_companion_path): a crafted XML
+ * own folder, symlinks resolved (qem_input_companion_path): a crafted XML
  * must not read any other file of the machine. */
 static qem_status check_raw_name(const char *xml, const char *name, char **member,
                                  qem_error *error)
@@ -447,7 +447,7 @@ static qem_status check_raw_name(const char *xml, const char *name, char **membe
         .rule = "the raw file must lie beside its XML",
         .keep = "keep the XML and its raw file together",
     };
-    return input_companion_path(&c, name, member, error);
+    return qem_input_companion_path(&c, name, member, error);
 }
 
 /* --- the family ------------------------------------------------------------------ */
@@ -503,7 +503,7 @@ static qem_status describe_raw(acquisition *a, empad_state *s, const char *path,
     char *member = NULL;
     st = check_raw_name(path, name, &member, error);
     if (st == QEM_OK)
-        st = input_add_member(a, member, 0, error);
+        st = qem_input_add_member(a, member, 0, error);
     struct stat rs;
     if (st == QEM_OK)
         st = qem_open_input(member, &s->fd, &rs, error);
@@ -514,7 +514,7 @@ static qem_status describe_raw(acquisition *a, empad_state *s, const char *path,
         return st;
     }
     const uint64_t size = (uint64_t)rs.st_size;
-    input_fact(a, "raw_file", json_string(name));
+    qem_input_fact(a, "raw_file", json_string(name));
 
     /* The scan shape: <pix_y> rows of <pix_x> positions, when stated. */
     const char *px = fact_text(used, "pix_x"), *py = fact_text(used, "pix_y");
@@ -550,8 +550,8 @@ static qem_status describe_raw(acquisition *a, empad_state *s, const char *path,
     }
     const uint64_t file_shape[2] = {y, x};
     if (st == QEM_OK)
-        st = input_scan_shape(o, have_file, file_shape, "<pix_y>/<pix_x>", frames, path, scan,
-                              error);
+        st = qem_input_scan_shape(o, have_file, file_shape, "<pix_y>/<pix_x>", frames, path, scan,
+                                  error);
     free(member);
     QEM_TRY(st);
     a->shape[0] = scan[0];
@@ -559,14 +559,14 @@ static qem_status describe_raw(acquisition *a, empad_state *s, const char *path,
     a->shape[2] = EMPAD_ROWS;
     a->shape[3] = EMPAD_COLUMNS;
     a->sample_type = QEM_DTYPE_FLOAT32;
-    input_fact(a, "frames", json_integer((json_int_t)frames));
-    input_fact(a, "frame_rows_stored", json_integer(EMPAD_ROWS_STORED));
-    input_fact(a, "dropped_rows", json_integer(EMPAD_ROWS_STORED - EMPAD_ROWS));
-    input_fact(a, "dropped_rows_are",
-               json_string("the 2 rows of frame metadata after the detector's 128 rows of "
-                           "each frame"));
+    qem_input_fact(a, "frames", json_integer((json_int_t)frames));
+    qem_input_fact(a, "frame_rows_stored", json_integer(EMPAD_ROWS_STORED));
+    qem_input_fact(a, "dropped_rows", json_integer(EMPAD_ROWS_STORED - EMPAD_ROWS));
+    qem_input_fact(a, "dropped_rows_are",
+                   json_string("the 2 rows of frame metadata after the detector's 128 rows of "
+                               "each frame"));
     a->calibration = calibration_of(used);
-    return input_implicit_mask(a, error);
+    return qem_input_implicit_mask(a, error);
 }
 
 static qem_status empad_describe(acquisition *a, const char *path, const uint8_t *head, size_t n,
@@ -582,7 +582,7 @@ static qem_status empad_describe(acquisition *a, const char *path, const uint8_t
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     s->fd = -1;
     a->impl = s;
-    QEM_TRY(input_add_member(a, path, 1, error));
+    QEM_TRY(qem_input_add_member(a, path, 1, error));
     int fd = -1;
     struct stat sb;
     QEM_TRY(qem_open_input(path, &fd, &sb, error));
@@ -593,16 +593,16 @@ static qem_status empad_describe(acquisition *a, const char *path, const uint8_t
     close(fd);
     QEM_TRY(st);
     input_empad_xml parsed;
-    st = input_empad_parse_xml(xml, (size_t)sb.st_size, path, &parsed, error);
+    st = qem_input_empad_parse_xml(xml, (size_t)sb.st_size, path, &parsed, error);
     free(xml);
     QEM_TRY(st);
     /* Keep the facts with the acquisition from here on (freed with it). */
     json_t *used = parsed.used;
     parsed.used = NULL;
-    input_fact(a, "xml", parsed.facts);
-    input_fact(a, "xml_root", json_string(parsed.root ? parsed.root : ""));
+    qem_input_fact(a, "xml", parsed.facts);
+    qem_input_fact(a, "xml_root", json_string(parsed.root ? parsed.root : ""));
     parsed.facts = NULL;
-    input_empad_xml_free(&parsed);
+    qem_input_empad_xml_free(&parsed);
     st = describe_raw(a, s, path, used, o, error);
     json_decref(used);
     return st;
@@ -617,7 +617,7 @@ static qem_status empad_read(acquisition *a, uint64_t first, uint64_t count, voi
         const uint64_t at = (first + k) * EMPAD_FRAME_BYTES;
         uint8_t *dst = (uint8_t *)out + k * EMPAD_KEPT_BYTES;
         QEM_TRY(qem_pread_full(s->fd, dst, EMPAD_KEPT_BYTES, at, QEM_E_CHANGED, error));
-        input_member_read(m, s->fd, at, dst, EMPAD_KEPT_BYTES);
+        qem_input_member_read(m, s->fd, at, dst, EMPAD_KEPT_BYTES);
 #if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
         input_swap(dst, EMPAD_KEPT_BYTES / 4, 4);
 #endif
@@ -634,5 +634,5 @@ static void empad_release(acquisition *a)
     a->impl = NULL;
 }
 
-const input_family input_family_empad = {"empad", empad_recognises, empad_describe, empad_read,
-                                         empad_release, 1, NULL};
+const input_family qem_input_family_empad = {
+    "empad", empad_recognises, empad_describe, empad_read, empad_release, 1, NULL};

@@ -47,8 +47,8 @@ static herr_t visit_candidate(hid_t obj, const char *name, const src_oinfo *info
     hid_t space = H5Dget_space(dset), type = H5Dget_type(dset);
     int rank = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
     H5T_class_t cls = type >= 0 ? H5Tget_class(type) : H5T_NO_CLASS;
-    h5_close_id(type);
-    h5_close_id(space);
+    qem_h5_close_id(type);
+    qem_h5_close_id(space);
     H5Dclose(dset);
     if (rank != 3 && rank != 4)
         return 0;
@@ -96,11 +96,11 @@ static qem_status choose_dataset(hid_t file, const char *path, const input_optio
     qem_status st = QEM_OK;
     if (SRC_OVISIT(file, visit_candidate, &c) < 0)
         st = c.failed ? qem_fail(error, QEM_E_NO_MEMORY, "out of memory")
-                      : h5_fail(error, QEM_E_IO, "cannot list the datasets of '%s'", path);
+                      : qem_h5_fail(error, QEM_E_IO, "cannot list the datasets of '%s'", path);
     char list[200];
     if (st == QEM_OK && o && o->dataset) {
         int where;
-        st = locate(file, path, o->dataset, &where, error);
+        st = qem_h5_locate(file, path, o->dataset, &where, error);
         if (st == QEM_OK && where == OBJ_ABSENT) {
             join_names(c.names, c.count, list, sizeof list);
             st = qem_fail(error, QEM_E_INVALID_ARGUMENT,
@@ -148,11 +148,11 @@ static qem_status describe_dataset(acquisition *a, h5_state *im, hid_t file, con
     hid_t dset = -1;
     char where[600];
     snprintf(where, sizeof where, "dataset '%s' of '%s'", name, path);
-    qem_status st = open_here(file, path, name, H5O_TYPE_DATASET, &dset, error);
+    qem_status st = qem_h5_open_here(file, path, name, H5O_TYPE_DATASET, &dset, error);
     ds_info d;
     if (st == QEM_OK)
-        st = inspect_dataset(dset, where, 0, &d, error);
-    h5_close_id(dset);
+        st = qem_h5_inspect_dataset(dset, where, 0, &d, error);
+    qem_h5_close_id(dset);
     if (st == QEM_OK) {
         a->sample_type = d.dtype;
         a->largest_compressed_chunk = d.largest_chunk;
@@ -184,9 +184,10 @@ static qem_status describe_dataset(acquisition *a, h5_state *im, hid_t file, con
             int found = 0;
             uint64_t attr[2] = {0, 0}, scan[2];
             char on[300] = "";
-            st = scan_shape_from_file(file, path, paths, 2, &found, attr, on, sizeof on, error);
+            st = qem_h5_scan_shape_from_file(file, path, paths, 2, &found, attr, on, sizeof on,
+                                             error);
             if (st == QEM_OK)
-                st = input_scan_shape(o, found, attr, on, d.dims[0], path, scan, error);
+                st = qem_input_scan_shape(o, found, attr, on, d.dims[0], path, scan, error);
             if (st == QEM_OK) {
                 a->shape[0] = scan[0];
                 a->shape[1] = scan[1];
@@ -197,11 +198,11 @@ static qem_status describe_dataset(acquisition *a, h5_state *im, hid_t file, con
         }
     }
     if (st == QEM_OK)
-        st = input_check_shape(a, path, error);
+        st = qem_input_check_shape(a, path, error);
     if (st == QEM_OK)
-        st = add_part(im, path, name, 0, a->shape[0] * a->shape[1], error);
+        st = qem_h5_add_part(im, path, name, 0, a->shape[0] * a->shape[1], error);
     if (st == QEM_OK)
-        st = read_mask(a, file, path, error);
+        st = qem_h5_read_mask(a, file, path, error);
     free(name);
     return st;
 }
@@ -235,8 +236,9 @@ static qem_status hdf5_describe(acquisition *a, const char *path, const uint8_t 
 {
     (void)head;
     (void)n;
-    return h5_describe(a, path, o, dataset_describe_file, error);
+    return qem_h5_describe(a, path, o, dataset_describe_file, error);
 }
 
 /* Every HDF5 file that no other HDF5 family claims (acquisition.c). */
-const input_family input_family_hdf5 = {"hdf5", NULL, hdf5_describe, h5_read, h5_release, 0, NULL};
+const input_family qem_input_family_hdf5 = {"hdf5",         NULL, hdf5_describe, qem_h5_read,
+                                            qem_h5_release, 0,    NULL};

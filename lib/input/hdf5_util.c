@@ -16,7 +16,7 @@
 #include "common/error.h"
 #include "input/hdf5_util.h"
 
-void h5_close_id(hid_t id)
+void qem_h5_close_id(hid_t id)
 {
     if (id < 0)
         return;
@@ -41,9 +41,9 @@ static herr_t innermost_error(unsigned n, const H5E_error2_t *e, void *data)
 }
 
 /* Records a failure of a libhdf5 call, adding libhdf5's innermost reason. */
-qem_status h5_fail(qem_error *error, qem_status status, const char *format, ...)
+qem_status qem_h5_fail(qem_error *error, qem_status status, const char *format, ...)
     __attribute__((format(printf, 3, 4)));
-qem_status h5_fail(qem_error *error, qem_status status, const char *format, ...)
+qem_status qem_h5_fail(qem_error *error, qem_status status, const char *format, ...)
 {
     char reason[200] = "";
     H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, innermost_error, reason);
@@ -87,7 +87,7 @@ static void impl_free(h5_state *im)
     free(im);
 }
 
-qem_status add_part(h5_state *im, const char *file, const char *dataset, uint64_t first,
+qem_status qem_h5_add_part(h5_state *im, const char *file, const char *dataset, uint64_t first,
                            uint64_t frames, qem_error *error)
 {
     h5_part *grown = realloc(im->parts, (im->part_count + 1) * sizeof *grown);
@@ -109,7 +109,7 @@ qem_status add_part(h5_state *im, const char *file, const char *dataset, uint64_
 
 /* Whether `path` names an object reachable without leaving `file` through
  * an external link: OBJ_ABSENT, OBJ_HERE or OBJ_ELSEWHERE. */
-qem_status locate(hid_t file, const char *file_path, const char *path, int *where,
+qem_status qem_h5_locate(hid_t file, const char *file_path, const char *path, int *where,
                          qem_error *error)
 {
     *where = OBJ_ABSENT;
@@ -138,7 +138,7 @@ qem_status locate(hid_t file, const char *file_path, const char *path, int *wher
         prefix[i] = '\0';
         htri_t exists = H5Lexists(file, prefix, H5P_DEFAULT);
         if (exists < 0) {
-            st = h5_fail(error, QEM_E_IO, "cannot look up '%s' in '%s'", prefix, file_path);
+            st = qem_h5_fail(error, QEM_E_IO, "cannot look up '%s' in '%s'", prefix, file_path);
         } else if (exists == 0) {
             prefix[i] = saved;
             free(prefix);
@@ -146,8 +146,8 @@ qem_status locate(hid_t file, const char *file_path, const char *path, int *wher
         } else {
             src_linfo info;
             if (src_lget_info(file, prefix, &info) < 0)
-                st = h5_fail(error, QEM_E_IO, "cannot inspect link '%s' in '%s'", prefix,
-                             file_path);
+                st = qem_h5_fail(error, QEM_E_IO, "cannot inspect link '%s' in '%s'", prefix,
+                                 file_path);
             else if (info.type == H5L_TYPE_EXTERNAL || info.type >= H5L_TYPE_UD_MIN) {
                 *where = OBJ_ELSEWHERE;
                 free(prefix);
@@ -164,16 +164,17 @@ qem_status locate(hid_t file, const char *file_path, const char *path, int *wher
 
 /* Opens `path` (already located OBJ_HERE) and checks that it lives in
  * `file` itself and is of `type`. */
-qem_status open_here(hid_t file, const char *file_path, const char *path, H5O_type_t type,
+qem_status qem_h5_open_here(hid_t file, const char *file_path, const char *path, H5O_type_t type,
                             hid_t *out, qem_error *error)
 {
     *out = -1;
     hid_t obj = H5Oopen(file, path, H5P_DEFAULT);
     if (obj < 0)
-        return h5_fail(error, QEM_E_IO, "cannot open '%s' in '%s'", path, file_path);
+        return qem_h5_fail(error, QEM_E_IO, "cannot open '%s' in '%s'", path, file_path);
     src_oinfo fi, oi;
     if (src_oget_info(file, &fi) < 0 || src_oget_info(obj, &oi) < 0) {
-        qem_status st = h5_fail(error, QEM_E_IO, "cannot inspect '%s' in '%s'", path, file_path);
+        qem_status st =
+            qem_h5_fail(error, QEM_E_IO, "cannot inspect '%s' in '%s'", path, file_path);
         H5Oclose(obj);
         return st;
     }
@@ -199,7 +200,7 @@ static qem_status classify_type(hid_t dset, const char *where, qem_dtype *dtype,
 {
     hid_t type = H5Dget_type(dset);
     if (type < 0)
-        return h5_fail(error, QEM_E_IO, "cannot read the type of %s", where);
+        return qem_h5_fail(error, QEM_E_IO, "cannot read the type of %s", where);
     H5T_class_t cls = H5Tget_class(type);
     size_t size = H5Tget_size(type);
     H5T_sign_t sign = H5Tget_sign(type);
@@ -235,17 +236,17 @@ static qem_status read_scan_shape_attr(hid_t obj, const char *where, int *found,
     *found = 0;
     htri_t exists = H5Aexists(obj, "scan_shape");
     if (exists < 0)
-        return h5_fail(error, QEM_E_IO, "cannot look for a scan_shape attribute on %s", where);
+        return qem_h5_fail(error, QEM_E_IO, "cannot look for a scan_shape attribute on %s", where);
     if (exists == 0)
         return QEM_OK;
     hid_t attr = H5Aopen(obj, "scan_shape", H5P_DEFAULT);
     if (attr < 0)
-        return h5_fail(error, QEM_E_IO, "cannot open the scan_shape attribute of %s", where);
+        return qem_h5_fail(error, QEM_E_IO, "cannot open the scan_shape attribute of %s", where);
     hid_t space = H5Aget_space(attr), type = H5Aget_type(attr);
     qem_status st = QEM_OK;
     hssize_t points = space >= 0 ? H5Sget_simple_extent_npoints(space) : -1;
     if (space < 0 || type < 0) {
-        st = h5_fail(error, QEM_E_IO, "cannot inspect the scan_shape attribute of %s", where);
+        st = qem_h5_fail(error, QEM_E_IO, "cannot inspect the scan_shape attribute of %s", where);
     } else if (H5Tget_class(type) != H5T_INTEGER || points != 2) {
         st = qem_fail(error, QEM_E_METADATA,
                       "the scan_shape attribute of %s must hold two integers (rows, columns)",
@@ -253,13 +254,13 @@ static qem_status read_scan_shape_attr(hid_t obj, const char *where, int *found,
     } else if (H5Tget_sign(type) == H5T_SGN_NONE) {
         unsigned long long v[2] = {0, 0};
         if (H5Aread(attr, H5T_NATIVE_ULLONG, v) < 0)
-            st = h5_fail(error, QEM_E_IO, "cannot read the scan_shape attribute of %s", where);
+            st = qem_h5_fail(error, QEM_E_IO, "cannot read the scan_shape attribute of %s", where);
         shape[0] = v[0];
         shape[1] = v[1];
     } else {
         long long v[2] = {0, 0};
         if (H5Aread(attr, H5T_NATIVE_LLONG, v) < 0)
-            st = h5_fail(error, QEM_E_IO, "cannot read the scan_shape attribute of %s", where);
+            st = qem_h5_fail(error, QEM_E_IO, "cannot read the scan_shape attribute of %s", where);
         shape[0] = v[0] > 0 ? (uint64_t)v[0] : 0;
         shape[1] = v[1] > 0 ? (uint64_t)v[1] : 0;
     }
@@ -268,27 +269,27 @@ static qem_status read_scan_shape_attr(hid_t obj, const char *where, int *found,
                       "the scan_shape attribute of %s must hold two positive integers", where);
     if (st == QEM_OK)
         *found = 1;
-    h5_close_id(type);
-    h5_close_id(space);
+    qem_h5_close_id(type);
+    qem_h5_close_id(space);
     H5Aclose(attr);
     return st;
 }
 
 /* The scan_shape attribute of the first of `paths` (inside `file`) that
  * carries one; two that disagree are refused. */
-qem_status scan_shape_from_file(hid_t file, const char *file_path, const char *const *paths,
+qem_status qem_h5_scan_shape_from_file(hid_t file, const char *file_path, const char *const *paths,
                                        size_t path_count, int *found, uint64_t shape[2],
                                        char *found_on, size_t found_on_size, qem_error *error)
 {
     *found = 0;
     for (size_t i = 0; i < path_count; i++) {
         int where;
-        QEM_TRY(locate(file, file_path, paths[i], &where, error));
+        QEM_TRY(qem_h5_locate(file, file_path, paths[i], &where, error));
         if (where != OBJ_HERE)
             continue;
         hid_t obj = H5Oopen(file, paths[i], H5P_DEFAULT);
         if (obj < 0)
-            return h5_fail(error, QEM_E_IO, "cannot open '%s' in '%s'", paths[i], file_path);
+            return qem_h5_fail(error, QEM_E_IO, "cannot open '%s' in '%s'", paths[i], file_path);
         char where_text[512];
         snprintf(where_text, sizeof where_text, "'%s' in '%s'", paths[i], file_path);
         int here = 0;
@@ -321,7 +322,7 @@ static qem_status check_filters(hid_t dcpl, const char *where, qem_error *error)
 {
     int nfilters = H5Pget_nfilters(dcpl);
     if (nfilters < 0)
-        return h5_fail(error, QEM_E_IO, "cannot list the filters of %s", where);
+        return qem_h5_fail(error, QEM_E_IO, "cannot list the filters of %s", where);
     for (int i = 0; i < nfilters; i++) {
         unsigned flags = 0, config = 0, cd[16];
         size_t ncd = 16;
@@ -329,7 +330,7 @@ static qem_status check_filters(hid_t dcpl, const char *where, qem_error *error)
         H5Z_filter_t id = H5Pget_filter2(dcpl, (unsigned)i, &flags, &ncd, cd, sizeof name, name,
                                          &config);
         if (id < 0)
-            return h5_fail(error, QEM_E_IO, "cannot read filter %d of %s", i, where);
+            return qem_h5_fail(error, QEM_E_IO, "cannot read filter %d of %s", i, where);
         htri_t avail = H5Zfilter_avail(id);
         unsigned info = 0;
         if (avail > 0 && H5Zget_filter_info(id, &info) < 0)
@@ -360,7 +361,7 @@ static qem_status chunk_stats(hid_t dset, hid_t dcpl, const ds_info *d, const ch
     *largest = 0;
     hsize_t cdims[4] = {0, 0, 0, 0}, grid[4] = {1, 1, 1, 1};
     if (H5Pget_chunk(dcpl, d->rank, cdims) != d->rank)
-        return h5_fail(error, QEM_E_IO, "cannot read the chunk shape of %s", where);
+        return qem_h5_fail(error, QEM_E_IO, "cannot read the chunk shape of %s", where);
     uint64_t cells = 1;
     for (int i = 0; i < d->rank; i++) {
         if (cdims[i] == 0)
@@ -374,9 +375,9 @@ static qem_status chunk_stats(hid_t dset, hid_t dcpl, const ds_info *d, const ch
     hid_t space = H5Dget_space(dset);
     hsize_t stored = 0;
     herr_t r = space >= 0 ? H5Dget_num_chunks(dset, space, &stored) : -1;
-    h5_close_id(space);
+    qem_h5_close_id(space);
     if (r < 0)
-        return h5_fail(error, QEM_E_IO, "cannot count the stored chunks of %s", where);
+        return qem_h5_fail(error, QEM_E_IO, "cannot count the stored chunks of %s", where);
     if (stored < cells)
         return qem_fail(error, QEM_E_LAYOUT,
                         "%s stores only %llu of its %llu chunks; the others would read as fill "
@@ -389,8 +390,8 @@ static qem_status chunk_stats(hid_t dset, hid_t dcpl, const ds_info *d, const ch
             offset[i] = index[i] * cdims[i];
         hsize_t bytes = 0;
         if (H5Dget_chunk_storage_size(dset, offset, &bytes) < 0)
-            return h5_fail(error, QEM_E_IO, "cannot read the stored size of a chunk of %s",
-                           where);
+            return qem_h5_fail(error, QEM_E_IO, "cannot read the stored size of a chunk of %s",
+                               where);
         if (bytes > *largest)
             *largest = bytes;
         for (int i = d->rank - 1; i >= 0; i--) {
@@ -425,13 +426,13 @@ static qem_status check_contiguous(hid_t dset, const ds_info *d, const char *whe
 
 /* Shape, type and storage of a frame dataset; refuses what cannot be read
  * faithfully. `want_rank` 0 accepts 3 or 4. */
-qem_status inspect_dataset(hid_t dset, const char *where, int want_rank, ds_info *d,
+qem_status qem_h5_inspect_dataset(hid_t dset, const char *where, int want_rank, ds_info *d,
                                   qem_error *error)
 {
     memset(d, 0, sizeof *d);
     hid_t space = H5Dget_space(dset);
     if (space < 0)
-        return h5_fail(error, QEM_E_IO, "cannot read the shape of %s", where);
+        return qem_h5_fail(error, QEM_E_IO, "cannot read the shape of %s", where);
     int simple = H5Sget_simple_extent_type(space) == H5S_SIMPLE;
     int rank = simple ? H5Sget_simple_extent_ndims(space) : -1;
     if (rank >= 3 && rank <= 4)
@@ -450,7 +451,7 @@ qem_status inspect_dataset(hid_t dset, const char *where, int want_rank, ds_info
     QEM_TRY(classify_type(dset, where, &d->dtype, error));
     hid_t dcpl = H5Dget_create_plist(dset);
     if (dcpl < 0)
-        return h5_fail(error, QEM_E_IO, "cannot read the storage properties of %s", where);
+        return qem_h5_fail(error, QEM_E_IO, "cannot read the storage properties of %s", where);
     qem_status st = QEM_OK;
     H5D_layout_t layout = H5Pget_layout(dcpl);
     int externals = H5Pget_external_count(dcpl);
@@ -460,7 +461,7 @@ qem_status inspect_dataset(hid_t dset, const char *where, int want_rank, ds_info
                       "files it reads, so materialize it first (h5repack)",
                       where, layout == H5D_VIRTUAL ? "a virtual dataset" : "external storage");
     else if (layout < 0 || externals < 0)
-        st = h5_fail(error, QEM_E_IO, "cannot read the storage layout of %s", where);
+        st = qem_h5_fail(error, QEM_E_IO, "cannot read the storage layout of %s", where);
     if (st == QEM_OK)
         st = check_filters(dcpl, where, error);
     if (st == QEM_OK && layout == H5D_CHUNKED)
@@ -475,21 +476,21 @@ qem_status inspect_dataset(hid_t dset, const char *where, int want_rank, ds_info
 
 /* Bad pixels and the mask digest from the Dectris pixel_mask in `file`,
  * or the implicit all-admitted mask when it has none. */
-qem_status read_mask(acquisition *a, hid_t file, const char *file_path, qem_error *error)
+qem_status qem_h5_read_mask(acquisition *a, hid_t file, const char *file_path, qem_error *error)
 {
     const uint64_t rows = a->shape[2], cols = a->shape[3], pixels = rows * cols;
     int where = OBJ_ABSENT;
     if (file >= 0)
-        QEM_TRY(locate(file, file_path, ARINA_MASK, &where, error));
+        QEM_TRY(qem_h5_locate(file, file_path, ARINA_MASK, &where, error));
     if (where == OBJ_ELSEWHERE)
         return qem_fail(error, QEM_E_UNSUPPORTED,
                         "%s in '%s' is an external link; the detector mask must be stored in "
                         "the file itself",
                         ARINA_MASK, file_path);
     if (where == OBJ_ABSENT)
-        return input_implicit_mask(a, error);
+        return qem_input_implicit_mask(a, error);
     hid_t dset = -1, space = -1, type = -1, fspace = -1, mspace = -1;
-    QEM_TRY(open_here(file, file_path, ARINA_MASK, H5O_TYPE_DATASET, &dset, error));
+    QEM_TRY(qem_h5_open_here(file, file_path, ARINA_MASK, H5O_TYPE_DATASET, &dset, error));
     void *block = NULL;
     uint8_t *le = NULL;
     qem_sha256 *ctx = NULL;
@@ -500,7 +501,7 @@ qem_status read_mask(acquisition *a, hid_t file, const char *file_path, qem_erro
     space = H5Dget_space(dset);
     type = H5Dget_type(dset);
     if (space < 0 || type < 0) {
-        st = h5_fail(error, QEM_E_IO, "cannot inspect %s in '%s'", ARINA_MASK, file_path);
+        st = qem_h5_fail(error, QEM_E_IO, "cannot inspect %s in '%s'", ARINA_MASK, file_path);
     } else if (H5Sget_simple_extent_ndims(space) != 2 ||
                H5Sget_simple_extent_dims(space, dims, NULL) != 2 || dims[0] != rows ||
                dims[1] != cols) {
@@ -523,7 +524,7 @@ qem_status read_mask(acquisition *a, hid_t file, const char *file_path, qem_erro
         if (!block || !le || !ctx)
             st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory for the detector mask");
         else if (fspace < 0)
-            st = h5_fail(error, QEM_E_IO, "cannot inspect %s in '%s'", ARINA_MASK, file_path);
+            st = qem_h5_fail(error, QEM_E_IO, "cannot inspect %s in '%s'", ARINA_MASK, file_path);
     }
     for (uint64_t r0 = 0; st == QEM_OK && r0 < rows; r0 += block_rows) {
         const uint64_t nr = rows - r0 < block_rows ? rows - r0 : block_rows;
@@ -533,7 +534,7 @@ qem_status read_mask(acquisition *a, hid_t file, const char *file_path, qem_erro
             H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, count, NULL) < 0 ||
             H5Dread(dset, is_signed ? H5T_NATIVE_LLONG : H5T_NATIVE_ULLONG, mspace, fspace,
                     H5P_DEFAULT, block) < 0) {
-            st = h5_fail(error, QEM_E_IO, "cannot read %s in '%s'", ARINA_MASK, file_path);
+            st = qem_h5_fail(error, QEM_E_IO, "cannot read %s in '%s'", ARINA_MASK, file_path);
             break;
         }
         H5Sclose(mspace);
@@ -592,10 +593,10 @@ qem_status read_mask(acquisition *a, hid_t file, const char *file_path, qem_erro
     qem_sha256_free(ctx);
     free(le);
     free(block);
-    h5_close_id(mspace);
-    h5_close_id(fspace);
-    h5_close_id(type);
-    h5_close_id(space);
+    qem_h5_close_id(mspace);
+    qem_h5_close_id(fspace);
+    qem_h5_close_id(type);
+    qem_h5_close_id(space);
     H5Dclose(dset);
     return st;
 }
@@ -611,11 +612,11 @@ static qem_status open_part(acquisition *a, h5_state *im, size_t index, qem_erro
     const h5_part *p = &im->parts[index];
     im->file = H5Fopen(p->file, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (im->file < 0)
-        return h5_fail(error, QEM_E_IO, "cannot open '%s'", p->file);
+        return qem_h5_fail(error, QEM_E_IO, "cannot open '%s'", p->file);
     im->dset = H5Dopen2(im->file, p->dataset, H5P_DEFAULT);
     if (im->dset < 0) {
-        qem_status st = h5_fail(error, QEM_E_IO, "cannot open dataset '%s' of '%s'", p->dataset,
-                                p->file);
+        qem_status st =
+            qem_h5_fail(error, QEM_E_IO, "cannot open dataset '%s' of '%s'", p->dataset, p->file);
         impl_close_handles(im);
         return st;
     }
@@ -625,7 +626,7 @@ static qem_status open_part(acquisition *a, h5_state *im, size_t index, qem_erro
     int rank = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
     if (rank == im->rank)
         H5Sget_simple_extent_dims(space, dims, NULL);
-    h5_close_id(space);
+    qem_h5_close_id(space);
     const int same = rank == im->rank &&
                      (rank == 4 ? dims[0] == a->shape[0] && dims[1] == a->shape[1] &&
                                       dims[2] == a->shape[2] && dims[3] == a->shape[3]
@@ -662,10 +663,10 @@ static qem_status read_slab(h5_state *im, const h5_part *p, qem_dtype sample,
     if (fspace < 0 || mspace < 0 ||
         H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, count, NULL) < 0 ||
         H5Dread(im->dset, memory_type(sample), mspace, fspace, H5P_DEFAULT, out) < 0)
-        st = h5_fail(error, QEM_E_IO, "cannot read frames of dataset '%s' in '%s'", p->dataset,
-                     p->file);
-    h5_close_id(mspace);
-    h5_close_id(fspace);
+        st = qem_h5_fail(error, QEM_E_IO, "cannot read frames of dataset '%s' in '%s'", p->dataset,
+                         p->file);
+    qem_h5_close_id(mspace);
+    qem_h5_close_id(fspace);
     return st;
 }
 
@@ -723,17 +724,17 @@ static qem_status describe_master(acquisition *a, h5_state *im, const char *path
                                   const input_options *o, h5_describe_file_fn describe_file,
                                   qem_error *error)
 {
-    QEM_TRY(input_add_member(a, path, 1, error));
+    QEM_TRY(qem_input_add_member(a, path, 1, error));
     hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (file < 0)
-        return h5_fail(error, QEM_E_IO, "cannot open '%s' as HDF5", path);
+        return qem_h5_fail(error, QEM_E_IO, "cannot open '%s' as HDF5", path);
     const qem_status st = describe_file(a, im, file, path, o, error);
     H5Fclose(file);
     return st;
 }
 
-qem_status h5_describe(acquisition *a, const char *path, const input_options *o,
-                       h5_describe_file_fn describe_file, qem_error *error)
+qem_status qem_h5_describe(acquisition *a, const char *path, const input_options *o,
+                           h5_describe_file_fn describe_file, qem_error *error)
 {
     h5_state *im = calloc(1, sizeof *im);
     if (!im)
@@ -750,7 +751,7 @@ qem_status h5_describe(acquisition *a, const char *path, const input_options *o,
     return st;
 }
 
-qem_status h5_read(acquisition *a, uint64_t first, uint64_t count, void *out, qem_error *error)
+qem_status qem_h5_read(acquisition *a, uint64_t first, uint64_t count, void *out, qem_error *error)
 {
     qem_status st;
     H5E_BEGIN_TRY
@@ -761,7 +762,7 @@ qem_status h5_read(acquisition *a, uint64_t first, uint64_t count, void *out, qe
     return st;
 }
 
-void h5_release(acquisition *a)
+void qem_h5_release(acquisition *a)
 {
     impl_free(a->impl);
     a->impl = NULL;

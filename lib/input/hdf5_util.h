@@ -76,46 +76,46 @@ typedef struct ds_info {
 
 enum { OBJ_ABSENT = 0, OBJ_HERE = 1, OBJ_ELSEWHERE = 2 };
 
-void h5_close_id(hid_t id);
+void qem_h5_close_id(hid_t id);
 /* Records a failure of a libhdf5 call, adding libhdf5's innermost reason. */
-qem_status h5_fail(qem_error *error, qem_status status, const char *format, ...)
+qem_status qem_h5_fail(qem_error *error, qem_status status, const char *format, ...)
     __attribute__((format(printf, 3, 4)));
 /* Whether `path` names an object reachable without leaving `file` through
  * an external link: OBJ_ABSENT, OBJ_HERE or OBJ_ELSEWHERE. */
-qem_status locate(hid_t file, const char *file_path, const char *path, int *where,
-                  qem_error *error);
+qem_status qem_h5_locate(hid_t file, const char *file_path, const char *path, int *where,
+                         qem_error *error);
 /* Opens `path` (located OBJ_HERE) and checks that it lives in `file`
  * itself and is of `type`. */
-qem_status open_here(hid_t file, const char *file_path, const char *path, H5O_type_t type,
-                     hid_t *out, qem_error *error);
+qem_status qem_h5_open_here(hid_t file, const char *file_path, const char *path, H5O_type_t type,
+                            hid_t *out, qem_error *error);
 /* The scan_shape attribute of the first of `paths` that carries one; two
  * that disagree are refused. */
-qem_status scan_shape_from_file(hid_t file, const char *file_path, const char *const *paths,
-                                size_t path_count, int *found, uint64_t shape[2], char *found_on,
-                                size_t found_on_size, qem_error *error);
+qem_status qem_h5_scan_shape_from_file(hid_t file, const char *file_path, const char *const *paths,
+                                       size_t path_count, int *found, uint64_t shape[2],
+                                       char *found_on, size_t found_on_size, qem_error *error);
 /* Refuses what cannot be read faithfully; `want_rank` 0 accepts 3 or 4. */
-qem_status inspect_dataset(hid_t dset, const char *where, int want_rank, ds_info *d,
-                           qem_error *error);
+qem_status qem_h5_inspect_dataset(hid_t dset, const char *where, int want_rank, ds_info *d,
+                                  qem_error *error);
 /* Flagged pixels and the mask digest from the Dectris pixel_mask in
  * `file`, or the implicit all-admitted mask when it has none. */
-qem_status read_mask(acquisition *a, hid_t file, const char *file_path, qem_error *error);
-qem_status add_part(h5_state *im, const char *file, const char *dataset, uint64_t first,
-                    uint64_t frames, qem_error *error);
+qem_status qem_h5_read_mask(acquisition *a, hid_t file, const char *file_path, qem_error *error);
+qem_status qem_h5_add_part(h5_state *im, const char *file, const char *dataset, uint64_t first,
+                           uint64_t frames, qem_error *error);
 
 /* --- the family entry points --------------------------------------------- */
 
 /* A family's own description of the master `file` (open, at `path`): its
- * parts (add_part), shape, sample type and mask (read_mask). */
+ * parts (qem_h5_add_part), shape, sample type and mask (qem_h5_read_mask). */
 typedef qem_status (*h5_describe_file_fn)(acquisition *a, h5_state *im, hid_t file,
                                           const char *path, const input_options *o,
                                           qem_error *error);
 /* An HDF5 family's describe: the master as member, the family state in
  * a->impl, the file opened for `describe_file`, libhdf5's own error
  * printing off. */
-qem_status h5_describe(acquisition *a, const char *path, const input_options *o,
-                       h5_describe_file_fn describe_file, qem_error *error);
+qem_status qem_h5_describe(acquisition *a, const char *path, const input_options *o,
+                           h5_describe_file_fn describe_file, qem_error *error);
 /* An HDF5 family's read and release (input_family). */
-qem_status h5_read(acquisition *a, uint64_t first, uint64_t count, void *out, qem_error *error);
-void h5_release(acquisition *a);
+qem_status qem_h5_read(acquisition *a, uint64_t first, uint64_t count, void *out, qem_error *error);
+void qem_h5_release(acquisition *a);
 
 #endif

@@ -61,7 +61,7 @@ typedef struct input_family {
      * superblock signature, raw by the caller's options). */
     int (*recognises)(const uint8_t *head, size_t head_size);
     /* Describes the file at `path`, whose first bytes are `head`: shape,
-     * sample type, members (input_add_member), flagged pixels, facts and
+     * sample type, members (qem_input_add_member), flagged pixels, facts and
      * calibration. Returns QEM_OK, or the refusal. */
     qem_status (*describe)(acquisition *a, const char *path, const uint8_t *head, size_t head_size,
                            const input_options *o, qem_error *error);
@@ -105,30 +105,30 @@ struct acquisition {
 
 /* Adds a member (not hashed yet; its stamp taken now, opening it so that a
  * FIFO or device is refused). */
-qem_status input_add_member(acquisition *a, const char *path, int is_master, qem_error *error);
+qem_status qem_input_add_member(acquisition *a, const char *path, int is_master, qem_error *error);
 /* Refuses an acquisition with an empty dimension, a detector of more than
  * INPUT_MAX_DETECTOR_PIXELS pixels, or sizes that overflow: the check every
  * entry point passes before any work proportional to the shape. */
-qem_status input_check_shape(const acquisition *a, const char *path, qem_error *error);
+qem_status qem_input_check_shape(const acquisition *a, const char *path, qem_error *error);
 /* The scan shape of `frames` frames: the caller's, else the file's
  * (`have_file`, stated on `file_on`), which must agree; rows x columns
  * must equal `frames`. */
-qem_status input_scan_shape(const input_options *o, int have_file, const uint64_t file_shape[2],
-                            const char *file_on, uint64_t frames, const char *path,
-                            uint64_t out[2], qem_error *error);
+qem_status qem_input_scan_shape(const input_options *o, int have_file, const uint64_t file_shape[2],
+                                const char *file_on, uint64_t frames, const char *path,
+                                uint64_t out[2], qem_error *error);
 /* No detector mask: the implicit all-admitted mask digest (4 x pixels zero
- * bytes, hashed only once input_check_shape has passed). */
-qem_status input_implicit_mask(acquisition *a, qem_error *error);
+ * bytes, hashed only once qem_input_check_shape has passed). */
+qem_status qem_input_implicit_mask(acquisition *a, qem_error *error);
 /* Records that the family read `size` bytes of member `m` (open as `fd`)
  * at `offset` into `data`: while a save hashes as it reads, bytes the
  * reads skipped before `offset` (a header) are hashed from `fd` first, and
  * these bytes when they continue the stream. */
-void input_member_read(input_member *m, int fd, uint64_t offset, const void *data, size_t size);
+void qem_input_member_read(input_member *m, int fd, uint64_t offset, const void *data, size_t size);
 /* facts[key] = value (takes the reference). */
-void input_fact(acquisition *a, const char *key, json_t *value);
+void qem_input_fact(acquisition *a, const char *key, json_t *value);
 
-extern const input_family input_family_npy, input_family_hdf5, input_family_arina,
-    input_family_mib, input_family_empad, input_family_raw;
+extern const input_family qem_input_family_npy, qem_input_family_hdf5, qem_input_family_arina,
+    qem_input_family_mib, qem_input_family_empad, qem_input_family_raw;
 
 /* A companion: a file that another file of the acquisition names or implies
  * (an Arina data link, an EMPAD raw file, a Merlin .hdr). One containment
@@ -148,12 +148,12 @@ typedef struct input_companion {
  * QEM_E_LAYOUT when it is absolute, has a ".." component, resolves outside
  * the folder or is not a regular file; QEM_E_IO when it cannot be
  * resolved (missing). */
-qem_status input_companion_path(const input_companion *c, const char *name, char **member,
-                                qem_error *error);
+qem_status qem_input_companion_path(const input_companion *c, const char *name, char **member,
+                                    qem_error *error);
 
 /* An EMPAD acquisition XML parsed (empad.c): the flattened facts, the
  * values the reader uses (kept whatever the caps on facts) and the root's
- * name, all owned by the caller (input_empad_xml_free). `work` counts the
+ * name, all owned by the caller (qem_input_empad_xml_free). `work` counts the
  * bytes copied into element paths and facts: linear in the document,
  * which the tests assert. */
 typedef struct input_empad_xml {
@@ -162,39 +162,39 @@ typedef struct input_empad_xml {
     char *root;
     uint64_t work;
 } input_empad_xml;
-qem_status input_empad_parse_xml(const char *xml, size_t size, const char *path,
-                                 input_empad_xml *out, qem_error *error);
-void input_empad_xml_free(input_empad_xml *x);
+qem_status qem_input_empad_parse_xml(const char *xml, size_t size, const char *path,
+                                     input_empad_xml *out, qem_error *error);
+void qem_input_empad_xml_free(input_empad_xml *x);
 
 /* --- for the writers -------------------------------------------------------- */
 
 /* Recognises `path` by content and describes it; members are stamped, not
- * hashed (input_authenticate hashes them). */
-qem_status input_open(const char *path, const input_options *options, acquisition **out,
-                      qem_error *error);
-void input_close(acquisition *a);
+ * hashed (qem_input_authenticate hashes them). */
+qem_status qem_input_open(const char *path, const input_options *options, acquisition **out,
+                          qem_error *error);
+void qem_input_close(acquisition *a);
 
 /* Hashes every member between two stamps and computes the identity. */
-qem_status input_authenticate(acquisition *a, qem_progress_fn progress, void *progress_user,
-                              qem_error *error);
+qem_status qem_input_authenticate(acquisition *a, qem_progress_fn progress, void *progress_user,
+                                  qem_error *error);
 /* Hashes every member again: QEM_E_CHANGED when a digest or stamp moved. */
-qem_status input_reauthenticate(acquisition *a, qem_progress_fn progress, void *progress_user,
-                                qem_error *error);
+qem_status qem_input_reauthenticate(acquisition *a, qem_progress_fn progress, void *progress_user,
+                                    qem_error *error);
 /* Stamps only (cheap): QEM_E_CHANGED when any member moved. */
-qem_status input_check_unchanged(const acquisition *a, qem_error *error);
+qem_status qem_input_check_unchanged(const acquisition *a, qem_error *error);
 
 /* Starts hashing members as reads stream through them (families that read
  * bytes themselves), so a save that reads every frame in order needs no
  * second pass. */
-qem_status input_stream_begin(acquisition *a, qem_error *error);
+qem_status qem_input_stream_begin(acquisition *a, qem_error *error);
 /* Ends it: hashes what the reads did not cover, checks every stamp, and
  * computes the identity (QEM_E_CHANGED if a member moved). */
-qem_status input_stream_finish(acquisition *a, qem_progress_fn progress, void *progress_user,
-                               qem_error *error);
+qem_status qem_input_stream_finish(acquisition *a, qem_progress_fn progress, void *progress_user,
+                                   qem_error *error);
 
 /* What a writer stores: uint8 and uint16 as they are, uint32 as uint16
  * (exactly, or refused), float32 as float32. */
-qem_dtype input_stored_dtype(const acquisition *a);
+qem_dtype qem_input_stored_dtype(const acquisition *a);
 
 /* Reads frames [first, first + count) as `target` (UINT8 only from uint8
  * samples; UINT16 from uint8, uint16 or uint32; FLOAT32 from float32).
@@ -202,17 +202,17 @@ qem_dtype input_stored_dtype(const acquisition *a);
  * fails with QEM_E_VALUE_RANGE naming the scan position, pixel and value;
  * at a flagged pixel it is stored as 65535 and counted. Scratch beyond
  * `out` is at most 8 MiB. */
-qem_status input_read(acquisition *a, uint64_t first, uint64_t count, qem_dtype target, void *out,
-                      size_t out_size, qem_error *error);
+qem_status qem_input_read(acquisition *a, uint64_t first, uint64_t count, qem_dtype target,
+                          void *out, size_t out_size, qem_error *error);
 
 /* The source_metadata a writer records: family, sample type and how it
  * was stored (the narrowing proof), members with their digests, the
  * identity when known, flagged pixels, and the family's facts. */
-json_t *input_source_metadata(const acquisition *a);
+json_t *qem_input_source_metadata(const acquisition *a);
 
 /* The identity framing of pack notes 2.6 over member digests. */
-qem_status input_identity(const uint8_t *master_sha256, const uint8_t (*data_sha256)[32],
-                          size_t data_count, uint8_t identity[32], qem_error *error);
+qem_status qem_input_identity(const uint8_t *master_sha256, const uint8_t (*data_sha256)[32],
+                              size_t data_count, uint8_t identity[32], qem_error *error);
 
 /* The acquisition behind a public handle. */
 acquisition *qem_acquisition_input(qem_acquisition *acquisition);

@@ -377,7 +377,7 @@ static qem_status read_hdr(const char *hdr, json_t **out, uint64_t *fpt, qem_err
     return QEM_OK;
 }
 
-/* The .hdr is a companion of the .mib (input_companion_path): a regular
+/* The .hdr is a companion of the .mib (qem_input_companion_path): a regular
  * file in the .mib's own folder, symlinks resolved. */
 static qem_status check_hdr(const char *mib, const char *hdr, char **member, qem_error *error)
 {
@@ -392,7 +392,7 @@ static qem_status check_hdr(const char *mib, const char *hdr, char **member, qem
         .keep = "remove the broken link, or keep the .mib and its .hdr together",
     };
     const char *slash = strrchr(hdr, '/');
-    return input_companion_path(&c, slash ? slash + 1 : hdr, member, error);
+    return qem_input_companion_path(&c, slash ? slash + 1 : hdr, member, error);
 }
 
 /* The .hdr's counter depth, when it states one, under the rules of the
@@ -439,34 +439,34 @@ static int mib_recognises(const uint8_t *head, size_t n)
 /* What the first frame's header says beyond its shape. */
 static void header_facts(acquisition *a, const mib_header *h, const mib_fields *f)
 {
-    input_fact(a, "header_bytes", json_integer((json_int_t)h->header_bytes));
-    input_fact(a, "chips", json_integer((json_int_t)h->chips));
-    input_fact(a, "chip_layout", text_json(h->layout, strlen(h->layout)));
-    input_fact(a, "data_type", json_string(h->type));
+    qem_input_fact(a, "header_bytes", json_integer((json_int_t)h->header_bytes));
+    qem_input_fact(a, "chips", json_integer((json_int_t)h->chips));
+    qem_input_fact(a, "chip_layout", text_json(h->layout, strlen(h->layout)));
+    qem_input_fact(a, "data_type", json_string(h->type));
     if (f->count > 8)
-        input_fact(a, "chip_select", text_json(f->field[8], strlen(f->field[8])));
+        qem_input_fact(a, "chip_select", text_json(f->field[8], strlen(f->field[8])));
     if (f->count > 10)
-        input_fact(a, "exposure_s", value_json(f->field[10]));
+        qem_input_fact(a, "exposure_s", value_json(f->field[10]));
     if (f->count > 13) {
-        input_fact(a, "counter", value_json(f->field[11]));
-        input_fact(a, "colour_mode", value_json(f->field[12]));
-        input_fact(a, "gain_mode", value_json(f->field[13]));
+        qem_input_fact(a, "counter", value_json(f->field[11]));
+        qem_input_fact(a, "colour_mode", value_json(f->field[12]));
+        qem_input_fact(a, "gain_mode", value_json(f->field[13]));
     }
     if (f->count > 21) {
         json_t *thresholds = json_array();
         for (size_t i = 14; i <= 21; i++)
             json_array_append_new(thresholds, value_json(f->field[i]));
-        input_fact(a, "thresholds_keV", thresholds);
+        qem_input_fact(a, "thresholds_keV", thresholds);
     }
     if (f->count > 22)
-        input_fact(a, "dac_format", text_json(f->field[22], strlen(f->field[22])));
+        qem_input_fact(a, "dac_format", text_json(f->field[22], strlen(f->field[22])));
     for (size_t i = 8; i + 3 < f->count; i++)
         if (!strcmp(f->field[i], "MQ1A")) {
-            input_fact(a, "exposure_ns", text_json(f->field[i + 2], strlen(f->field[i + 2])));
+            qem_input_fact(a, "exposure_ns", text_json(f->field[i + 2], strlen(f->field[i + 2])));
             break;
         }
     if (h->depth)
-        input_fact(a, "counter_depth", json_integer(h->depth));
+        qem_input_fact(a, "counter_depth", json_integer(h->depth));
 }
 
 /* The timestamps a header carries: field 10, and the extended one. */
@@ -475,12 +475,12 @@ static void timestamp_facts(acquisition *a, const mib_fields *f, const char *whi
     char key[64];
     if (f->count > 9) {
         snprintf(key, sizeof key, "%s_frame_timestamp", which);
-        input_fact(a, key, text_json(f->field[9], strlen(f->field[9])));
+        qem_input_fact(a, key, text_json(f->field[9], strlen(f->field[9])));
     }
     for (size_t i = 8; i + 1 < f->count; i++)
         if (!strcmp(f->field[i], "MQ1A")) {
             snprintf(key, sizeof key, "%s_frame_timestamp_utc", which);
-            input_fact(a, key, text_json(f->field[i + 1], strlen(f->field[i + 1])));
+            qem_input_fact(a, key, text_json(f->field[i + 1], strlen(f->field[i + 1])));
             break;
         }
 }
@@ -496,7 +496,7 @@ static qem_status mib_describe(acquisition *a, const char *path, const uint8_t *
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     s->fd = -1;
     a->impl = s;
-    QEM_TRY(input_add_member(a, path, 1, error));
+    QEM_TRY(qem_input_add_member(a, path, 1, error));
     struct stat sb;
     QEM_TRY(qem_open_input(path, &s->fd, &sb, error));
     QEM_TRY(qem_file_stamp_check(s->fd, &a->members[0].stamp, path, "described", error));
@@ -537,7 +537,7 @@ static qem_status mib_describe(acquisition *a, const char *path, const uint8_t *
         s->frames = size / s->record;
         header_facts(a, &s->first, &f0);
         timestamp_facts(a, &f0, "first");
-        input_fact(a, "first_frame_number", json_integer((json_int_t)s->first.number));
+        qem_input_fact(a, "first_frame_number", json_integer((json_int_t)s->first.number));
     }
     /* Every other header against the first. */
     uint64_t prev = s->first.number;
@@ -562,10 +562,11 @@ static qem_status mib_describe(acquisition *a, const char *path, const uint8_t *
     }
     free(f0.text);
     QEM_TRY(st);
-    input_fact(a, "last_frame_number", json_integer((json_int_t)prev));
-    input_fact(a, "frames", json_integer((json_int_t)s->frames));
-    input_fact(a, "row_order", json_string("as stored in the file (RosettaSciIO returns each "
-                                           "frame flipped vertically)"));
+    qem_input_fact(a, "last_frame_number", json_integer((json_int_t)prev));
+    qem_input_fact(a, "frames", json_integer((json_int_t)s->frames));
+    qem_input_fact(a, "row_order",
+                   json_string("as stored in the file (RosettaSciIO returns each "
+                               "frame flipped vertically)"));
 
     /* The .hdr, when there is one beside the .mib: a companion, so it must
      * be a regular file in the .mib's folder (a symlink leading out is
@@ -582,14 +583,14 @@ static qem_status mib_describe(acquisition *a, const char *path, const uint8_t *
         st = check_hdr(path, hdr, &checked, error);
         free(checked);
         if (st == QEM_OK)
-            st = input_add_member(a, hdr, 0, error);
+            st = qem_input_add_member(a, hdr, 0, error);
         if (st == QEM_OK)
             st = read_hdr(hdr, &map, &fpt, error);
         if (st == QEM_OK)
             st = check_hdr_depth(hdr, map, &s->first, error);
         if (st == QEM_OK) {
             const char *slash = strrchr(hdr, '/');
-            input_fact(a, "hdr_file", json_string(slash ? slash + 1 : hdr));
+            qem_input_fact(a, "hdr_file", json_string(slash ? slash + 1 : hdr));
             static const struct {
                 const char *key, *fact;
             } picks[] = {{"Sensor Bias (V)", "high_voltage"},
@@ -600,12 +601,12 @@ static qem_status mib_describe(acquisition *a, const char *path, const uint8_t *
             for (size_t k = 0; k < sizeof picks / sizeof picks[0]; k++) {
                 json_t *v = json_object_get(map, picks[k].key);
                 if (v)
-                    input_fact(a, picks[k].fact, json_incref(v));
+                    qem_input_fact(a, picks[k].fact, json_incref(v));
             }
             json_t *depth = json_object_get(map, "Counter Depth (number)");
             if (!s->first.depth && depth)
-                input_fact(a, "counter_depth", value_json(json_string_value(depth)));
-            input_fact(a, "hdr", map);
+                qem_input_fact(a, "counter_depth", value_json(json_string_value(depth)));
+            qem_input_fact(a, "hdr", map);
         } else {
             json_decref(map);
         }
@@ -633,8 +634,8 @@ static qem_status mib_describe(acquisition *a, const char *path, const uint8_t *
         }
     }
     if (st == QEM_OK)
-        st = input_scan_shape(o, have_file, file_shape, "the .hdr's Frames per Trigger", s->frames,
-                              path, scan, error);
+        st = qem_input_scan_shape(o, have_file, file_shape, "the .hdr's Frames per Trigger",
+                                  s->frames, path, scan, error);
     free(hdr);
     QEM_TRY(st);
     a->shape[0] = scan[0];
@@ -645,7 +646,7 @@ static qem_status mib_describe(acquisition *a, const char *path, const uint8_t *
                      : s->first.item == 2 ? QEM_DTYPE_UINT16
                                           : QEM_DTYPE_UINT32;
     s->next = 0;
-    return input_implicit_mask(a, error);
+    return qem_input_implicit_mask(a, error);
 }
 
 /* Big-endian samples into the host's order. */
@@ -672,7 +673,7 @@ static qem_status mib_read(acquisition *a, uint64_t first, uint64_t count, void 
         mib_header h;
         const uint64_t at = (first - 1) * s->record;
         QEM_TRY(qem_pread_full(s->fd, s->header, hb, at, QEM_E_CHANGED, error));
-        input_member_read(m, s->fd, at, s->header, hb);
+        qem_input_member_read(m, s->fd, at, s->header, hb);
         qem_error local = {0};
         if (check_header(s->header, hb, path, first - 1, &s->first, 0, 0, &h, &local) != QEM_OK)
             return qem_fail(error, QEM_E_CHANGED,
@@ -683,7 +684,7 @@ static qem_status mib_read(acquisition *a, uint64_t first, uint64_t count, void 
         const uint64_t frame = first + k, at = frame * s->record;
         uint8_t *dst = (uint8_t *)out + k * fb;
         QEM_TRY(qem_pread_full(s->fd, s->header, hb, at, QEM_E_CHANGED, error));
-        input_member_read(m, s->fd, at, s->header, hb);
+        qem_input_member_read(m, s->fd, at, s->header, hb);
         mib_header h;
         qem_error local = {0};
         if (check_header(s->header, hb, path, frame, &s->first, have_prev, prev, &h, &local) !=
@@ -691,7 +692,7 @@ static qem_status mib_read(acquisition *a, uint64_t first, uint64_t count, void 
             return qem_fail(error, QEM_E_CHANGED,
                             "'%s' changed since it was described: %s", path, local.message);
         QEM_TRY(qem_pread_full(s->fd, dst, fb, at + hb, QEM_E_CHANGED, error));
-        input_member_read(m, s->fd, at + hb, dst, fb);
+        qem_input_member_read(m, s->fd, at + hb, dst, fb);
         to_native_be(dst, fb / s->first.item, s->first.item);
         prev = h.number;
         have_prev = 1;
@@ -713,5 +714,5 @@ static void mib_release(acquisition *a)
     a->impl = NULL;
 }
 
-const input_family input_family_mib = {"mib", mib_recognises, mib_describe, mib_read,
-                                       mib_release, 1, NULL};
+const input_family qem_input_family_mib = {
+    "mib", mib_recognises, mib_describe, mib_read, mib_release, 1, NULL};

@@ -36,7 +36,7 @@ static qem_status npy_describe(acquisition *a, const char *path, const uint8_t *
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     s->fd = -1;
     a->impl = s;
-    QEM_TRY(input_add_member(a, path, 1, error));
+    QEM_TRY(qem_input_add_member(a, path, 1, error));
     QEM_TRY(qem_npy_open_acquisition(path, &s->npy, error));
     const qem_npy_info *info = qem_npy_info_of(s->npy);
     if (strstr(info->descr, "b1"))
@@ -61,7 +61,7 @@ static qem_status npy_describe(acquisition *a, const char *path, const uint8_t *
         memcpy(a->shape, info->shape, sizeof a->shape);
     } else if (info->ndim == 3) {
         uint64_t scan[2];
-        QEM_TRY(input_scan_shape(o, 0, NULL, NULL, info->shape[0], path, scan, error));
+        QEM_TRY(qem_input_scan_shape(o, 0, NULL, NULL, info->shape[0], path, scan, error));
         a->shape[0] = scan[0];
         a->shape[1] = scan[1];
         a->shape[2] = info->shape[1];
@@ -73,16 +73,16 @@ static qem_status npy_describe(acquisition *a, const char *path, const uint8_t *
                         "--scan-shape ROWS,COLUMNS",
                         path, info->ndim);
     }
-    input_fact(a, "descr", json_string(info->descr));
-    input_fact(a, "fortran_order", json_false());
+    qem_input_fact(a, "descr", json_string(info->descr));
+    qem_input_fact(a, "fortran_order", json_false());
     char version[16];
     snprintf(version, sizeof version, "%u.%u", info->version_major, info->version_minor);
-    input_fact(a, "format_version", json_string(version));
+    qem_input_fact(a, "format_version", json_string(version));
     json_t *shape = json_array();
     for (unsigned i = 0; i < info->ndim; i++)
         json_array_append_new(shape, json_integer((json_int_t)info->shape[i]));
-    input_fact(a, "shape", shape);
-    return input_implicit_mask(a, error);
+    qem_input_fact(a, "shape", shape);
+    return qem_input_implicit_mask(a, error);
 }
 
 static qem_status npy_read(acquisition *a, uint64_t first, uint64_t count, void *out,
@@ -94,7 +94,7 @@ static qem_status npy_read(acquisition *a, uint64_t first, uint64_t count, void 
     const uint64_t offset = s->data_offset + first * pixels * item;
     const size_t bytes = (size_t)(count * pixels * item);
     QEM_TRY(qem_pread_full(s->fd, out, bytes, offset, QEM_E_CHANGED, error));
-    input_member_read(&a->members[0], s->fd, offset, out, bytes);
+    qem_input_member_read(&a->members[0], s->fd, offset, out, bytes);
     if (s->big_endian)
         input_swap(out, (size_t)(count * pixels), item);
     return QEM_OK;
@@ -109,5 +109,5 @@ static void npy_release(acquisition *a)
     a->impl = NULL;
 }
 
-const input_family input_family_npy = {"npy", npy_recognises, npy_describe, npy_read,
-                                       npy_release, 1, NULL};
+const input_family qem_input_family_npy = {
+    "npy", npy_recognises, npy_describe, npy_read, npy_release, 1, NULL};

@@ -58,12 +58,12 @@ static qem_status raw_describe(acquisition *a, const char *path, const uint8_t *
     a->impl = s;
     memcpy(a->shape, r->shape, sizeof a->shape);
     a->sample_type = r->dtype;
-    QEM_TRY(input_check_shape(a, path, error));
-    QEM_TRY(input_add_member(a, path, 1, error));
+    QEM_TRY(qem_input_check_shape(a, path, error));
+    QEM_TRY(qem_input_add_member(a, path, 1, error));
     QEM_TRY(qem_open_input(path, &s->fd, NULL, error));
     QEM_TRY(qem_file_stamp_check(s->fd, &a->members[0].stamp, path, "described", error));
     const size_t item = qem_dtype_size(r->dtype);
-    const uint64_t frames = a->shape[0] * a->shape[1]; /* input_check_shape: no overflow */
+    const uint64_t frames = a->shape[0] * a->shape[1]; /* qem_input_check_shape: no overflow */
     uint64_t expected = 0, all = 0;
     s->frame_bytes = a->shape[2] * a->shape[3] * item;
     const uint64_t size = a->members[0].bytes;
@@ -91,14 +91,16 @@ static qem_status raw_describe(acquisition *a, const char *path, const uint8_t *
 #else
     s->swap = !r->big_endian && item > 1;
 #endif
-    input_fact(a, "descr", json_string(descr));
-    input_fact(a, "shape", json_pack("[I,I,I,I]", (json_int_t)a->shape[0], (json_int_t)a->shape[1],
-                                     (json_int_t)a->shape[2], (json_int_t)a->shape[3]));
-    input_fact(a, "offset", json_integer((json_int_t)r->offset));
-    input_fact(a, "frame_header", json_integer((json_int_t)r->frame_header));
-    input_fact(a, "described_by", json_string("the caller's options (--raw-shape, --raw-dtype, "
-                                              "--raw-offset, --raw-frame-header)"));
-    return input_implicit_mask(a, error);
+    qem_input_fact(a, "descr", json_string(descr));
+    qem_input_fact(a, "shape",
+                   json_pack("[I,I,I,I]", (json_int_t)a->shape[0], (json_int_t)a->shape[1],
+                             (json_int_t)a->shape[2], (json_int_t)a->shape[3]));
+    qem_input_fact(a, "offset", json_integer((json_int_t)r->offset));
+    qem_input_fact(a, "frame_header", json_integer((json_int_t)r->frame_header));
+    qem_input_fact(a, "described_by",
+                   json_string("the caller's options (--raw-shape, --raw-dtype, "
+                               "--raw-offset, --raw-frame-header)"));
+    return qem_input_implicit_mask(a, error);
 }
 
 static qem_status raw_read(acquisition *a, uint64_t first, uint64_t count, void *out,
@@ -114,13 +116,13 @@ static qem_status raw_read(acquisition *a, uint64_t first, uint64_t count, void 
         const uint64_t at = base + first * s->stride;
         const size_t bytes = (size_t)(count * s->frame_bytes);
         QEM_TRY(qem_pread_full(s->fd, out, bytes, at, QEM_E_CHANGED, error));
-        input_member_read(m, s->fd, at, out, bytes);
+        qem_input_member_read(m, s->fd, at, out, bytes);
     } else {
         for (uint64_t k = 0; k < count; k++) {
             const uint64_t at = base + (first + k) * s->stride + (s->stride - s->frame_bytes);
             uint8_t *dst = (uint8_t *)out + k * fb;
             QEM_TRY(qem_pread_full(s->fd, dst, fb, at, QEM_E_CHANGED, error));
-            input_member_read(m, s->fd, at, dst, fb);
+            qem_input_member_read(m, s->fd, at, dst, fb);
         }
     }
     if (s->swap)
@@ -138,5 +140,5 @@ static void raw_release(acquisition *a)
 }
 
 /* Chosen by the caller's options, never by content. */
-const input_family input_family_raw = {"raw", NULL, raw_describe, raw_read, raw_release, 1,
-                                       NULL};
+const input_family qem_input_family_raw = {"raw",       NULL, raw_describe, raw_read,
+                                           raw_release, 1,    NULL};

@@ -96,7 +96,7 @@ qem_status qem_acquisition_open(const char *path, const qem_acquisition_options 
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     q->progress = local.progress;
     q->progress_user = local.progress_user;
-    const qem_status st = input_open(path, &o, &q->input, error);
+    const qem_status st = qem_input_open(path, &o, &q->input, error);
     if (st != QEM_OK) {
         free(q);
         return st;
@@ -109,7 +109,7 @@ void qem_acquisition_close(qem_acquisition *q)
 {
     if (!q)
         return;
-    input_close(q->input);
+    qem_input_close(q->input);
     free(q);
 }
 
@@ -120,7 +120,7 @@ qem_status qem_acquisition_authenticate(qem_acquisition *q, qem_error *error)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_acquisition_authenticate: NULL");
     return q->input->authenticated
                ? QEM_OK
-               : input_authenticate(q->input, q->progress, q->progress_user, error);
+               : qem_input_authenticate(q->input, q->progress, q->progress_user, error);
 }
 
 acquisition *qem_acquisition_input(qem_acquisition *q)
@@ -142,7 +142,7 @@ qem_status qem_acquisition_get_info(const qem_acquisition *q, qem_acquisition_in
     info.scans = a->shape[0] * a->shape[1];
     info.pixels = a->shape[2] * a->shape[3];
     info.sample_type = a->sample_type;
-    info.stored_dtype = input_stored_dtype(a);
+    info.stored_dtype = qem_input_stored_dtype(a);
     info.flagged_pixels = a->flagged_count;
     info.members = a->member_count;
     for (size_t i = 0; i < a->member_count; i++)
@@ -159,9 +159,9 @@ char *qem_acquisition_json(const qem_acquisition *q, qem_error *error)
         return NULL;
     }
     const acquisition *a = q->input;
-    json_t *root = input_source_metadata(a);
+    json_t *root = qem_input_source_metadata(a);
     const uint64_t scans = a->shape[0] * a->shape[1], pixels = a->shape[2] * a->shape[3];
-    const uint64_t stored = scans * pixels * qem_dtype_size(input_stored_dtype(a));
+    const uint64_t stored = scans * pixels * qem_dtype_size(qem_input_stored_dtype(a));
     json_t *flagged = json_array();
     for (uint64_t k = 0; k < a->flagged_count && k < 4096; k++)
         json_array_append_new(flagged, json_integer(a->flagged[k]));
@@ -178,7 +178,7 @@ char *qem_acquisition_json(const qem_acquisition *q, qem_error *error)
         /* What would be written, and how large it can be. The .qem bound:
          * raw streams (2 bytes per count at worst, plus spatial sums of
          * integer data); packs: see qem pack plan for exact bounds. */
-        const qem_dtype d = input_stored_dtype(a);
+        const qem_dtype d = qem_input_stored_dtype(a);
         json_object_set_new(
             root, "would_store",
             json_pack("{s:s, s:s, s:I, s:s}", "qem_codec",
@@ -215,7 +215,7 @@ static qem_status fill_from_acquisition(void *source, uint64_t first, uint64_t c
 {
     acq_save *s = source;
     const size_t bytes = (size_t)(count * s->pixels * qem_dtype_size(s->stored));
-    return input_read(s->a, first, count, s->stored, window, bytes, error);
+    return qem_input_read(s->a, first, count, s->stored, window, bytes, error);
 }
 
 /* After the last read: every member unchanged (and, when hashed while
@@ -224,10 +224,10 @@ static qem_status settle_acquisition(void *source, qem_writer *w, qem_error *err
 {
     acq_save *s = source;
     if (s->a->authenticated)
-        QEM_TRY(input_check_unchanged(s->a, error));
+        QEM_TRY(qem_input_check_unchanged(s->a, error));
     else
-        QEM_TRY(input_stream_finish(s->a, s->progress, s->progress_user, error));
-    json_t *facts = input_source_metadata(s->a);
+        QEM_TRY(qem_input_stream_finish(s->a, s->progress, s->progress_user, error));
+    json_t *facts = qem_input_source_metadata(s->a);
     if (!facts)
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     const char *key;
@@ -285,7 +285,7 @@ static qem_status save_acquisition(acquisition *a, const char *dest, const qem_s
 {
     const uint64_t pixels = a->shape[2] * a->shape[3];
     qem_save_options local = *o;
-    acq_save src = {a, input_stored_dtype(a), pixels, hash_progress, hash_user};
+    acq_save src = {a, qem_input_stored_dtype(a), pixels, hash_progress, hash_user};
     uint8_t *valid = NULL;
     char *calibration = NULL, *source_metadata = NULL;
     qem_status st = QEM_OK;
@@ -303,7 +303,7 @@ static qem_status save_acquisition(acquisition *a, const char *dest, const qem_s
     if (!local.source_format)
         local.source_format = a->family->name;
     if (!local.source_metadata_json && !local.scientific_metadata_json) {
-        json_t *facts = input_source_metadata(a);
+        json_t *facts = qem_input_source_metadata(a);
         source_metadata = facts ? json_dumps(facts, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
         json_decref(facts);
         if (!source_metadata)
@@ -318,8 +318,8 @@ static qem_status save_acquisition(acquisition *a, const char *dest, const qem_s
     }
     /* Authenticate as it reads (byte families), or before (HDF5). */
     if (st == QEM_OK && !a->authenticated)
-        st = a->family->reads_bytes ? input_stream_begin(a, error)
-                                    : input_authenticate(a, hash_progress, hash_user, error);
+        st = a->family->reads_bytes ? qem_input_stream_begin(a, error)
+                                    : qem_input_authenticate(a, hash_progress, hash_user, error);
     qem_writer *w = NULL;
     if (st == QEM_OK)
         st = qem_writer_create(dest, src.stored, a->shape, &local, &w, error);

@@ -12,8 +12,8 @@
 #include "common/transpose.h"
 #include "pack/pack_internal.h"
 
-void pack_unpack_tile(const uint32_t *words, uint64_t word, unsigned width, unsigned count,
-                      uint32_t *values)
+void qem_pack_unpack_tile(const uint32_t *words, uint64_t word, unsigned width, unsigned count,
+                          uint32_t *values)
 {
     /* Pack widths are at most 16 (checked at load). */
     qem_bitunpack_inline(words + word, count, width, values, 16);
@@ -55,22 +55,6 @@ static inline void next_tile(const qem_pack *p, const pack_shard *sh, uint64_t p
     }
 }
 
-uint32_t pack_sample(const qem_pack *p, const pack_shard *sh, uint64_t scan, uint64_t pixel)
-{
-    uint64_t word;
-    unsigned width, index;
-    locate(p, sh, scan, pixel, &word, &width, &index);
-    if (width == 0)
-        return 0;
-    const uint64_t bit = (uint64_t)index * width;
-    const uint32_t *w = sh->words + word + bit / 32;
-    const unsigned shift = (unsigned)(bit % 32);
-    uint32_t v = w[0] >> shift;
-    if (shift + width > 32)
-        v |= w[1] << (32 - shift);
-    return width == 32 ? v : v & ((1u << width) - 1u);
-}
-
 uint64_t qem_pack_read_bound(const qem_pack *p, qem_pack_values values, uint64_t scans)
 {
     const size_t item = values == QEM_PACK_RAW ? 2 : qem_dtype_size(p->working_dtype);
@@ -94,11 +78,12 @@ static uint16_t raw_constant(const qem_pack *p, uint64_t pixel)
 qem_status qem_pack_read_scans(qem_pack *p, uint64_t first, uint64_t count, qem_pack_values values,
                                void *out, size_t out_size, qem_error *error)
 {
-    return pack_read_scans(p, first, count, values, out, out_size, 0, error);
+    return qem_pack_read_scans_threads(p, first, count, values, out, out_size, 0, error);
 }
 
-qem_status pack_read_scans(qem_pack *p, uint64_t first, uint64_t count, qem_pack_values values,
-                           void *out, size_t out_size, int threads, qem_error *error)
+qem_status qem_pack_read_scans_threads(qem_pack *p, uint64_t first, uint64_t count,
+                                       qem_pack_values values, void *out, size_t out_size,
+                                       int threads, qem_error *error)
 {
     qem_error_clear(error);
     if (!p || (!out && count))
@@ -170,10 +155,9 @@ qem_status pack_read_scans(qem_pack *p, uint64_t first, uint64_t count, qem_pack
                         /* Whole tiles unpack on the fast path. */
                         const unsigned whole = (unsigned)(stop - (local - index) - 0);
                         const unsigned want = index + (unsigned)n;
-                        pack_unpack_tile(p->shards[s].words, word, w,
-                                         want % 32 && whole % 32 == 0 && whole >= want ? whole
-                                                                                      : want,
-                                         tile);
+                        qem_pack_unpack_tile(
+                            p->shards[s].words, word, w,
+                            want % 32 && whole % 32 == 0 && whole >= want ? whole : want, tile);
                         for (uint64_t i = 0; i < n; i++)
                             col[scan - w0 + i] = (uint16_t)tile[index + i];
                         scan += n;
@@ -192,14 +176,15 @@ qem_status pack_read_scans(qem_pack *p, uint64_t first, uint64_t count, qem_pack
     return QEM_OK;
 }
 
-qem_status pack_weighted_sums(const qem_pack *p, uint64_t first, uint64_t count,
-                              const int32_t *const *weights, unsigned planes, int64_t *out,
-                              int threads, qem_error *error)
+qem_status qem_pack_weighted_sums(const qem_pack *p, uint64_t first, uint64_t count,
+                                  const int32_t *const *weights, unsigned planes, int64_t *out,
+                                  int threads, qem_error *error)
 {
     if (!p->loaded)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "load the pack before reducing it");
     if (first > p->scans || count > p->scans - first || !planes || !weights || !out)
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "pack_weighted_sums: bad range or argument");
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "qem_pack_weighted_sums: bad range or argument");
     memset(out, 0, (size_t)(count * planes) * sizeof *out);
     const uint64_t P = p->pixels, end = first + count;
     const uint64_t step = p->profile == QEM_PACK_UINT16_LZ4 ? PACK_V1_TILE : PACK_V3_TILE;
@@ -245,7 +230,7 @@ qem_status pack_weighted_sums(const qem_pack *p, uint64_t first, uint64_t count,
                     if (!width)
                         continue;
                     const unsigned n = (unsigned)(p->sps - at < step ? p->sps - at : step);
-                    pack_unpack_tile(sh->words, word, width, n, tile);
+                    qem_pack_unpack_tile(sh->words, word, width, n, tile);
                     const uint64_t lo = at < a ? a - at : 0, hi = at + n > b ? b - at : n;
                     for (unsigned k = 0; k < planes; k++) {
                         const int64_t wk = weights[k][px];
@@ -274,13 +259,14 @@ qem_status pack_weighted_sums(const qem_pack *p, uint64_t first, uint64_t count,
     return nomem ? qem_fail(error, QEM_E_NO_MEMORY, "out of memory reducing a pack") : QEM_OK;
 }
 
-qem_status pack_pixel_sums(const qem_pack *p, uint64_t first, uint64_t count, uint64_t *sums,
-                           uint32_t *max, int threads, qem_error *error)
+qem_status qem_pack_pixel_sums(const qem_pack *p, uint64_t first, uint64_t count, uint64_t *sums,
+                               uint32_t *max, int threads, qem_error *error)
 {
     if (!p->loaded)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "load the pack before reducing it");
     if (first > p->scans || count > p->scans - first || !sums)
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "pack_pixel_sums: bad range or argument");
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "qem_pack_pixel_sums: bad range or argument");
     const uint64_t end = first + count;
     const uint64_t step = p->profile == QEM_PACK_UINT16_LZ4 ? PACK_V1_TILE : PACK_V3_TILE;
     threads = qem_threads_resolve(threads);
@@ -310,7 +296,7 @@ qem_status pack_pixel_sums(const qem_pack *p, uint64_t first, uint64_t count, ui
                 if (!width)
                     continue;
                 const unsigned n = (unsigned)(p->sps - at < step ? p->sps - at : step);
-                pack_unpack_tile(p->shards[s].words, word, width, n, tile);
+                qem_pack_unpack_tile(p->shards[s].words, word, width, n, tile);
                 const uint64_t lo = at < a ? a - at : 0, hi = at + n > b ? b - at : n;
                 for (uint64_t i = lo; i < hi; i++) {
                     acc += tile[i];
@@ -325,7 +311,7 @@ qem_status pack_pixel_sums(const qem_pack *p, uint64_t first, uint64_t count, ui
     return QEM_OK;
 }
 
-qem_status pack_detector_sums(const qem_pack *p, const uint8_t *mask, uint64_t *image)
+qem_status qem_pack_detector_sums(const qem_pack *p, const uint8_t *mask, uint64_t *image)
 {
     int32_t *w = malloc((size_t)p->pixels * sizeof *w);
     int64_t *sums = malloc((size_t)p->scans * sizeof *sums);
@@ -334,7 +320,7 @@ qem_status pack_detector_sums(const qem_pack *p, const uint8_t *mask, uint64_t *
         w[px] = mask[px] != 0;
     const int32_t *planes[1] = {w};
     if (st == QEM_OK)
-        st = pack_weighted_sums(p, 0, p->scans, planes, 1, sums, 0, NULL);
+        st = qem_pack_weighted_sums(p, 0, p->scans, planes, 1, sums, 0, NULL);
     for (uint64_t s = 0; st == QEM_OK && s < p->scans; s++)
         image[s] = (uint64_t)sums[s];
     free(w);
@@ -355,18 +341,18 @@ qem_status qem_pack_time_first_access(qem_pack *p, qem_error *error)
     qem_status st =
         dp && all && image ? QEM_OK : qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     if (st == QEM_OK) {
-        pack_now(&t0);
+        qem_pack_now(&t0);
         st = qem_pack_read_scans(p, 0, 1, QEM_PACK_MASK_APPLIED, dp, (size_t)p->pixels * item,
                                  error);
-        p->timings.first_diffraction = pack_elapsed_ms(&t0);
+        p->timings.first_diffraction = qem_pack_elapsed_ms(&t0);
     }
     if (st == QEM_OK) {
         /* The image a detector view shows first: every admitted pixel. */
         memset(all, 1, (size_t)p->pixels);
-        pack_now(&t0);
-        if (pack_detector_sums(p, all, image) != QEM_OK)
+        qem_pack_now(&t0);
+        if (qem_pack_detector_sums(p, all, image) != QEM_OK)
             st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
-        p->timings.first_detector = pack_elapsed_ms(&t0);
+        p->timings.first_detector = qem_pack_elapsed_ms(&t0);
     }
     free(dp);
     free(all);

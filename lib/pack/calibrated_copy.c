@@ -386,12 +386,13 @@ static qem_status verify_written(const qem_publish *pub, const pack_calibration_
     return QEM_OK;
 }
 
-qem_status pack_write_calibrated_copy(const char *src, const char *dest,
-                                      const pack_calibration_in *cal, qem_error *error)
+qem_status qem_pack_write_calibrated_copy(const char *src, const char *dest,
+                                          const pack_calibration_in *cal, qem_error *error)
 {
     qem_error_clear(error);
     if (!src || !dest || !cal)
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "pack_write_calibrated_copy: NULL argument");
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "qem_pack_write_calibrated_copy: NULL argument");
     QEM_TRY(check_values(cal, error));
     qem_pack *p = NULL;
     QEM_TRY(qem_pack_open(src, &p, error));
@@ -471,8 +472,8 @@ qem_status pack_write_calibrated_copy(const char *src, const char *dest,
     if (st != QEM_OK)
         goto done;
     /* Recomputes the manifest length, CRC-32 and the index position. */
-    st = pack_user_block(manifest, manifest_bytes, block + index_at, index_bytes, user_block,
-                         &rebuilt, error);
+    st = qem_pack_user_block(manifest, manifest_bytes, block + index_at, index_bytes, user_block,
+                             &rebuilt, error);
     if (st != QEM_OK)
         goto done;
 

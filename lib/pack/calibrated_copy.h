@@ -30,7 +30,7 @@ typedef struct pack_calibration_in {
  * (QEM_E_LIMIT), a source whose prepared detector products derive from its
  * present calibration (QEM_E_UNSUPPORTED), and a source that changes while
  * it is copied (QEM_E_CHANGED). */
-qem_status pack_write_calibrated_copy(const char *src, const char *dest,
-                                      const pack_calibration_in *cal, qem_error *error);
+qem_status qem_pack_write_calibrated_copy(const char *src, const char *dest,
+                                          const pack_calibration_in *cal, qem_error *error);
 
 #endif

@@ -10,7 +10,7 @@
 #include "common/sha256.h"
 #include "pack/pack_internal.h"
 
-void pack_encoded_shard_free(pack_encoded_shard *s)
+void qem_pack_encoded_shard_free(pack_encoded_shard *s)
 {
     free(s->widths);
     free(s->decoded);
@@ -95,8 +95,8 @@ static void pack_all(const uint16_t *rows, uint64_t sps, uint64_t pixels, uint64
     }
 }
 
-qem_status pack_encode_v1_shard(const uint16_t *rows, uint64_t sps, uint64_t pixels,
-                                pack_encoded_shard *out, qem_error *error)
+qem_status qem_pack_encode_v1_shard(const uint16_t *rows, uint64_t sps, uint64_t pixels,
+                                    pack_encoded_shard *out, qem_error *error)
 {
     memset(out, 0, sizeof *out);
     const uint64_t tiles = (sps + PACK_V1_TILE - 1) / PACK_V1_TILE;
@@ -107,7 +107,7 @@ qem_status pack_encode_v1_shard(const uint16_t *rows, uint64_t sps, uint64_t pix
     if (!out->widths || !max || !base) {
         free(max);
         free(base);
-        pack_encoded_shard_free(out);
+        qem_pack_encoded_shard_free(out);
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     }
     uint64_t words = 0;
@@ -125,7 +125,7 @@ qem_status pack_encode_v1_shard(const uint16_t *rows, uint64_t sps, uint64_t pix
     free(max);
     if (words >= PACK_MAX_WORDS) {
         free(base);
-        pack_encoded_shard_free(out);
+        qem_pack_encoded_shard_free(out);
         return qem_fail(error, QEM_E_LIMIT,
                         "a shard would decode to more words than 27-bit descriptors address; "
                         "use fewer scans per shard");
@@ -146,7 +146,7 @@ qem_status pack_encode_v1_shard(const uint16_t *rows, uint64_t sps, uint64_t pix
     out->decoded = calloc((size_t)(out->decoded_bytes / 4), 4);
     if (!out->decoded) {
         free(base);
-        pack_encoded_shard_free(out);
+        qem_pack_encoded_shard_free(out);
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     }
     pack_all(rows, sps, pixels, PACK_V1_TILE, out->widths, base, 4, out->decoded);
@@ -156,7 +156,7 @@ qem_status pack_encode_v1_shard(const uint16_t *rows, uint64_t sps, uint64_t pix
     out->lengths = malloc((size_t)out->chunk_count);
     out->compressed = malloc((size_t)(out->chunk_count * (uint64_t)LZ4_compressBound(PACK_CHUNK_BYTES)));
     if (!out->lengths || !out->compressed) {
-        pack_encoded_shard_free(out);
+        qem_pack_encoded_shard_free(out);
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     }
     for (uint64_t c = 0; c < out->chunk_count; c++) {
@@ -167,7 +167,7 @@ qem_status pack_encode_v1_shard(const uint16_t *rows, uint64_t sps, uint64_t pix
                                              (char *)out->compressed + out->compressed_bytes, n,
                                              LZ4_compressBound(PACK_CHUNK_BYTES));
         if (got <= 0 || got > 256) {
-            pack_encoded_shard_free(out);
+            qem_pack_encoded_shard_free(out);
             return qem_fail(error, QEM_E_IO, "LZ4 compression of a 128-byte block failed");
         }
         out->lengths[c] = (uint8_t)(got - 1);
@@ -194,9 +194,9 @@ static qem_status out_of_range(const uint16_t *rows, uint64_t pixels, const uint
     return QEM_OK;
 }
 
-qem_status pack_encode_v3_shard(const uint16_t *rows, uint64_t sps, uint64_t pixels,
-                                const uint8_t *is_excluded, uint64_t first_scan,
-                                pack_encoded_shard *out, qem_error *error)
+qem_status qem_pack_encode_v3_shard(const uint16_t *rows, uint64_t sps, uint64_t pixels,
+                                    const uint8_t *is_excluded, uint64_t first_scan,
+                                    pack_encoded_shard *out, qem_error *error)
 {
     memset(out, 0, sizeof *out);
     if (sps % PACK_V3_TILE != 0)
@@ -279,14 +279,14 @@ qem_status pack_encode_v3_shard(const uint16_t *rows, uint64_t sps, uint64_t pix
     free(widths);
     free(base);
     if (st != QEM_OK)
-        pack_encoded_shard_free(out);
+        qem_pack_encoded_shard_free(out);
     return st;
 }
 
-uint8_t *pack_index_build(qem_pack_profile profile, const uint64_t shape[4], uint64_t sps,
-                          const uint32_t *excluded, uint64_t excluded_count,
-                          const uint8_t identity[32], const pack_shard_record *records,
-                          uint64_t shard_count, uint64_t *size)
+uint8_t *qem_pack_index_build(qem_pack_profile profile, const uint64_t shape[4], uint64_t sps,
+                              const uint32_t *excluded, uint64_t excluded_count,
+                              const uint8_t identity[32], const pack_shard_record *records,
+                              uint64_t shard_count, uint64_t *size)
 {
     const uint64_t head = profile == QEM_PACK_UINT16_LZ4 ? 36 : 44;
     const uint64_t n = head + 4 + 4 * excluded_count + 32 + PACK_RECORD_BYTES * shard_count;
@@ -327,9 +327,9 @@ uint8_t *pack_index_build(qem_pack_profile profile, const uint64_t shape[4], uin
     return ix;
 }
 
-qem_status pack_user_block(const char *manifest, uint64_t manifest_bytes, const uint8_t *index,
-                           uint64_t index_bytes, uint64_t block_bytes, uint8_t **block,
-                           qem_error *error)
+qem_status qem_pack_user_block(const char *manifest, uint64_t manifest_bytes, const uint8_t *index,
+                               uint64_t index_bytes, uint64_t block_bytes, uint8_t **block,
+                               qem_error *error)
 {
     const uint64_t index_at = (PACK_PRELUDE_BYTES + manifest_bytes + 7) & ~7ull;
     if (index_at + index_bytes > block_bytes || index_at > UINT32_MAX)

@@ -28,19 +28,19 @@ typedef struct pack_encoded_shard {
     unsigned maximum_width;
 } pack_encoded_shard;
 
-void pack_encoded_shard_free(pack_encoded_shard *shard);
+void qem_pack_encoded_shard_free(pack_encoded_shard *shard);
 
 /* uint16/LZ4: `rows` holds sps scan rows of `pixels` values. Widths are the
  * bit length of each (pixel, tile) maximum; the final tile may be partial. */
-qem_status pack_encode_v1_shard(const uint16_t *rows, uint64_t sps, uint64_t pixels,
-                                pack_encoded_shard *out, qem_error *error);
+qem_status qem_pack_encode_v1_shard(const uint16_t *rows, uint64_t sps, uint64_t pixels,
+                                    pack_encoded_shard *out, qem_error *error);
 
 /* uint8/bitpacked: non-excluded values must fit uint8 (else
  * QEM_E_VALUE_RANGE naming scan, pixel and value); excluded pixels get
  * zero widths. `first_scan` only labels errors. sps is a multiple of 32. */
-qem_status pack_encode_v3_shard(const uint16_t *rows, uint64_t sps, uint64_t pixels,
-                                const uint8_t *is_excluded, uint64_t first_scan,
-                                pack_encoded_shard *out, qem_error *error);
+qem_status qem_pack_encode_v3_shard(const uint16_t *rows, uint64_t sps, uint64_t pixels,
+                                    const uint8_t *is_excluded, uint64_t first_scan,
+                                    pack_encoded_shard *out, qem_error *error);
 
 /* Byte ranges of one shard inside the file (for the index and manifest). */
 typedef struct pack_shard_record {
@@ -53,17 +53,17 @@ typedef struct pack_shard_record {
 } pack_shard_record;
 
 /* The binary index: magic, header, exclusions, identity, shard records. */
-uint8_t *pack_index_build(qem_pack_profile profile, const uint64_t shape[4], uint64_t sps,
-                          const uint32_t *excluded, uint64_t excluded_count,
-                          const uint8_t identity[32], const pack_shard_record *records,
-                          uint64_t shard_count, uint64_t *size);
+uint8_t *qem_pack_index_build(qem_pack_profile profile, const uint64_t shape[4], uint64_t sps,
+                              const uint32_t *excluded, uint64_t excluded_count,
+                              const uint8_t identity[32], const pack_shard_record *records,
+                              uint64_t shard_count, uint64_t *size);
 
 /* The 24-byte prelude followed by manifest and index, zero-filled to
  * `block_bytes`; fails when they do not fit. The index sits at the first
  * 8-byte boundary after the manifest. */
-qem_status pack_user_block(const char *manifest, uint64_t manifest_bytes, const uint8_t *index,
-                           uint64_t index_bytes, uint64_t block_bytes, uint8_t **block,
-                           qem_error *error);
+qem_status qem_pack_user_block(const char *manifest, uint64_t manifest_bytes, const uint8_t *index,
+                               uint64_t index_bytes, uint64_t block_bytes, uint8_t **block,
+                               qem_error *error);
 
 /* What a manifest states; the builder checks nothing (callers do). */
 typedef struct pack_manifest_facts {
@@ -87,6 +87,6 @@ typedef struct pack_manifest_facts {
     const json_t *detector_calibration; /* optional, copied */
 } pack_manifest_facts;
 
-json_t *pack_manifest_build(const pack_manifest_facts *facts);
+json_t *qem_pack_manifest_build(const pack_manifest_facts *facts);
 
 #endif

@@ -210,9 +210,9 @@ static int set_string_attribute(hid_t object, const char *name, const char *valu
     return ok;
 }
 
-qem_status pack_h5_create(int fd, uint64_t user_block, const char *schema,
-                          const char *identity_hex, const uint64_t shape[4],
-                          const char *working_dtype, pack_h5_writer **out, qem_error *error)
+qem_status qem_pack_h5_create(int fd, uint64_t user_block, const char *schema,
+                              const char *identity_hex, const uint64_t shape[4],
+                              const char *working_dtype, pack_h5_writer **out, qem_error *error)
 {
     pack_h5_writer *w = calloc(1, sizeof *w);
     if (!w)
@@ -258,7 +258,7 @@ qem_status pack_h5_create(int fd, uint64_t user_block, const char *schema,
     H5E_END_TRY;
     if (!ok) {
         const int failed = w->failed;
-        pack_h5_close(w, NULL);
+        qem_pack_h5_close(w, NULL);
         return failed ? qem_fail(error, QEM_E_IO, "HDF5 could not create the pack file: %s",
                                  strerror(failed))
                       : qem_fail(error, QEM_E_IO, "HDF5 could not create the pack file");
@@ -267,9 +267,9 @@ qem_status pack_h5_create(int fd, uint64_t user_block, const char *schema,
     return QEM_OK;
 }
 
-qem_status pack_h5_append(pack_h5_writer *w, uint64_t shard, const char *name, const void *data,
-                          uint64_t count, unsigned item_bytes, uint64_t *offset, uint64_t *bytes,
-                          qem_error *error)
+qem_status qem_pack_h5_append(pack_h5_writer *w, uint64_t shard, const char *name, const void *data,
+                              uint64_t count, unsigned item_bytes, uint64_t *offset,
+                              uint64_t *bytes, qem_error *error)
 {
     int ok = 1;
     haddr_t at = HADDR_UNDEF;
@@ -315,7 +315,7 @@ qem_status pack_h5_append(pack_h5_writer *w, uint64_t shard, const char *name, c
     return QEM_OK;
 }
 
-qem_status pack_h5_close(pack_h5_writer *w, qem_error *error)
+qem_status qem_pack_h5_close(pack_h5_writer *w, qem_error *error)
 {
     if (!w)
         return QEM_OK;

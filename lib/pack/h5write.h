@@ -22,19 +22,19 @@ typedef struct pack_h5_writer pack_h5_writer;
  * O_TMPFILE until it is published) with a user block of `user_block`
  * bytes (a power of two) and the /quantem_gpu group and its attributes.
  * `fd` stays the caller's. */
-qem_status pack_h5_create(int fd, uint64_t user_block, const char *schema,
-                          const char *identity_hex, const uint64_t shape[4],
-                          const char *working_dtype, pack_h5_writer **out, qem_error *error);
+qem_status qem_pack_h5_create(int fd, uint64_t user_block, const char *schema,
+                              const char *identity_hex, const uint64_t shape[4],
+                              const char *working_dtype, pack_h5_writer **out, qem_error *error);
 
 /* Writes dataset /quantem_gpu/shards/NNN/`name` (created with the shard's
  * group on its first dataset) of `count` elements of 1 or 4 bytes
  * (little-endian u8 or u32), contiguous, and returns its absolute file
  * offset and byte size. */
-qem_status pack_h5_append(pack_h5_writer *w, uint64_t shard, const char *name, const void *data,
-                          uint64_t count, unsigned item_bytes, uint64_t *offset, uint64_t *bytes,
-                          qem_error *error);
+qem_status qem_pack_h5_append(pack_h5_writer *w, uint64_t shard, const char *name, const void *data,
+                              uint64_t count, unsigned item_bytes, uint64_t *offset,
+                              uint64_t *bytes, qem_error *error);
 
 /* Flushes and closes the file; the writer is freed either way. */
-qem_status pack_h5_close(pack_h5_writer *w, qem_error *error);
+qem_status qem_pack_h5_close(pack_h5_writer *w, qem_error *error);
 
 #endif

@@ -156,19 +156,19 @@ static qem_status decode_and_hash(load_state *L, const uint8_t *payload, const u
          * bytes are still in cache. */
         prep->status = prep->run(L, prep->shard, prep->ctx, &prep->error);
         for (uint64_t seg = 0; seg < segments; seg++) {
-            pack_now(&t0);
+            qem_pack_now(&t0);
             const uint64_t end = (seg + 1) * SEGMENT_CHUNKS;
             decode_blocks(payload, lengths, segment_at[seg], r, words, seg * SEGMENT_CHUNKS,
                           end < chunks ? end : chunks, &bad);
-            decoding += pack_elapsed_ms(&t0);
-            pack_now(&t0);
+            decoding += qem_pack_elapsed_ms(&t0);
+            qem_pack_now(&t0);
             hash_segment(ctx, r, words, seg);
-            hashing += pack_elapsed_ms(&t0);
+            hashing += qem_pack_elapsed_ms(&t0);
         }
         L->t.payload_integrity += hashing;
         L->t.decode += decoding;
     } else {
-        pack_now(&t0);
+        qem_pack_now(&t0);
 #pragma omp parallel num_threads(qem_threads_resolve(threads))
         {
             int me = 0;
@@ -190,18 +190,18 @@ static qem_status decode_and_hash(load_state *L, const uint8_t *payload, const u
                  * segments in order as they become ready. */
                 prep->status = prep->run(L, prep->shard, prep->ctx, &prep->error);
                 struct timespec h0;
-                pack_now(&h0);
+                qem_pack_now(&h0);
                 for (uint64_t seg = 0; seg < segments; seg++) {
                     while (!atomic_load(&ready[seg]))
                         sched_yield();
                     hash_segment(ctx, r, words, seg);
                 }
-                hashing = pack_elapsed_ms(&h0);
+                hashing = qem_pack_elapsed_ms(&h0);
             }
         }
         /* The phases overlap: decode is the wall time of both together. */
         L->t.payload_integrity += hashing;
-        L->t.decode += pack_elapsed_ms(&t0);
+        L->t.decode += qem_pack_elapsed_ms(&t0);
     }
     *bad_chunk = atomic_load(&bad);
     qem_status st = qem_sha256_final(ctx, digest) == 0
@@ -228,7 +228,7 @@ static qem_status v1_layout(load_state *L, uint64_t s, void *ctx, qem_error *err
     qem_pack *p = L->p;
     const pack_shard *r = &p->shards[s];
     struct timespec t0;
-    pack_now(&t0);
+    qem_pack_now(&t0);
     uint64_t word = 0;
     for (uint64_t pixel = 0; pixel < p->pixels; pixel++) {
         uint8_t widest;
@@ -257,14 +257,14 @@ static qem_status v1_layout(load_state *L, uint64_t s, void *ctx, qem_error *err
                         "(%llu words)",
                         (unsigned long long)s, (unsigned long long)word,
                         (unsigned long long)(r->decoded_bytes / 4));
-    L->t.descriptor_preparation += pack_elapsed_ms(&t0);
+    L->t.descriptor_preparation += qem_pack_elapsed_ms(&t0);
     if (!r->has_widths_sha256)
         return QEM_OK;
-    pack_now(&t0);
+    qem_pack_now(&t0);
     qem_status st = digest_check(job->widths, r->widths_bytes, r->widths_sha256,
                                  QEM_E_PACK_DIGEST, "descriptor widths (descriptor_widths_sha256)",
                                  s, error);
-    L->t.payload_integrity += pack_elapsed_ms(&t0);
+    L->t.payload_integrity += qem_pack_elapsed_ms(&t0);
     return st;
 }
 
@@ -293,23 +293,23 @@ static qem_status load_v1_shard(load_state *L, uint64_t s, qem_error *error)
                       (unsigned long long)s);
         goto done;
     }
-    pack_now(&t0);
+    qem_pack_now(&t0);
     st = read_range(p, payload, r->payload_offset, r->payload_bytes, error);
     if (st == QEM_OK)
         st = read_range(p, lengths, r->lengths_offset, r->lengths_bytes, error);
     if (st == QEM_OK)
         st = read_range(p, widths, r->widths_offset, r->widths_bytes, error);
-    L->t.source_read += pack_elapsed_ms(&t0);
+    L->t.source_read += qem_pack_elapsed_ms(&t0);
     if (st != QEM_OK)
         goto done;
 
     /* The compressed digest only repeats what the decoded one proves, so
      * it is checked on request (qem verify). */
-    pack_now(&t0);
+    qem_pack_now(&t0);
     if (r->has_compressed_sha256 && L->stored_digests)
         st = digest_check(payload, r->payload_bytes, r->compressed_sha256, QEM_E_PACK_DIGEST,
                           "compressed payload (payload_compressed_sha256)", s, error);
-    L->t.payload_integrity += pack_elapsed_ms(&t0);
+    L->t.payload_integrity += qem_pack_elapsed_ms(&t0);
     if (st != QEM_OK)
         goto done;
 
@@ -385,12 +385,12 @@ static qem_status load_v3_shard(load_state *L, uint64_t s, qem_error *error)
     if (!out->words || !out->headers)
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory loading pack shard %llu",
                         (unsigned long long)s);
-    pack_now(&t0);
+    qem_pack_now(&t0);
     QEM_TRY(read_range(p, out->words, r->payload_offset, r->payload_bytes, error));
     QEM_TRY(read_range(p, out->headers, r->widths_offset, r->widths_bytes, error));
-    L->t.source_read += pack_elapsed_ms(&t0);
+    L->t.source_read += qem_pack_elapsed_ms(&t0);
 
-    pack_now(&t0);
+    qem_pack_now(&t0);
     const uint64_t C = p->checkpoints, W = p->width_words, H = C + W, T = p->tiles;
     const unsigned long long k = (unsigned long long)s;
     uint64_t running = 0;
@@ -439,12 +439,12 @@ static qem_status load_v3_shard(load_state *L, uint64_t s, qem_error *error)
                         "%llu words",
                         k, (unsigned long long)running,
                         (unsigned long long)(r->payload_bytes / 4));
-    L->t.header_validation += pack_elapsed_ms(&t0);
+    L->t.header_validation += qem_pack_elapsed_ms(&t0);
 
-    pack_now(&t0);
+    qem_pack_now(&t0);
     qem_status st = digest_check(out->words, r->payload_bytes, r->decoded_sha256,
                                  QEM_E_PACK_DIGEST, "direct payload", s, error);
-    L->t.payload_integrity += pack_elapsed_ms(&t0);
+    L->t.payload_integrity += qem_pack_elapsed_ms(&t0);
     if (st == QEM_OK)
         L->t.decoded_digests_checked++;
     return st;
@@ -596,13 +596,13 @@ qem_status qem_pack_load(qem_pack *p, const qem_pack_load_options *options, qem_
     qem_status st = QEM_OK;
     if (o.expect_sha256) {
         struct timespec t0;
-        pack_now(&t0);
+        qem_pack_now(&t0);
         /* The load reports shards: "0 loaded" while the file is hashed. */
         qem_progress_before before = {o.progress, o.progress_user, p->shard_count};
         st = qem_file_digest_check(p->fd, p->file_size, o.expect_sha256, p->path,
                                    o.progress ? qem_progress_none_done_yet : NULL, &before,
                                    error);
-        L.t.whole_file_integrity = pack_elapsed_ms(&t0);
+        L.t.whole_file_integrity = qem_pack_elapsed_ms(&t0);
     }
     L.staged = calloc((size_t)p->shard_count, sizeof *L.staged);
     L.max_width = calloc((size_t)p->pixels, 1);
@@ -629,7 +629,7 @@ qem_status qem_pack_load(qem_pack *p, const qem_pack_load_options *options, qem_
     free(L.staged);
     p->max_width = L.max_width;
     p->loaded = 1;
-    L.t.resident_ready = pack_elapsed_ms(&p->opened_at);
+    L.t.resident_ready = qem_pack_elapsed_ms(&p->opened_at);
     p->timings = L.t;
     return QEM_OK;
 }

@@ -14,7 +14,7 @@ static json_t *hex(const uint8_t digest[32])
     return json_string(h);
 }
 
-json_t *pack_manifest_build(const pack_manifest_facts *f)
+json_t *qem_pack_manifest_build(const pack_manifest_facts *f)
 {
     json_t *m = json_object();
     json_t *shape = json_pack("[I,I,I,I]", (json_int_t)f->shape[0], (json_int_t)f->shape[1],

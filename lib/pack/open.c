@@ -18,15 +18,15 @@
 #include "common/sha256.h"
 #include "pack/pack_internal.h"
 
-void pack_now(struct timespec *t)
+void qem_pack_now(struct timespec *t)
 {
     clock_gettime(CLOCK_MONOTONIC, t);
 }
 
-double pack_elapsed_ms(const struct timespec *start)
+double qem_pack_elapsed_ms(const struct timespec *start)
 {
     struct timespec t;
-    pack_now(&t);
+    qem_pack_now(&t);
     return (double)(t.tv_sec - start->tv_sec) * 1e3 + (double)(t.tv_nsec - start->tv_nsec) * 1e-6;
 }
 
@@ -684,7 +684,7 @@ qem_status qem_pack_open(const char *path, qem_pack **out, qem_error *error)
     qem_pack *p = calloc(1, sizeof *p);
     if (!p)
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
-    pack_now(&p->opened_at);
+    qem_pack_now(&p->opened_at);
     p->timings = (qem_pack_timings){sizeof(qem_pack_timings), -1, -1, -1, -1, -1, -1, -1, -1,
                                     -1, -1, -1, 0, 0};
     uint8_t *index = NULL;
@@ -723,12 +723,12 @@ done:
         qem_pack_close(p);
         return st;
     }
-    p->timings.metadata = pack_elapsed_ms(&p->opened_at);
+    p->timings.metadata = qem_pack_elapsed_ms(&p->opened_at);
     *out = p;
     return QEM_OK;
 }
 
-void pack_fill_info(const qem_pack *p, qem_pack_info *info)
+void qem_pack_fill_info(const qem_pack *p, qem_pack_info *info)
 {
     memset(info, 0, sizeof *info);
     info->struct_size = sizeof *info;
@@ -757,7 +757,7 @@ qem_status qem_pack_get_info(const qem_pack *p, qem_pack_info *out, qem_error *e
     if (!p)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_pack_get_info: NULL pack");
     qem_pack_info info;
-    pack_fill_info(p, &info);
+    qem_pack_fill_info(p, &info);
     return qem_result_deliver(out, &info, sizeof info, "qem_pack_info", error);
 }
 

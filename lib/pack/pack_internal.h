@@ -93,34 +93,31 @@ struct qem_pack {
 };
 
 /* Milliseconds since `start`. */
-double pack_elapsed_ms(const struct timespec *start);
-void pack_now(struct timespec *t);
-
-/* Value of local scan `scan` of pixel `pixel` in a loaded shard. */
-uint32_t pack_sample(const qem_pack *pack, const pack_shard *shard, uint64_t scan,
-                     uint64_t pixel);
+double qem_pack_elapsed_ms(const struct timespec *start);
+void qem_pack_now(struct timespec *t);
 
 /* Exact per-scan sums of the mask-applied working values over the pixels
  * where `mask` is nonzero (excluded pixels never count). `image` holds one
  * value per scan. */
-qem_status pack_detector_sums(const qem_pack *pack, const uint8_t *mask, uint64_t *image);
+qem_status qem_pack_detector_sums(const qem_pack *pack, const uint8_t *mask, uint64_t *image);
 
 /* Adds each admitted pixel's working-value sum over scans [first, first +
  * count) into sums[p] and raises max[p] (optional); excluded pixels end
  * at 0. Only the resident tiles are read. */
-qem_status pack_pixel_sums(const qem_pack *pack, uint64_t first, uint64_t count, uint64_t *sums,
-                           uint32_t *max, int threads, qem_error *error);
+qem_status qem_pack_pixel_sums(const qem_pack *pack, uint64_t first, uint64_t count, uint64_t *sums,
+                               uint32_t *max, int threads, qem_error *error);
 
 /* qem_pack_read_scans on `threads` threads (0: OpenMP's default). */
-qem_status pack_read_scans(qem_pack *pack, uint64_t first, uint64_t count, qem_pack_values values,
-                           void *out, size_t out_size, int threads, qem_error *error);
+qem_status qem_pack_read_scans_threads(qem_pack *pack, uint64_t first, uint64_t count,
+                                       qem_pack_values values, void *out, size_t out_size,
+                                       int threads, qem_error *error);
 
 /* Exact out[k * count + i] = sum over admitted pixels p of weights[k][p] *
  * working(first + i, p), unpacking only the tiles of pixels with a nonzero
  * weight, straight from the resident. `threads` 0 = one. */
-qem_status pack_weighted_sums(const qem_pack *pack, uint64_t first, uint64_t count,
-                              const int32_t *const *weights, unsigned planes, int64_t *out,
-                              int threads, qem_error *error);
+qem_status qem_pack_weighted_sums(const qem_pack *pack, uint64_t first, uint64_t count,
+                                  const int32_t *const *weights, unsigned planes, int64_t *out,
+                                  int threads, qem_error *error);
 
 /* Sum of n tile widths (bytes), 16 at a time by SSE2 where the target has
  * it; a tile's words start 4 * (sum of the widths before it) after its
@@ -167,8 +164,8 @@ static inline uint32_t *pack_words_alloc(uint64_t bytes)
 }
 
 /* Unpacks one tile (count values of width w starting at `word`). */
-void pack_unpack_tile(const uint32_t *words, uint64_t word, unsigned width, unsigned count,
-                      uint32_t *values);
+void qem_pack_unpack_tile(const uint32_t *words, uint64_t word, unsigned width, unsigned count,
+                          uint32_t *values);
 
 /* Stored width of tile `tile` of `pixel` (uint8 profile compact headers). */
 static inline unsigned pack_v3_width(const qem_pack *p, const uint32_t *headers, uint64_t pixel,
@@ -179,6 +176,6 @@ static inline unsigned pack_v3_width(const qem_pack *p, const uint32_t *headers,
 }
 
 /* The complete qem_pack_info of `p` (what qem_pack_get_info delivers). */
-void pack_fill_info(const qem_pack *p, qem_pack_info *info);
+void qem_pack_fill_info(const qem_pack *p, qem_pack_info *info);
 
 #endif

@@ -47,7 +47,7 @@ void qem_pack_produce_options_init(qem_pack_produce_options *o)
 
 static double ms_since(const struct timespec *t0)
 {
-    return pack_elapsed_ms(t0);
+    return qem_pack_elapsed_ms(t0);
 }
 
 /* --- inspect -------------------------------------------------------------- */
@@ -145,12 +145,12 @@ char *qem_pack_inspection_json(const qem_pack_inspection *in, qem_error *error)
     json_t *root = json_pack(
         "{s:s, s:o, s:[I,I,I,I], s:s, s:I, s:o, s:o, s:o, s:s, s:o, s:I}", "kind", s->family->name,
         "members", members_json(s), "shape", (json_int_t)s->shape[0], (json_int_t)s->shape[1],
-        (json_int_t)s->shape[2], (json_int_t)s->shape[3], "dtype", qem_dtype_name(input_stored_dtype(s)),
-        "logical_bytes", (json_int_t)logical, "bad_pixels", u32_list(s->flagged, s->flagged_count),
-        "bad_pixels_sha256", hex_json(bad_digest), "detector_mask_sha256",
-        hex_json(s->detector_mask_sha256), "detector_mask_origin", s->mask_origin,
-        "source_identity_sha256", hex_json(s->identity), "largest_compressed_chunk_bytes",
-        (json_int_t)s->largest_compressed_chunk);
+        (json_int_t)s->shape[2], (json_int_t)s->shape[3], "dtype",
+        qem_dtype_name(qem_input_stored_dtype(s)), "logical_bytes", (json_int_t)logical,
+        "bad_pixels", u32_list(s->flagged, s->flagged_count), "bad_pixels_sha256",
+        hex_json(bad_digest), "detector_mask_sha256", hex_json(s->detector_mask_sha256),
+        "detector_mask_origin", s->mask_origin, "source_identity_sha256", hex_json(s->identity),
+        "largest_compressed_chunk_bytes", (json_int_t)s->largest_compressed_chunk);
     char *text = root ? json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
     json_decref(root);
     if (!text)
@@ -253,10 +253,11 @@ static qem_status plan_make(const acquisition *s, const qem_pack_plan_options *o
      * widened (the raw digest is of the uint16 LE array the pack
      * describes). The uint8 profile suits them best; the uint16 one takes
      * the scan counts it cannot (not a multiple of 32). */
-    if (input_stored_dtype(s) != QEM_DTYPE_UINT16 && input_stored_dtype(s) != QEM_DTYPE_UINT8)
+    if (qem_input_stored_dtype(s) != QEM_DTYPE_UINT16 &&
+        qem_input_stored_dtype(s) != QEM_DTYPE_UINT8)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT,
                         "the source holds %s values; packs hold counts",
-                        qem_dtype_name(input_stored_dtype(s)));
+                        qem_dtype_name(qem_input_stored_dtype(s)));
     const uint64_t scans = s->shape[0] * s->shape[1], P = s->shape[2] * s->shape[3];
     const uint64_t cap = scans < MAX_SHARD_SCANS ? scans : MAX_SHARD_SCANS;
     plan->profile = o->profile;
@@ -402,7 +403,7 @@ static void production_free(production *pr)
     free(pr->constants);
     free(pr->records);
     for (uint64_t s = 0; pr->kept && s < pr->shards; s++)
-        pack_encoded_shard_free(&pr->kept[s]);
+        qem_pack_encoded_shard_free(&pr->kept[s]);
     free(pr->kept);
     free(pr->range_sha);
     free(pr->payload_sha);
@@ -452,22 +453,23 @@ static qem_status write_shard(production *pr, pack_h5_writer *h5, uint64_t s,
     pack_shard_record *r = &pr->records[s];
     uint64_t unused;
     if (pr->profile == QEM_PACK_UINT16_LZ4) {
-        QEM_TRY(pack_h5_append(h5, s, "payload_lz4", enc->compressed, enc->compressed_bytes, 1,
-                               &r->payload_offset, &r->payload_bytes, error));
-        QEM_TRY(pack_h5_append(h5, s, "payload_lengths_minus_one", enc->lengths,
-                               enc->chunk_count, 1, &r->lengths_offset, &r->lengths_bytes, error));
-        QEM_TRY(pack_h5_append(h5, s, "descriptor_widths_u8", enc->widths, enc->width_count, 1,
-                               &r->widths_offset, &r->widths_bytes, error));
+        QEM_TRY(qem_pack_h5_append(h5, s, "payload_lz4", enc->compressed, enc->compressed_bytes, 1,
+                                   &r->payload_offset, &r->payload_bytes, error));
+        QEM_TRY(qem_pack_h5_append(h5, s, "payload_lengths_minus_one", enc->lengths,
+                                   enc->chunk_count, 1, &r->lengths_offset, &r->lengths_bytes,
+                                   error));
+        QEM_TRY(qem_pack_h5_append(h5, s, "descriptor_widths_u8", enc->widths, enc->width_count, 1,
+                                   &r->widths_offset, &r->widths_bytes, error));
         r->descriptor_count = (uint32_t)enc->width_count;
         r->chunk_count = (uint32_t)enc->chunk_count;
         qem_sha256_oneshot(enc->compressed, (size_t)enc->compressed_bytes, pr->payload_sha[s]);
         qem_sha256_oneshot(enc->widths, (size_t)enc->width_count, pr->header_sha[s]);
         pr->observed_resident += enc->decoded_bytes + 4 * enc->width_count;
     } else {
-        QEM_TRY(pack_h5_append(h5, s, "payload_u32", enc->decoded, enc->decoded_bytes / 4, 4,
-                               &r->payload_offset, &r->payload_bytes, error));
-        QEM_TRY(pack_h5_append(h5, s, "compact_headers_u32", enc->headers, enc->header_words, 4,
-                               &r->widths_offset, &r->widths_bytes, error));
+        QEM_TRY(qem_pack_h5_append(h5, s, "payload_u32", enc->decoded, enc->decoded_bytes / 4, 4,
+                                   &r->payload_offset, &r->payload_bytes, error));
+        QEM_TRY(qem_pack_h5_append(h5, s, "compact_headers_u32", enc->headers, enc->header_words, 4,
+                                   &r->widths_offset, &r->widths_bytes, error));
         r->descriptor_count = (uint32_t)enc->header_words;
         qem_sha256_oneshot(enc->decoded, (size_t)enc->decoded_bytes, pr->payload_sha[s]);
         qem_sha256_oneshot(enc->headers, (size_t)(4 * enc->header_words), pr->header_sha[s]);
@@ -494,23 +496,23 @@ static qem_status build_shards(production *pr, pack_h5_writer *h5,
                                    (unsigned long long)pr->sps);
     for (uint64_t s = 0; st == QEM_OK && s < pr->shards; s++) {
         struct timespec t0;
-        pack_now(&t0);
+        qem_pack_now(&t0);
         pack_encoded_shard enc = {0};
-        st = input_read(pr->src, s * pr->sps, pr->sps, QEM_DTYPE_UINT16, rows,
-                        (size_t)(pr->sps * pr->P) * sizeof *rows, error);
+        st = qem_input_read(pr->src, s * pr->sps, pr->sps, QEM_DTYPE_UINT16, rows,
+                            (size_t)(pr->sps * pr->P) * sizeof *rows, error);
         if (st == QEM_OK)
             st = digest_rows(pr, rows, s * pr->sps, raw, working, frame, error);
         if (st == QEM_OK)
-            st = u8 ? pack_encode_v3_shard(rows, pr->sps, P, pr->is_excluded, s * pr->sps, &enc,
-                                           error)
-                    : pack_encode_v1_shard(rows, pr->sps, P, &enc, error);
+            st = u8 ? qem_pack_encode_v3_shard(rows, pr->sps, P, pr->is_excluded, s * pr->sps, &enc,
+                                               error)
+                    : qem_pack_encode_v1_shard(rows, pr->sps, P, &enc, error);
         pr->t_pack += ms_since(&t0);
         if (st != QEM_OK)
             break;
         const uint64_t held = pr->sps * P * 2 + 2 * P + enc.width_count + enc.decoded_bytes +
                               enc.compressed_bytes + enc.chunk_count + 4 * enc.header_words;
         pr->accounted_peak = held > pr->accounted_peak ? held : pr->accounted_peak;
-        pack_now(&t0);
+        qem_pack_now(&t0);
         st = write_shard(pr, h5, s, &enc, error);
         pr->t_write += ms_since(&t0);
         if (!u8 && st == QEM_OK) {
@@ -520,7 +522,7 @@ static qem_status build_shards(production *pr, pack_h5_writer *h5,
             enc.decoded = NULL;
             pr->kept[s] = enc;
         } else {
-            pack_encoded_shard_free(&enc);
+            qem_pack_encoded_shard_free(&enc);
         }
         if (st == QEM_OK && o->progress && o->progress(o->progress_user, s + 1, pr->shards))
             st = qem_fail(error, QEM_E_CANCELLED, "production cancelled; nothing was published");
@@ -578,7 +580,7 @@ static json_t *manifest(production *pr)
     memcpy(f.detector_mask_sha256, pr->mask_sha, 32);
     f.records = pr->records;
     f.encoded = pr->profile == QEM_PACK_UINT16_LZ4 ? pr->kept : NULL;
-    json_t *m = pack_manifest_build(&f);
+    json_t *m = qem_pack_manifest_build(&f);
     if (!m)
         return NULL;
     json_t *shards = json_object_get(m, "shards");
@@ -644,8 +646,8 @@ static qem_status metadata_worst_case(const acquisition *s, qem_pack_profile pro
         json_t *m = manifest(&pr);
         text = m ? json_dumps(m, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
         json_decref(m);
-        index = text ? pack_index_build(profile, s->shape, sps, excluded, excluded_count,
-                                        s->identity, pr.records, shards, &index_bytes)
+        index = text ? qem_pack_index_build(profile, s->shape, sps, excluded, excluded_count,
+                                            s->identity, pr.records, shards, &index_bytes)
                      : NULL;
     }
     const qem_status st = index ? QEM_OK : qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
@@ -818,7 +820,7 @@ static qem_status finish(production *pr, const char *dest, qem_publish *pack, qe
                          const struct timespec *started, qem_error *error)
 {
     struct timespec t0;
-    pack_now(&t0);
+    qem_pack_now(&t0);
     for (uint64_t s = 0; pr->profile == QEM_PACK_UINT16_LZ4 && s < pr->shards; s++) {
         const pack_shard_record *r = &pr->records[s];
         uint64_t lo = r->payload_offset, hi = r->payload_offset + r->payload_bytes;
@@ -832,13 +834,13 @@ static qem_status finish(production *pr, const char *dest, qem_publish *pack, qe
     char *text = m ? json_dumps(m, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     json_decref(m);
     uint64_t index_bytes = 0;
-    uint8_t *index = pack_index_build(pr->profile, pr->src->shape, pr->sps, pr->excluded,
-                                      pr->excluded_count, pr->src->identity, pr->records,
-                                      pr->shards, &index_bytes);
+    uint8_t *index =
+        qem_pack_index_build(pr->profile, pr->src->shape, pr->sps, pr->excluded, pr->excluded_count,
+                             pr->src->identity, pr->records, pr->shards, &index_bytes);
     uint8_t *block = NULL;
     const uint64_t user_block = pr->plan.user_block_bytes;
-    qem_status st = text && index ? pack_user_block(text, strlen(text), index, index_bytes,
-                                                    user_block, &block, error)
+    qem_status st = text && index ? qem_pack_user_block(text, strlen(text), index, index_bytes,
+                                                        user_block, &block, error)
                                   : qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     if (st == QEM_OK)
         st = qem_pwrite_full(pack->fd, block, (size_t)user_block, 0, error);
@@ -850,8 +852,8 @@ static qem_status finish(production *pr, const char *dest, qem_publish *pack, qe
 
     /* The source must not have moved under us; the output must be within
      * its predicted bound; then its identity. */
-    pack_now(&t0);
-    QEM_TRY(input_check_unchanged(pr->src, error));
+    qem_pack_now(&t0);
+    QEM_TRY(qem_input_check_unchanged(pr->src, error));
     struct stat sb;
     if (fstat(pack->fd, &sb) != 0)
         return qem_fail(error, QEM_E_IO, "cannot stat the pack being written");
@@ -900,7 +902,7 @@ static qem_status qem_pack_produce_body(qem_pack_inspection *in, const qem_pack_
     if (!po.destination)
         po.destination = dest;
     struct timespec started, t0;
-    pack_now(&started);
+    qem_pack_now(&started);
     production pr = {0};
     qem_publish pack = {.fd = -1}, rec = {.fd = -1};
     pack_h5_writer *h5 = NULL;
@@ -922,22 +924,22 @@ static qem_status qem_pack_produce_body(qem_pack_inspection *in, const qem_pack_
         }
     }
     if (st == QEM_OK) {
-        pack_now(&t0);
-        st = input_reauthenticate(pr.src, o.hash_progress, o.hash_progress_user, error);
+        qem_pack_now(&t0);
+        st = qem_input_reauthenticate(pr.src, o.hash_progress, o.hash_progress_user, error);
         pr.t_auth = ms_since(&t0);
     }
     if (st == QEM_OK) {
         char hex[65];
         qem_sha256_hex(pr.src->identity, hex);
-        st = pack_h5_create(pack.fd, pr.plan.user_block_bytes,
-                            pr.profile == QEM_PACK_UINT16_LZ4 ? PACK_SCHEMA_V1 : PACK_SCHEMA_V3,
-                            hex, pr.src->shape,
-                            pr.profile == QEM_PACK_UINT16_LZ4 ? "uint16" : "uint8", &h5, error);
+        st = qem_pack_h5_create(pack.fd, pr.plan.user_block_bytes,
+                                pr.profile == QEM_PACK_UINT16_LZ4 ? PACK_SCHEMA_V1 : PACK_SCHEMA_V3,
+                                hex, pr.src->shape,
+                                pr.profile == QEM_PACK_UINT16_LZ4 ? "uint16" : "uint8", &h5, error);
     }
     if (st == QEM_OK)
         st = build_shards(&pr, h5, &o, error);
     if (h5) {
-        qem_status closed = pack_h5_close(h5, error);
+        qem_status closed = qem_pack_h5_close(h5, error);
         st = st == QEM_OK ? closed : st;
     }
     if (st == QEM_OK)

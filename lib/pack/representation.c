@@ -20,9 +20,9 @@ static qem_status read(void *impl, uint64_t first, uint64_t count, qem_values va
                        size_t out_size, int threads, qem_error *error)
 {
     qem_error_clear(error);
-    return pack_read_scans(impl, first, count,
-                           values == QEM_VALUES_RAW ? QEM_PACK_RAW : QEM_PACK_MASK_APPLIED, out,
-                           out_size, threads, error);
+    return qem_pack_read_scans_threads(
+        impl, first, count, values == QEM_VALUES_RAW ? QEM_PACK_RAW : QEM_PACK_MASK_APPLIED, out,
+        out_size, threads, error);
 }
 
 /* One shard's scans at a time. */
@@ -55,13 +55,13 @@ static qem_status weighted_sums(void *impl, uint64_t first, uint64_t count,
                                 int64_t *out, int threads, qem_error *error)
 {
     (void)use_tiles;
-    return pack_weighted_sums(impl, first, count, weights, planes, out, threads, error);
+    return qem_pack_weighted_sums(impl, first, count, weights, planes, out, threads, error);
 }
 
 static qem_status pixel_sums(void *impl, uint64_t first, uint64_t count, uint64_t *sums,
                              uint32_t *max, int threads, qem_error *error)
 {
-    return pack_pixel_sums(impl, first, count, sums, max, threads, error);
+    return qem_pack_pixel_sums(impl, first, count, sums, max, threads, error);
 }
 
 static void code_affine(const void *impl, uint64_t scan, double *scale, double *offset)
@@ -99,7 +99,7 @@ static int no_semiangle(const void *impl, double *mrad)
 static uint64_t resident_of(const void *impl)
 {
     qem_pack_info info;
-    pack_fill_info(impl, &info);
+    qem_pack_fill_info(impl, &info);
     return info.resident_bytes;
 }
 

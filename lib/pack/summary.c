@@ -30,7 +30,7 @@ char *qem_pack_summary_json(const qem_pack *p, qem_error *error)
         return NULL;
     }
     qem_pack_info info;
-    pack_fill_info(p, &info);
+    qem_pack_fill_info(p, &info);
     json_t *excluded = json_array();
     for (uint64_t i = 0; i < p->excluded_count; i++)
         json_array_append_new(excluded, json_integer(p->excluded[i]));

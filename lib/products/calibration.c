@@ -35,9 +35,9 @@ static double median3(const float *mean, const uint8_t *valid, uint64_t rows, ui
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-qem_status product_calibration_estimate(const float *mean, const uint8_t *valid, uint64_t rows,
-                                        uint64_t cols, product_calibration *out,
-                                        qem_error *error)
+qem_status qem_product_calibration_estimate(const float *mean, const uint8_t *valid, uint64_t rows,
+                                            uint64_t cols, product_calibration *out,
+                                            qem_error *error)
 {
     qem_error_clear(error);
     if (!mean || !out)

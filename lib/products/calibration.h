@@ -25,8 +25,8 @@ typedef struct product_calibration {
  * the median-filtered pattern's, and a pixel counts only where its
  * neighbourhood median also reaches half of it. Fails (QEM_E_INVALID_ARGUMENT) when no valid finite pixel exists
  * or the maximum is <= 0. */
-qem_status product_calibration_estimate(const float *mean, const uint8_t *valid, uint64_t rows,
-                                        uint64_t cols, product_calibration *out,
-                                        qem_error *error);
+qem_status qem_product_calibration_estimate(const float *mean, const uint8_t *valid, uint64_t rows,
+                                            uint64_t cols, product_calibration *out,
+                                            qem_error *error);
 
 #endif

@@ -30,9 +30,9 @@ static double rotation_score(double angle, const double mean[3])
     return c * c * mean[0] + s * s * mean[1] + 2.0 * s * c * mean[2];
 }
 
-qem_status product_dpc_rotation(const float *mu_row, const float *mu_col, uint64_t rows,
-                                uint64_t cols, unsigned steps, double *angle_deg, int *exchanged,
-                                qem_error *error)
+qem_status qem_product_dpc_rotation(const float *mu_row, const float *mu_col, uint64_t rows,
+                                    uint64_t cols, unsigned steps, double *angle_deg,
+                                    int *exchanged, qem_error *error)
 {
     if (!mu_row || !mu_col || !angle_deg || !exchanged)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT,
@@ -106,8 +106,8 @@ qem_status product_dpc_rotation(const float *mu_row, const float *mu_col, uint64
     return QEM_OK;
 }
 
-void product_dpc_align(const float *mu_row, const float *mu_col, uint64_t n, double angle_deg,
-                       int exchanged, float *aligned_row, float *aligned_col)
+void qem_product_dpc_align(const float *mu_row, const float *mu_col, uint64_t n, double angle_deg,
+                           int exchanged, float *aligned_row, float *aligned_col)
 {
     double angle = angle_deg * DPC_PI / 180.0;
     double c = cos(angle), s = sin(angle);
@@ -120,8 +120,8 @@ void product_dpc_align(const float *mu_row, const float *mu_col, uint64_t n, dou
     }
 }
 
-void product_dpc_gradients(const float *aligned_row, const float *aligned_col, uint64_t n,
-                           int exchanged, float *grad_row, float *grad_col)
+void qem_product_dpc_gradients(const float *aligned_row, const float *aligned_col, uint64_t n,
+                               int exchanged, float *grad_row, float *grad_col)
 {
     for (size_t i = 0; i < (size_t)n; i++) {
         float ar = aligned_row[i], ac = aligned_col[i];
@@ -143,8 +143,8 @@ static float finite_or_zero(float v)
     return isfinite(v) ? v : 0.0f;
 }
 
-qem_status product_idpc(const float *grad_row, const float *grad_col, uint64_t rows, uint64_t cols,
-                        float *phase, uint64_t *ffts, qem_error *error)
+qem_status qem_product_idpc(const float *grad_row, const float *grad_col, uint64_t rows,
+                            uint64_t cols, float *phase, uint64_t *ffts, qem_error *error)
 {
     if (!grad_row || !grad_col || !phase)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT,

@@ -24,22 +24,22 @@
  * touches a non-finite value are left out of the mean; when min(rows, cols)
  * < 3 or no interior point remains the answer is angle 0, no exchange.
  * Refuses NULL pointers, zero dimensions, steps < 2 and rows*cols overflow. */
-qem_status product_dpc_rotation(const float *mu_row, const float *mu_col, uint64_t rows,
-                                uint64_t cols, unsigned steps, double *angle_deg, int *exchanged,
-                                qem_error *error);
+qem_status qem_product_dpc_rotation(const float *mu_row, const float *mu_col, uint64_t rows,
+                                    uint64_t cols, unsigned steps, double *angle_deg,
+                                    int *exchanged, qem_error *error);
 
 /* Aligned fields of n points: with (s_r, s_c) = (mu_col, mu_row) when
  * exchanged, else (mu_row, mu_col), and a = angle_deg in radians,
  * aligned_row = cos a * s_r - sin a * s_c, aligned_col = sin a * s_r + cos a * s_c,
  * computed in double and rounded once to float32. NaN stays NaN. Outputs
  * may be the inputs themselves (in place). */
-void product_dpc_align(const float *mu_row, const float *mu_col, uint64_t n, double angle_deg,
-                       int exchanged, float *aligned_row, float *aligned_col);
+void qem_product_dpc_align(const float *mu_row, const float *mu_col, uint64_t n, double angle_deg,
+                           int exchanged, float *aligned_row, float *aligned_col);
 
 /* Gradients to integrate: the aligned fields, swapped back when exchanged
  * (grad_row = aligned_col, grad_col = aligned_row). In place is allowed. */
-void product_dpc_gradients(const float *aligned_row, const float *aligned_col, uint64_t n,
-                           int exchanged, float *grad_row, float *grad_col);
+void qem_product_dpc_gradients(const float *aligned_row, const float *aligned_col, uint64_t n,
+                               int exchanged, float *grad_row, float *grad_col);
 
 /* iDPC phase by a periodic FFT Poisson solve (§2.4), any scan shape:
  * Phi = (-0.25 i)(nu_r G_r + nu_c G_c) / K2 with nu = fftfreq (float32),
@@ -53,7 +53,7 @@ void product_dpc_gradients(const float *aligned_row, const float *aligned_col, u
  * creation and destruction are serialised (one named OpenMP critical
  * section), so qem may call this from several threads; an application that
  * also plans with FFTW on other threads must not do so while this runs. */
-qem_status product_idpc(const float *grad_row, const float *grad_col, uint64_t rows, uint64_t cols,
-                        float *phase, uint64_t *ffts, qem_error *error);
+qem_status qem_product_idpc(const float *grad_row, const float *grad_col, uint64_t rows,
+                            uint64_t cols, float *phase, uint64_t *ffts, qem_error *error);
 
 #endif

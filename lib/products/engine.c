@@ -33,8 +33,8 @@ void qem_image_free(qem_image *image)
     memset(image, 0, sizeof *image);
 }
 
-qem_status prod_image_new(qem_image *image, qem_dtype dtype, uint64_t rows, uint64_t cols,
-                          uint64_t components, qem_error *error)
+qem_status qem_prod_image_new(qem_image *image, qem_dtype dtype, uint64_t rows, uint64_t cols,
+                              uint64_t components, qem_error *error)
 {
     memset(image, 0, sizeof *image);
     uint64_t n, bytes;
@@ -126,13 +126,13 @@ qem_status qem_products_valid(const qem_products *p, uint8_t *mask, size_t mask_
     qem_error_clear(error);
     if (!p || !mask)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_products_valid: NULL argument");
-    QEM_TRY(prod_check_buffer(mask_size, p->pixels, 1, "the mask", error));
+    QEM_TRY(qem_prod_check_buffer(mask_size, p->pixels, 1, "the mask", error));
     memcpy(mask, p->valid, (size_t)p->pixels);
     return QEM_OK;
 }
 
-qem_status prod_check_buffer(size_t size, uint64_t count, size_t item, const char *what,
-                             qem_error *error)
+qem_status qem_prod_check_buffer(size_t size, uint64_t count, size_t item, const char *what,
+                                 qem_error *error)
 {
     if (size / item < count)
         return qem_fail(error, QEM_E_BUFFER_TOO_SMALL, "%s needs %llu bytes, %zu given", what,
@@ -160,13 +160,25 @@ int qem_products_semiangle(const qem_products *p, double *mrad)
     return p->ops->semiangle_mrad(p->impl, mrad);
 }
 
-uint32_t prod_max_value(const qem_products *p)
+uint32_t qem_prod_max_value(const qem_products *p)
 {
     return p->data == QEM_DATA_COUNTS && p->info.working_dtype == QEM_DTYPE_UINT8 ? 255u
                                                                                   : 65535u;
 }
 
-void prod_neumaier_add(prod_neumaier *n, float v)
+/* Neumaier (Kahan-Babuska) compensated float32 sum: exact rounding steps,
+ * no fused multiply-add (this file is built with -ffp-contract=off). A
+ * non-finite term propagates and resets the compensation. */
+typedef struct neumaier32 {
+    float sum, compensation;
+} neumaier32;
+
+static float neumaier32_value(const neumaier32 *n)
+{
+    return n->sum + n->compensation;
+}
+
+static void neumaier32_add(neumaier32 *n, float v)
 {
     const float t = n->sum + v;
     if (isfinite(v) && isfinite(n->sum) && isfinite(t)) {
@@ -180,7 +192,7 @@ void prod_neumaier_add(prod_neumaier *n, float v)
     n->sum = t;
 }
 
-void prod_neumaier64_add(prod_neumaier64 *n, double v)
+void qem_prod_neumaier64_add(prod_neumaier64 *n, double v)
 {
     const double t = n->sum + v;
     if (isfinite(v) && isfinite(n->sum) && isfinite(t)) {
@@ -210,8 +222,8 @@ static size_t item_size(const qem_products *p)
                                          : qem_dtype_size(p->info.working_dtype);
 }
 
-qem_status prod_for_windows(qem_products *p, uint64_t first, uint64_t count, prod_window_fn each,
-                            void *user, qem_error *error)
+qem_status qem_prod_for_windows(qem_products *p, uint64_t first, uint64_t count,
+                                prod_window_fn each, void *user, qem_error *error)
 {
     const size_t item = item_size(p);
     uint64_t cap = WINDOW_BYTES / (p->pixels * item);
@@ -265,9 +277,9 @@ static qem_status reference_window(void *user, uint64_t first, uint64_t count, c
     return QEM_OK;
 }
 
-qem_status prod_weighted_sums(qem_products *p, uint64_t first, uint64_t count,
-                              const int32_t *const *weights, unsigned planes, int64_t *out,
-                              qem_error *error)
+qem_status qem_prod_weighted_sums(qem_products *p, uint64_t first, uint64_t count,
+                                  const int32_t *const *weights, unsigned planes, int64_t *out,
+                                  qem_error *error)
 {
     if (p->data == QEM_DATA_FLOAT)
         return qem_fail(error, QEM_E_WRONG_CODEC,
@@ -277,7 +289,7 @@ qem_status prod_weighted_sums(qem_products *p, uint64_t first, uint64_t count,
     if (p->path == QEM_PATH_REFERENCE || !p->ops->weighted_sums) {
         reference_sums r = {weights, planes, first, count, out, p};
         memset(out, 0, (size_t)(count * planes) * sizeof *out);
-        return prod_for_windows(p, first, count, reference_window, &r, error);
+        return qem_prod_for_windows(p, first, count, reference_window, &r, error);
     }
     /* Pieces of scans merge by addition: each piece writes its own slice. */
     int64_t *piece = malloc((size_t)(PIECE_SCANS * planes) * sizeof *piece);
@@ -307,8 +319,8 @@ qem_status qem_products_weighted_sums(qem_products *p, uint64_t first, uint64_t 
     uint64_t values;
     if (__builtin_mul_overflow(count, (uint64_t)planes, &values))
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "weighted sums: too many values");
-    QEM_TRY(prod_check_buffer(out_size, values, sizeof *out, "the sums", error));
-    return prod_weighted_sums(p, first, count, weights, planes, out, error);
+    QEM_TRY(qem_prod_check_buffer(out_size, values, sizeof *out, "the sums", error));
+    return qem_prod_weighted_sums(p, first, count, weights, planes, out, error);
 }
 
 typedef struct pixel_sums {
@@ -335,7 +347,7 @@ qem_status qem_products_pixel_sums(qem_products *p, uint64_t first, uint64_t cou
     qem_error_clear(error);
     if (!p || !sums)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_products_pixel_sums: NULL");
-    QEM_TRY(prod_check_buffer(sums_size, p->pixels, sizeof *sums, "the pixel sums", error));
+    QEM_TRY(qem_prod_check_buffer(sums_size, p->pixels, sizeof *sums, "the pixel sums", error));
     if (p->data == QEM_DATA_FLOAT)
         return qem_fail(error, QEM_E_WRONG_CODEC, "float32 data have no exact pixel sums");
     if (first > p->scans || count > p->scans - first)
@@ -345,7 +357,7 @@ qem_status qem_products_pixel_sums(qem_products *p, uint64_t first, uint64_t cou
     if (p->path == QEM_PATH_FAST && p->ops->pixel_sums)
         return p->ops->pixel_sums(p->impl, first, count, sums, NULL, p->threads, error);
     pixel_sums s = {p, sums};
-    QEM_TRY(prod_for_windows(p, first, count, pixel_sums_window, &s, error));
+    QEM_TRY(qem_prod_for_windows(p, first, count, pixel_sums_window, &s, error));
     for (uint64_t px = 0; px < p->pixels; px++)
         if (!p->valid[px])
             sums[px] = 0;
@@ -369,19 +381,19 @@ static qem_status float_window(void *user, uint64_t first, uint64_t count, const
     const qem_products *p = f->p;
     const float *v = rows;
     for (uint64_t i = 0; i < count; i++) {
-        prod_neumaier n = {0.0f, 0.0f};
+        neumaier32 n = {0.0f, 0.0f};
         for (uint64_t j = 0; j < f->n_selected; j++) {
             const uint64_t px = f->selected[j];
             const float x = v[i * p->pixels + px];
-            prod_neumaier_add(&n, p->dark ? x - p->dark[px] : x);
+            neumaier32_add(&n, p->dark ? x - p->dark[px] : x);
         }
-        f->out[first - f->first + i] = prod_neumaier_value(&n);
+        f->out[first - f->first + i] = neumaier32_value(&n);
     }
     return QEM_OK;
 }
 
-qem_status prod_float_masked_sums(qem_products *p, uint64_t first, uint64_t count,
-                                  const uint8_t *mask, float *out, qem_error *error)
+qem_status qem_prod_float_masked_sums(qem_products *p, uint64_t first, uint64_t count,
+                                      const uint8_t *mask, float *out, qem_error *error)
 {
     uint64_t *selected = malloc((size_t)p->pixels * sizeof *selected), n = 0;
     if (!selected)
@@ -390,7 +402,7 @@ qem_status prod_float_masked_sums(qem_products *p, uint64_t first, uint64_t coun
         if (mask[px] && p->valid[px])
             selected[n++] = px;
     float_sums f = {p, selected, n, first, out};
-    qem_status st = prod_for_windows(p, first, count, float_window, &f, error);
+    qem_status st = qem_prod_for_windows(p, first, count, float_window, &f, error);
     free(selected);
     return st;
 }

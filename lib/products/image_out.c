@@ -22,7 +22,7 @@
 #define ACCEPTED_EXTENSIONS                                                                        \
     ".npy (exact values), .tif or .tiff (32-bit float) or .png (8-bit view)"
 
-const char *product_image_format(const char *path)
+const char *qem_product_image_format(const char *path)
 {
     if (!path)
         return NULL;
@@ -446,12 +446,12 @@ static qem_status write_png(const char *path, const product_array *a, uint64_t n
 
 /* --- dispatch -------------------------------------------------------------- */
 
-qem_status product_write_image(const char *path, const product_array *a, qem_error *error)
+qem_status qem_product_write_image(const char *path, const product_array *a, qem_error *error)
 {
     qem_error_clear(error);
     if (!path || !a || !a->data)
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "product_write_image: NULL argument");
-    const char *format = product_image_format(path);
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_product_write_image: NULL argument");
+    const char *format = qem_product_image_format(path);
     if (!format)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT,
                         "'%s': unknown image extension; use " ACCEPTED_EXTENSIONS, path);

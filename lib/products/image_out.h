@@ -29,10 +29,10 @@ typedef struct product_array {
  * .png 8-bit); never overwrites; nothing is left on failure. Unknown
  * extensions and malformed arrays are QEM_E_INVALID_ARGUMENT; sizes that
  * overflow or exceed a format's limits are QEM_E_LIMIT. */
-qem_status product_write_image(const char *path, const product_array *a, qem_error *error);
+qem_status qem_product_write_image(const char *path, const product_array *a, qem_error *error);
 
 /* The format the extension selects, for messages/--json: "npy", "tiff",
  * "png", or NULL if unknown. The match ignores case. */
-const char *product_image_format(const char *path);
+const char *qem_product_image_format(const char *path);
 
 #endif

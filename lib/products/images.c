@@ -36,8 +36,8 @@ static qem_status virtual_scans(qem_products *p, const uint8_t *mask, uint64_t f
     for (uint64_t px = 0; px < p->pixels; px++)
         n += mask[px] && p->valid[px];
     if (p->data == QEM_DATA_FLOAT) {
-        QEM_TRY(prod_image_new(image, QEM_DTYPE_FLOAT32, rows, cols, 1, error));
-        qem_status st = prod_float_masked_sums(p, first, count, mask, image->data, error);
+        QEM_TRY(qem_prod_image_new(image, QEM_DTYPE_FLOAT32, rows, cols, 1, error));
+        qem_status st = qem_prod_float_masked_sums(p, first, count, mask, image->data, error);
         if (st != QEM_OK)
             qem_image_free(image);
         return st;
@@ -49,10 +49,10 @@ static qem_status virtual_scans(qem_products *p, const uint8_t *mask, uint64_t f
         w[px] = mask[px] && p->valid[px];
     const int32_t *planes[1] = {w};
     if (st == QEM_OK)
-        st = prod_weighted_sums(p, first, count, planes, 1, sums, error);
+        st = qem_prod_weighted_sums(p, first, count, planes, 1, sums, error);
     if (st == QEM_OK && p->data == QEM_DATA_CODES) {
         /* Calibrated once per scan from the exact code sum. */
-        st = prod_image_new(image, QEM_DTYPE_FLOAT32, rows, cols, 1, error);
+        st = qem_prod_image_new(image, QEM_DTYPE_FLOAT32, rows, cols, 1, error);
         for (uint64_t s = 0; st == QEM_OK && s < count; s++) {
             double scale, offset;
             p->ops->code_affine(p->impl, first + s, &scale, &offset);
@@ -60,9 +60,9 @@ static qem_status virtual_scans(qem_products *p, const uint8_t *mask, uint64_t f
         }
     } else if (st == QEM_OK) {
         /* uint32 when no scan can exceed it, else uint64: never wraps. */
-        const int wide = (double)n * prod_max_value(p) > 4294967295.0;
-        st = prod_image_new(image, wide ? QEM_DTYPE_UINT64 : QEM_DTYPE_UINT32, rows, cols, 1,
-                            error);
+        const int wide = (double)n * qem_prod_max_value(p) > 4294967295.0;
+        st = qem_prod_image_new(image, wide ? QEM_DTYPE_UINT64 : QEM_DTYPE_UINT32, rows, cols, 1,
+                                error);
         for (uint64_t s = 0; st == QEM_OK && s < count; s++) {
             if (wide)
                 ((uint64_t *)image->data)[s] = (uint64_t)sums[s];
@@ -138,7 +138,7 @@ static qem_status float_pixels_window(void *user, uint64_t first, uint64_t count
             const float *v = (const float *)rows + i * p->pixels;
             for (uint64_t px = 0; px < p->pixels; px++) {
                 const float x = p->dark ? v[px] - p->dark[px] : v[px];
-                prod_neumaier64_add(&f->acc[px], (double)x);
+                qem_prod_neumaier64_add(&f->acc[px], (double)x);
                 if (f->want_max && (!f->started || x > f->max[px] || isnan(x)))
                     f->max[px] = x;
             }
@@ -195,7 +195,7 @@ static qem_status reduce_rect(qem_products *p, uint64_t r0, uint64_t r1, uint64_
     qem_dtype dtype = QEM_DTYPE_FLOAT32;
     if (integer && reduce != QEM_REDUCE_MEAN)
         dtype = QEM_DTYPE_UINT64;
-    QEM_TRY(prod_image_new(image, dtype, p->det_rows, p->det_cols, 1, error));
+    QEM_TRY(qem_prod_image_new(image, dtype, p->det_rows, p->det_cols, 1, error));
     qem_status st = QEM_OK;
     if (integer) {
         int_pixels s = {p, calloc((size_t)P, sizeof(uint64_t)),
@@ -209,7 +209,7 @@ static qem_status reduce_rect(qem_products *p, uint64_t r0, uint64_t r1, uint64_
             const uint64_t at = r * p->scan_cols + c0;
             const uint64_t span = whole_rows ? (r1 - r0) * p->scan_cols : c1 - c0;
             st = fast ? p->ops->pixel_sums(p->impl, at, span, s.sum, s.max, p->threads, error)
-                      : prod_for_windows(p, at, span, int_pixels_window, &s, error);
+                      : qem_prod_for_windows(p, at, span, int_pixels_window, &s, error);
             if (st == QEM_OK && fast && p->options.progress &&
                 p->options.progress(p->options.progress_user, r + 1 - r0, r1 - r0))
                 st = qem_fail(error, QEM_E_CANCELLED, "cancelled");
@@ -232,8 +232,8 @@ static qem_status reduce_rect(qem_products *p, uint64_t r0, uint64_t r1, uint64_
         if (!f.acc || !f.max || !f.code_sum)
             st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
         for (uint64_t r = r0; st == QEM_OK && r < r1; r++)
-            st = prod_for_windows(p, r * p->scan_cols + c0, c1 - c0, float_pixels_window, &f,
-                                  error);
+            st = qem_prod_for_windows(p, r * p->scan_cols + c0, c1 - c0, float_pixels_window, &f,
+                                      error);
         for (uint64_t px = 0; st == QEM_OK && px < P; px++) {
             const double total = p->data == QEM_DATA_CODES ? f.code_sum[px]
                                                            : f.acc[px].sum + f.acc[px].compensation;
@@ -284,7 +284,7 @@ qem_status qem_products_frame(qem_products *p, uint64_t scan, qem_image *image, 
                         (unsigned long long)scan, (unsigned long long)p->scans);
     if (p->data == QEM_DATA_COUNTS) {
         const qem_dtype dtype = p->info.working_dtype;
-        QEM_TRY(prod_image_new(image, dtype, p->det_rows, p->det_cols, 1, error));
+        QEM_TRY(qem_prod_image_new(image, dtype, p->det_rows, p->det_cols, 1, error));
         qem_status st = p->ops->read(p->impl, scan, 1, QEM_VALUES_WORKING, image->data,
                                      (size_t)(p->pixels * qem_dtype_size(dtype)), p->threads,
                                      error);
@@ -318,11 +318,11 @@ qem_status qem_products_patterns_part(qem_products *p, uint64_t first, uint64_t 
         if (st == QEM_OK)
             st = p->path == QEM_PATH_FAST && p->ops->pixel_sums
                      ? p->ops->pixel_sums(p->impl, first, count, s.sum, s.max, p->threads, error)
-                     : prod_for_windows(p, first, count, int_pixels_window, &s, error);
+                     : qem_prod_for_windows(p, first, count, int_pixels_window, &s, error);
         if (st == QEM_OK)
-            st = prod_image_new(sum, QEM_DTYPE_UINT64, p->det_rows, p->det_cols, 1, error);
+            st = qem_prod_image_new(sum, QEM_DTYPE_UINT64, p->det_rows, p->det_cols, 1, error);
         if (st == QEM_OK && max)
-            st = prod_image_new(max, QEM_DTYPE_UINT64, p->det_rows, p->det_cols, 1, error);
+            st = qem_prod_image_new(max, QEM_DTYPE_UINT64, p->det_rows, p->det_cols, 1, error);
         for (uint64_t px = 0; st == QEM_OK && px < P; px++) {
             ((uint64_t *)sum->data)[px] = p->valid[px] ? s.sum[px] : 0;
             if (max)
@@ -337,12 +337,12 @@ qem_status qem_products_patterns_part(qem_products *p, uint64_t first, uint64_t 
         if (!f.acc || !f.max || !f.code_sum)
             st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
         if (st == QEM_OK)
-            st = prod_for_windows(p, first, count, float_pixels_window, &f, error);
+            st = qem_prod_for_windows(p, first, count, float_pixels_window, &f, error);
         /* (sum, compensation) in float64, so partitions merge without loss. */
         if (st == QEM_OK)
-            st = prod_image_new(sum, QEM_DTYPE_FLOAT64, p->det_rows, p->det_cols, 2, error);
+            st = qem_prod_image_new(sum, QEM_DTYPE_FLOAT64, p->det_rows, p->det_cols, 2, error);
         if (st == QEM_OK && max)
-            st = prod_image_new(max, QEM_DTYPE_FLOAT32, p->det_rows, p->det_cols, 1, error);
+            st = qem_prod_image_new(max, QEM_DTYPE_FLOAT32, p->det_rows, p->det_cols, 1, error);
         for (uint64_t px = 0; st == QEM_OK && px < P; px++) {
             double *out = (double *)sum->data + 2 * px;
             const int codes = p->data == QEM_DATA_CODES;
@@ -404,7 +404,7 @@ static qem_status com_scans(qem_products *p, const uint8_t *m, uint64_t first, u
 {
     if (p->data == QEM_DATA_FLOAT) {
         float_moments fm = {p, m, com, first};
-        return prod_for_windows(p, first, count, float_moments_window, &fm, error);
+        return qem_prod_for_windows(p, first, count, float_moments_window, &fm, error);
     }
     /* Exact integer total and moments (absolute detector indices). */
     int32_t *w = malloc((size_t)(3 * p->pixels) * sizeof *w);
@@ -417,7 +417,7 @@ static qem_status com_scans(qem_products *p, const uint8_t *m, uint64_t first, u
     }
     const int32_t *planes[3] = {w, w + p->pixels, w + 2 * p->pixels};
     if (st == QEM_OK)
-        st = prod_weighted_sums(p, first, count, planes, 3, sums, error);
+        st = qem_prod_weighted_sums(p, first, count, planes, 3, sums, error);
     for (uint64_t s = 0; st == QEM_OK && s < count; s++) {
         double total = (double)sums[s];
         if (p->data == QEM_DATA_CODES) {
@@ -464,7 +464,8 @@ qem_status qem_products_com(qem_products *p, const uint8_t *mask, int subtract_m
     memset(image, 0, sizeof *image);
     uint8_t *m = NULL;
     QEM_TRY(com_selection(p, mask, &m, error));
-    qem_status st = prod_image_new(image, QEM_DTYPE_FLOAT32, p->scan_rows, p->scan_cols, 2, error);
+    qem_status st =
+        qem_prod_image_new(image, QEM_DTYPE_FLOAT32, p->scan_rows, p->scan_cols, 2, error);
     float *com = image->data;
     if (st == QEM_OK)
         st = com_scans(p, m, 0, p->scans, com, error);
@@ -497,7 +498,7 @@ qem_status qem_products_com_part(qem_products *p, const uint8_t *mask, uint64_t 
     QEM_TRY(check_part(p, first, count, error));
     uint8_t *m = NULL;
     QEM_TRY(com_selection(p, mask, &m, error));
-    qem_status st = prod_image_new(image, QEM_DTYPE_FLOAT32, 1, count, 2, error);
+    qem_status st = qem_prod_image_new(image, QEM_DTYPE_FLOAT32, 1, count, 2, error);
     if (st == QEM_OK)
         st = com_scans(p, m, first, count, image->data, error);
     free(m);
@@ -546,24 +547,25 @@ static qem_status dpc_into(qem_products *p, const uint8_t *mask, double fixed_ro
         r->rotation_degrees = fixed_rotation_degrees;
         r->components_exchanged = 0;
     } else if (st == QEM_OK) {
-        st = product_dpc_rotation(mu_r, mu_c, rows, cols, 180, &r->rotation_degrees,
-                                  &r->components_exchanged, error);
+        st = qem_product_dpc_rotation(mu_r, mu_c, rows, cols, 180, &r->rotation_degrees,
+                                      &r->components_exchanged, error);
     }
     if (st == QEM_OK)
-        st = prod_image_new(&r->aligned, QEM_DTYPE_FLOAT32, rows, cols, 2, error);
+        st = qem_prod_image_new(&r->aligned, QEM_DTYPE_FLOAT32, rows, cols, 2, error);
     if (st == QEM_OK) {
         float *al = r->aligned.data;
-        product_dpc_align(mu_r, mu_c, n, r->rotation_degrees, r->components_exchanged, g_r, g_c);
+        qem_product_dpc_align(mu_r, mu_c, n, r->rotation_degrees, r->components_exchanged, g_r,
+                              g_c);
         for (uint64_t s = 0; s < n; s++) {
             al[2 * s] = g_r[s];
             al[2 * s + 1] = g_c[s];
         }
         /* g_r, g_c now hold the aligned fields; gradients go into mu_*. */
-        product_dpc_gradients(g_r, g_c, n, r->components_exchanged, mu_r, mu_c);
-        st = prod_image_new(&r->phase, QEM_DTYPE_FLOAT32, rows, cols, 1, error);
+        qem_product_dpc_gradients(g_r, g_c, n, r->components_exchanged, mu_r, mu_c);
+        st = qem_prod_image_new(&r->phase, QEM_DTYPE_FLOAT32, rows, cols, 1, error);
     }
     if (st == QEM_OK)
-        st = product_idpc(mu_r, mu_c, rows, cols, r->phase.data, &r->ffts, error);
+        st = qem_product_idpc(mu_r, mu_c, rows, cols, r->phase.data, &r->ffts, error);
     free(split);
     if (st != QEM_OK)
         qem_dpc_result_free(r);
@@ -579,8 +581,8 @@ qem_status qem_products_estimate_calibration(qem_products *p, qem_detector_calib
     qem_image mean;
     QEM_TRY(qem_products_mean(p, &mean, error));
     product_calibration est;
-    qem_status st = product_calibration_estimate(mean.data, p->valid, p->det_rows, p->det_cols,
-                                                 &est, error);
+    qem_status st = qem_product_calibration_estimate(mean.data, p->valid, p->det_rows, p->det_cols,
+                                                     &est, error);
     qem_image_free(&mean);
     if (st != QEM_OK)
         return st;

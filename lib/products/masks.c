@@ -39,7 +39,7 @@ qem_status qem_products_detector_mask(const qem_products *p, const qem_detector_
     qem_error_clear(error);
     if (!p || !geometry || !mask)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_products_detector_mask: NULL");
-    QEM_TRY(prod_check_buffer(mask_size, p->pixels, 1, "the mask", error));
+    QEM_TRY(qem_prod_check_buffer(mask_size, p->pixels, 1, "the mask", error));
     qem_detector_geometry g;
     qem_detector_geometry_init(&g);
     QEM_TRY(qem_options_overlay(&g, sizeof g, geometry, "qem_detector_geometry", error));

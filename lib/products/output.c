@@ -11,7 +11,7 @@ static qem_status qem_image_write_body(const qem_image *image, const char *path,
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_image_write: NULL argument");
     const product_array a = {image->dtype, image->ndim,
                              {image->shape[0], image->shape[1], image->shape[2]}, image->data};
-    return product_write_image(path, &a, error);
+    return qem_product_write_image(path, &a, error);
 }
 
 qem_status qem_image_write(const qem_image *image, const char *path, qem_error *error)
@@ -23,5 +23,5 @@ qem_status qem_image_write(const qem_image *image, const char *path, qem_error *
 
 const char *qem_image_format(const char *path)
 {
-    return product_image_format(path);
+    return qem_product_image_format(path);
 }

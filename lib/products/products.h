@@ -24,7 +24,7 @@ struct qem_products {
 };
 
 /* Largest integer a count (or code) can take: from the working dtype. */
-uint32_t prod_max_value(const qem_products *p);
+uint32_t qem_prod_max_value(const qem_products *p);
 
 /* Reads scans [first, first + count) one bounded window at a time into a
  * buffer of the values products use (counts: working dtype; codes: raw u16
@@ -32,10 +32,10 @@ uint32_t prod_max_value(const qem_products *p);
  * Reports progress per window. */
 typedef qem_status (*prod_window_fn)(void *user, uint64_t first, uint64_t count,
                                      const void *rows, qem_error *error);
-qem_status prod_for_windows(qem_products *p, uint64_t first, uint64_t count, prod_window_fn each,
-                            void *user, qem_error *error);
+qem_status qem_prod_for_windows(qem_products *p, uint64_t first, uint64_t count,
+                                prod_window_fn each, void *user, qem_error *error);
 
-/* Value of element k of a window as read by prod_for_windows (integer). */
+/* Value of element k of a window as read by qem_prod_for_windows (integer). */
 static inline uint32_t prod_int_at(const qem_products *p, const void *rows, uint64_t k)
 {
     return p->info.working_dtype == QEM_DTYPE_UINT8 && p->data == QEM_DATA_COUNTS
@@ -43,45 +43,35 @@ static inline uint32_t prod_int_at(const qem_products *p, const void *rows, uint
                : ((const uint16_t *)rows)[k];
 }
 
-/* Neumaier (Kahan-Babuska) compensated float32 sum: exact rounding steps,
- * no fused multiply-add (the file is built with -ffp-contract=off). A
- * non-finite term propagates and resets the compensation. */
-typedef struct prod_neumaier {
-    float sum, compensation;
-} prod_neumaier;
-
-void prod_neumaier_add(prod_neumaier *n, float value);
-static inline float prod_neumaier_value(const prod_neumaier *n)
-{
-    return n->sum + n->compensation;
-}
-
-/* The same in float64, for per-pixel sums over many scans (mean and
- * region patterns), rounded to float32 once at the end. */
+/* Neumaier (Kahan-Babuska) compensated float64 sum, for per-pixel sums
+ * over many scans (mean and region patterns), rounded to float32 once at
+ * the end: exact rounding steps, no fused multiply-add (the files are built
+ * with -ffp-contract=off). A non-finite term propagates and resets the
+ * compensation. engine.c keeps a float32 one for per-scan sums. */
 typedef struct prod_neumaier64 {
     double sum, compensation;
 } prod_neumaier64;
 
-void prod_neumaier64_add(prod_neumaier64 *n, double value);
+void qem_prod_neumaier64_add(prod_neumaier64 *n, double value);
 
 /* Exact weighted sums through the fast path (or the reference path when
  * the session asks for it), in pieces of scans that merge by addition. */
-qem_status prod_weighted_sums(qem_products *p, uint64_t first, uint64_t count,
-                              const int32_t *const *weights, unsigned planes, int64_t *out,
-                              qem_error *error);
+qem_status qem_prod_weighted_sums(qem_products *p, uint64_t first, uint64_t count,
+                                  const int32_t *const *weights, unsigned planes, int64_t *out,
+                                  qem_error *error);
 
 /* Float data: per-scan compensated sums of (value - dark) over mask pixels
  * in row-major pixel order, scans [first, first + count). */
-qem_status prod_float_masked_sums(qem_products *p, uint64_t first, uint64_t count,
-                                  const uint8_t *mask, float *out, qem_error *error);
+qem_status qem_prod_float_masked_sums(qem_products *p, uint64_t first, uint64_t count,
+                                      const uint8_t *mask, float *out, qem_error *error);
 
 /* An image of the scan shape (2-D) or with `components` (3-D). */
-qem_status prod_image_new(qem_image *image, qem_dtype dtype, uint64_t rows, uint64_t cols,
-                          uint64_t components, qem_error *error);
+qem_status qem_prod_image_new(qem_image *image, qem_dtype dtype, uint64_t rows, uint64_t cols,
+                              uint64_t components, qem_error *error);
 
 /* QEM_E_INVALID_ARGUMENT unless `size` bytes hold `count` items of `item`
  * bytes ("<what> needs N bytes, M given"). */
-qem_status prod_check_buffer(size_t size, uint64_t count, size_t item, const char *what,
-                             qem_error *error);
+qem_status qem_prod_check_buffer(size_t size, uint64_t count, size_t item, const char *what,
+                                 qem_error *error);
 
 #endif

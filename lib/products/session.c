@@ -91,7 +91,7 @@ static qem_status image_from_sums(qem_products *p, const int64_t *sums, uint64_t
                                   qem_image *image, qem_error *error)
 {
     if (p->data == QEM_DATA_CODES) {
-        QEM_TRY(prod_image_new(image, QEM_DTYPE_FLOAT32, p->scan_rows, p->scan_cols, 1, error));
+        QEM_TRY(qem_prod_image_new(image, QEM_DTYPE_FLOAT32, p->scan_rows, p->scan_cols, 1, error));
         for (uint64_t s = 0; s < p->scans; s++) {
             double scale, offset;
             p->ops->code_affine(p->impl, s, &scale, &offset);
@@ -99,9 +99,9 @@ static qem_status image_from_sums(qem_products *p, const int64_t *sums, uint64_t
         }
         return QEM_OK;
     }
-    const int wide = (double)n_mask * prod_max_value(p) > 4294967295.0;
-    QEM_TRY(prod_image_new(image, wide ? QEM_DTYPE_UINT64 : QEM_DTYPE_UINT32, p->scan_rows,
-                           p->scan_cols, 1, error));
+    const int wide = (double)n_mask * qem_prod_max_value(p) > 4294967295.0;
+    QEM_TRY(qem_prod_image_new(image, wide ? QEM_DTYPE_UINT64 : QEM_DTYPE_UINT32, p->scan_rows,
+                               p->scan_cols, 1, error));
     for (uint64_t s = 0; s < p->scans; s++) {
         if (wide)
             ((uint64_t *)image->data)[s] = (uint64_t)sums[s];
@@ -137,7 +137,7 @@ static qem_status update_one(qem_detector_session *s, size_t i, const uint8_t *m
     }
     const int32_t *planes[1] = {w};
     if (st == QEM_OK)
-        st = prod_weighted_sums(p, 0, p->scans, planes, 1, sums, error);
+        st = qem_prod_weighted_sums(p, 0, p->scans, planes, 1, sums, error);
     for (uint64_t k = 0; st == QEM_OK && delta && k < p->scans; k++)
         sums[k] += s->sums[i][k];
     if (st == QEM_OK)
@@ -207,8 +207,8 @@ qem_status qem_detector_session_image(const qem_detector_session *s, size_t inde
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "set a mask before asking for an image");
     const qem_image *from = &s->images[index];
     const uint64_t n = from->shape[0] * from->shape[1] * (from->ndim == 3 ? from->shape[2] : 1);
-    QEM_TRY(prod_image_new(image, from->dtype, from->shape[0], from->shape[1],
-                           from->ndim == 3 ? from->shape[2] : 1, error));
+    QEM_TRY(qem_prod_image_new(image, from->dtype, from->shape[0], from->shape[1],
+                               from->ndim == 3 ? from->shape[2] : 1, error));
     memcpy(image->data, from->data, (size_t)(n * qem_dtype_size(from->dtype)));
     return QEM_OK;
 }

@@ -38,7 +38,7 @@ int pack_build(const char *path, const pack_spec *spec, pack_built *out)
         const uint16_t *rows = spec->data + s * spec->sps * P;
         pack_shard_record *r = &b.records[s];
         if (spec->profile == QEM_PACK_UINT16_LZ4) {
-            ok = pack_encode_v1_shard(rows, spec->sps, P, &enc[s], &e) == QEM_OK;
+            ok = qem_pack_encode_v1_shard(rows, spec->sps, P, &enc[s], &e) == QEM_OK;
             if (!ok)
                 break;
             append(&b, enc[s].compressed, enc[s].compressed_bytes, &r->payload_offset);
@@ -50,8 +50,8 @@ int pack_build(const char *path, const pack_spec *spec, pack_built *out)
             r->descriptor_count = (uint32_t)enc[s].width_count;
             r->chunk_count = (uint32_t)enc[s].chunk_count;
         } else {
-            ok = pack_encode_v3_shard(rows, spec->sps, P, is_excluded, s * spec->sps, &enc[s],
-                                      &e) == QEM_OK;
+            ok = qem_pack_encode_v3_shard(rows, spec->sps, P, is_excluded, s * spec->sps, &enc[s],
+                                          &e) == QEM_OK;
             if (!ok)
                 break;
             append(&b, enc[s].decoded, enc[s].decoded_bytes, &r->payload_offset);
@@ -113,13 +113,13 @@ int pack_build(const char *path, const pack_spec *spec, pack_built *out)
                         "method", "mean-diffraction-half-maximum");
     }
     f.detector_calibration = cal;
-    b.manifest = pack_manifest_build(&f);
+    b.manifest = qem_pack_manifest_build(&f);
     json_decref(cal);
     free(constants);
     b.index_offset = 0;
-    uint8_t *index = pack_index_build(spec->profile, spec->shape, spec->sps, spec->excluded,
-                                      spec->excluded_count, f.identity, b.records, shards,
-                                      &b.index_bytes);
+    uint8_t *index =
+        qem_pack_index_build(spec->profile, spec->shape, spec->sps, spec->excluded,
+                             spec->excluded_count, f.identity, b.records, shards, &b.index_bytes);
     b.index = index;
     ok = pack_rewrite(path, &b, b.manifest, NULL, 0);
     if (ok) {
@@ -135,7 +135,7 @@ int pack_build(const char *path, const pack_spec *spec, pack_built *out)
     }
 done:
     for (uint64_t s = 0; s < shards; s++)
-        pack_encoded_shard_free(&enc[s]);
+        qem_pack_encoded_shard_free(&enc[s]);
     free(enc);
     free(is_excluded);
     if (out && ok)
@@ -155,8 +155,8 @@ int pack_rewrite(const char *path, const pack_built *b, const json_t *manifest,
     char *text = json_dumps(manifest, JSON_COMPACT | JSON_SORT_KEYS);
     uint8_t *block = NULL;
     qem_error e = {0};
-    int ok = pack_user_block(text, strlen(text), index, index_bytes, PACK_TEST_BLOCK, &block, &e) ==
-             QEM_OK;
+    int ok = qem_pack_user_block(text, strlen(text), index, index_bytes, PACK_TEST_BLOCK, &block,
+                                 &e) == QEM_OK;
     if (ok) {
         FILE *fp = fopen(path, "wb");
         ok = fp && fwrite(block, 1, PACK_TEST_BLOCK, fp) == PACK_TEST_BLOCK &&

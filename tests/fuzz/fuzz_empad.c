@@ -27,13 +27,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     o.scan_shape[1] = data[1];
     acquisition *a = NULL;
     qem_error e;
-    if (input_open(xml, &o, &a, &e) == QEM_OK) {
+    if (qem_input_open(xml, &o, &a, &e) == QEM_OK) {
         fuzz_acquisition_exercise(a);
         if (a->calibration) {
             char *text = json_dumps(a->calibration, JSON_COMPACT);
             free(text);
         }
     }
-    input_close(a);
+    qem_input_close(a);
     return 0;
 }

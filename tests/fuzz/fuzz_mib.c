@@ -32,8 +32,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     o.scan_shape[1] = data[1];
     acquisition *a = NULL;
     qem_error e;
-    if (input_open(mib, &o, &a, &e) == QEM_OK)
+    if (qem_input_open(mib, &o, &a, &e) == QEM_OK)
         fuzz_acquisition_exercise(a);
-    input_close(a);
+    qem_input_close(a);
     return 0;
 }

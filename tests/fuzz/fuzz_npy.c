@@ -32,8 +32,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     qem_npy_close(n);
     acquisition *a = NULL;
-    if (input_open(path, NULL, &a, &e) == QEM_OK)
+    if (qem_input_open(path, NULL, &a, &e) == QEM_OK)
         fuzz_acquisition_exercise(a);
-    input_close(a);
+    qem_input_close(a);
     return 0;
 }

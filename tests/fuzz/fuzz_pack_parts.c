@@ -28,7 +28,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const size_t r_len = size > at ? size - at : 0;
     uint8_t *block = NULL;
     qem_error e;
-    if (pack_user_block(manifest, m_len, index, i_len, BLOCK, &block, &e) != QEM_OK)
+    if (qem_pack_user_block(manifest, m_len, index, i_len, BLOCK, &block, &e) != QEM_OK)
         return 0;
     uint8_t *file = malloc(BLOCK + r_len);
     if (file) {

@@ -23,7 +23,7 @@ static void check_reencode(const qem_pack *p, const char *h5, const uint16_t *so
         const uint16_t *rows = source + s * p->sps * p->pixels;
         pack_encoded_shard enc;
         if (p->profile == QEM_PACK_UINT16_LZ4) {
-            CHECK_OK(pack_encode_v1_shard(rows, p->sps, p->pixels, &enc, &e), &e);
+            CHECK_OK(qem_pack_encode_v1_shard(rows, p->sps, p->pixels, &enc, &e), &e);
             CHECK_EQ_U64(enc.decoded_bytes, sh->decoded_bytes);
             CHECK(memcmp(enc.decoded_sha256, sh->decoded_sha256, 32) == 0);
             CHECK_EQ_U64(enc.width_count, sh->widths_bytes);
@@ -34,14 +34,15 @@ static void check_reencode(const qem_pack *p, const char *h5, const uint16_t *so
             CHECK(memcmp(enc.compressed, file + sh->payload_offset, (size_t)sh->payload_bytes) ==
                   0);
         } else {
-            CHECK_OK(pack_encode_v3_shard(rows, p->sps, p->pixels, excluded, s * p->sps, &enc, &e),
-                     &e);
+            CHECK_OK(
+                qem_pack_encode_v3_shard(rows, p->sps, p->pixels, excluded, s * p->sps, &enc, &e),
+                &e);
             CHECK_EQ_U64(enc.decoded_bytes, sh->payload_bytes);
             CHECK(memcmp(enc.decoded, file + sh->payload_offset, (size_t)sh->payload_bytes) == 0);
             CHECK_EQ_U64(enc.header_words * 4, sh->widths_bytes);
             CHECK(memcmp(enc.headers, file + sh->widths_offset, (size_t)sh->widths_bytes) == 0);
         }
-        pack_encoded_shard_free(&enc);
+        qem_pack_encoded_shard_free(&enc);
     }
     CHECK(file != NULL);
     free(file);
@@ -164,7 +165,7 @@ static void check_fixture(const char *name)
             mask[px] = (uint8_t)json_integer_value(
                 json_array_get(json_array_get(mask_rows, px / info.shape[3]), px % info.shape[3]));
         uint64_t *image = malloc((size_t)info.scans * sizeof *image);
-        CHECK_OK(pack_detector_sums(p, mask, image), NULL);
+        CHECK_OK(qem_pack_detector_sums(p, mask, image), NULL);
         json_t *want = json_object_get(json_object_get(vi, "mask_applied"), "image");
         int bad = 0;
         for (uint64_t sc = 0; sc < info.scans; sc++)

@@ -69,7 +69,7 @@ static void test_estimate_disks(void)
         float *m = disk_pattern(d->rows, d->cols, d->cr, d->cc, d->radius, 1000, 3, 2, 17 + k);
         product_calibration e;
         qem_error err;
-        CHECK_OK(product_calibration_estimate(m, NULL, d->rows, d->cols, &e, &err), &err);
+        CHECK_OK(qem_product_calibration_estimate(m, NULL, d->rows, d->cols, &e, &err), &err);
         check_estimate(&e, d);
         CHECK(e.maximum >= 1003 && e.maximum <= 1005);
         CHECK(e.pixels > 0);
@@ -77,7 +77,7 @@ static void test_estimate_disks(void)
         uint8_t *valid = malloc((size_t)(d->rows * d->cols));
         memset(valid, 1, (size_t)(d->rows * d->cols));
         product_calibration f;
-        CHECK_OK(product_calibration_estimate(m, valid, d->rows, d->cols, &f, &err), &err);
+        CHECK_OK(qem_product_calibration_estimate(m, valid, d->rows, d->cols, &f, &err), &err);
         CHECK(f.center_row == e.center_row && f.center_col == e.center_col &&
               f.radius == e.radius && f.pixels == e.pixels);
         free(valid);
@@ -103,12 +103,12 @@ static void test_estimate_hot_pixels(void)
     m[7 * d.cols + 9] = -INFINITY;
     product_calibration e;
     qem_error err;
-    CHECK_OK(product_calibration_estimate(m, valid, d.rows, d.cols, &e, &err), &err);
+    CHECK_OK(qem_product_calibration_estimate(m, valid, d.rows, d.cols, &e, &err), &err);
     check_estimate(&e, &d);
     CHECK(e.maximum < 510);
     /* Unmasked, isolated hot pixels are kept out by the 3x3 median guard. */
     product_calibration unmasked;
-    CHECK_OK(product_calibration_estimate(m, NULL, d.rows, d.cols, &unmasked, &err), &err);
+    CHECK_OK(qem_product_calibration_estimate(m, NULL, d.rows, d.cols, &unmasked, &err), &err);
     check_estimate(&unmasked, &d);
     CHECK(unmasked.maximum < 510);
     free(valid);
@@ -125,37 +125,37 @@ static void test_estimate_refusals(void)
     for (int i = 0; i < R * C; i++)
         m[i] = (float)(i + 1);
     memset(valid, 0, sizeof valid);
-    CHECK_STATUS(product_calibration_estimate(m, valid, R, C, &e, &err), QEM_E_INVALID_ARGUMENT,
+    CHECK_STATUS(qem_product_calibration_estimate(m, valid, R, C, &e, &err), QEM_E_INVALID_ARGUMENT,
                  &err);
     CHECK(strstr(err.message, "no valid finite pixel") != NULL);
     memset(m, 0, sizeof m);
-    CHECK_STATUS(product_calibration_estimate(m, NULL, R, C, &e, &err), QEM_E_INVALID_ARGUMENT,
+    CHECK_STATUS(qem_product_calibration_estimate(m, NULL, R, C, &e, &err), QEM_E_INVALID_ARGUMENT,
                  &err);
     CHECK(strstr(err.message, "not positive") != NULL);
     for (int i = 0; i < R * C; i++)
         m[i] = -1.0f - (float)i;
-    CHECK_STATUS(product_calibration_estimate(m, NULL, R, C, &e, &err), QEM_E_INVALID_ARGUMENT,
+    CHECK_STATUS(qem_product_calibration_estimate(m, NULL, R, C, &e, &err), QEM_E_INVALID_ARGUMENT,
                  &err);
     for (int i = 0; i < R * C; i++)
         m[i] = NAN;
-    CHECK_STATUS(product_calibration_estimate(m, NULL, R, C, &e, &err), QEM_E_INVALID_ARGUMENT,
+    CHECK_STATUS(qem_product_calibration_estimate(m, NULL, R, C, &e, &err), QEM_E_INVALID_ARGUMENT,
                  &err);
     CHECK(strstr(err.message, "no valid finite pixel") != NULL);
     /* The only finite pixel is invalid. */
     m[7] = 5;
     memset(valid, 1, sizeof valid);
     valid[7] = 0;
-    CHECK_STATUS(product_calibration_estimate(m, valid, R, C, &e, &err), QEM_E_INVALID_ARGUMENT,
+    CHECK_STATUS(qem_product_calibration_estimate(m, valid, R, C, &e, &err), QEM_E_INVALID_ARGUMENT,
                  &err);
     valid[7] = 1;
-    CHECK_OK(product_calibration_estimate(m, valid, R, C, &e, &err), &err);
+    CHECK_OK(qem_product_calibration_estimate(m, valid, R, C, &e, &err), &err);
     CHECK(e.center_row == 0 && e.center_col == 7 && e.pixels == 1);
-    CHECK_STATUS(product_calibration_estimate(NULL, NULL, R, C, &e, &err), QEM_E_INVALID_ARGUMENT,
+    CHECK_STATUS(qem_product_calibration_estimate(NULL, NULL, R, C, &e, &err),
+                 QEM_E_INVALID_ARGUMENT, &err);
+    CHECK_STATUS(qem_product_calibration_estimate(m, NULL, 0, C, &e, &err), QEM_E_INVALID_ARGUMENT,
                  &err);
-    CHECK_STATUS(product_calibration_estimate(m, NULL, 0, C, &e, &err), QEM_E_INVALID_ARGUMENT,
-                 &err);
-    CHECK_STATUS(product_calibration_estimate(m, NULL, R, C, NULL, &err), QEM_E_INVALID_ARGUMENT,
-                 &err);
+    CHECK_STATUS(qem_product_calibration_estimate(m, NULL, R, C, NULL, &err),
+                 QEM_E_INVALID_ARGUMENT, &err);
 }
 
 /* --- Part B: calibrated copies -------------------------------------------------- */
@@ -342,7 +342,7 @@ static void test_copy_fixtures(void)
                                    .has_dpc = 1,
                                    .dpc_rotation_degrees = 176.98,
                                    .dpc_component_order_exchanged = 1};
-        CHECK_OK(pack_write_calibrated_copy(src, dest, &cal, &err), &err);
+        CHECK_OK(qem_pack_write_calibrated_copy(src, dest, &cal, &err), &err);
         CHECK(sha_of_file(src, after) && memcmp(before, after, 32) == 0);
         check_copy(src, dest, &cal);
         if (have_h5py && is_hdf5(src))
@@ -353,7 +353,7 @@ static void test_copy_fixtures(void)
                                     .center_col = 0,
                                     .radius = 1.0 / 3,
                                     .method = "manual: caf\xc3\xa9 \"quoted\"\n"};
-        CHECK_OK(pack_write_calibrated_copy(dest, again, &cal2, &err), &err);
+        CHECK_OK(qem_pack_write_calibrated_copy(dest, again, &cal2, &err), &err);
         check_copy(src, again, &cal2);
         check_copy(dest, again, &cal2);
         if (have_h5py && is_hdf5(src))
@@ -362,9 +362,9 @@ static void test_copy_fixtures(void)
         /* An existing destination is refused and left alone. */
         uint8_t kept[32], kept_after[32];
         CHECK(sha_of_file(again, kept));
-        CHECK_STATUS(pack_write_calibrated_copy(src, again, &cal, &err), QEM_E_EXISTS, &err);
+        CHECK_STATUS(qem_pack_write_calibrated_copy(src, again, &cal, &err), QEM_E_EXISTS, &err);
         CHECK(sha_of_file(again, kept_after) && memcmp(kept, kept_after, 32) == 0);
-        CHECK_STATUS(pack_write_calibrated_copy(src, src, &cal, &err), QEM_E_EXISTS, &err);
+        CHECK_STATUS(qem_pack_write_calibrated_copy(src, src, &cal, &err), QEM_E_EXISTS, &err);
 
         /* Out-of-range or non-finite values: refused, nothing created. */
         pack_calibration_in bad[12];
@@ -384,7 +384,7 @@ static void test_copy_fixtures(void)
         bad[11].method = NULL;
         const char *never = test_path("never.h5");
         for (int i = 0; i < 12; i++) {
-            CHECK_STATUS(pack_write_calibrated_copy(src, never, &bad[i], &err),
+            CHECK_STATUS(qem_pack_write_calibrated_copy(src, never, &bad[i], &err),
                          QEM_E_INVALID_ARGUMENT, &err);
             CHECK(err.message[0] != '\0');
             CHECK(!file_exists(never));
@@ -404,7 +404,7 @@ static void test_manifest_splice(void)
     pack_calibration_in cal = {.center_row = 7.5, .center_col = 8.25, .radius = 41.0 / 8,
                                .method = PRODUCT_CALIBRATION_METHOD};
     qem_error err;
-    CHECK_OK(pack_write_calibrated_copy(src, dest, &cal, &err), &err);
+    CHECK_OK(qem_pack_write_calibrated_copy(src, dest, &cal, &err), &err);
     qem_pack *a = NULL, *b = NULL;
     CHECK_OK(qem_pack_open(src, &a, &err), &err);
     CHECK_OK(qem_pack_open(dest, &b, &err), &err);
@@ -471,8 +471,8 @@ static int write_variant(const char *fixture, const char *extra, uint64_t stray,
     manifest[json_bytes + extra_bytes] = '}';
     uint8_t *block = NULL;
     qem_error err;
-    int ok = pack_user_block(manifest, json_bytes + extra_bytes + 1, bytes + index_at,
-                             index_bytes, BLOCK, &block, &err) == QEM_OK;
+    int ok = qem_pack_user_block(manifest, json_bytes + extra_bytes + 1, bytes + index_at,
+                                 index_bytes, BLOCK, &block, &err) == QEM_OK;
     if (ok) {
         memcpy(bytes, block, BLOCK);
         if (stray)
@@ -505,7 +505,7 @@ static void test_copy_refusals(void)
     qem_pack *p = NULL;
     CHECK_OK(qem_pack_open(full, &p, &err), &err);
     qem_pack_close(p);
-    CHECK_STATUS(pack_write_calibrated_copy(full, never, &cal, &err), QEM_E_LIMIT, &err);
+    CHECK_STATUS(qem_pack_write_calibrated_copy(full, never, &cal, &err), QEM_E_LIMIT, &err);
     CHECK(!file_exists(never));
 
     /* Prepared detector products bound to the old calibration. */
@@ -515,7 +515,7 @@ static void test_copy_refusals(void)
                         "\"prepared_detector_products\":{\"schema\":\"quantem.gpu.prepared-"
                         "detector-products/v1\"}",
                         0, prepared));
-    CHECK_STATUS(pack_write_calibrated_copy(prepared, never, &cal, &err), QEM_E_UNSUPPORTED,
+    CHECK_STATUS(qem_pack_write_calibrated_copy(prepared, never, &cal, &err), QEM_E_UNSUPPORTED,
                  &err);
     CHECK(!file_exists(never));
 
@@ -525,28 +525,28 @@ static void test_copy_refusals(void)
     CHECK(write_variant("pack/v3_upstream_test_writer_notes_v3.h5", "\"note\":1", 60000, stray));
     CHECK_OK(qem_pack_open(stray, &p, &err), &err);
     qem_pack_close(p);
-    CHECK_STATUS(pack_write_calibrated_copy(stray, never, &cal, &err), QEM_E_UNSUPPORTED, &err);
+    CHECK_STATUS(qem_pack_write_calibrated_copy(stray, never, &cal, &err), QEM_E_UNSUPPORTED, &err);
     CHECK(!file_exists(never));
 
     /* A file that is not a valid pack fails as qem_pack_open says. */
-    CHECK_STATUS(pack_write_calibrated_copy(fixture_path("pack/corrupt/v1_json_byte_flipped.h5"),
-                                            never, &cal, &err),
+    CHECK_STATUS(qem_pack_write_calibrated_copy(
+                     fixture_path("pack/corrupt/v1_json_byte_flipped.h5"), never, &cal, &err),
                  QEM_E_PACK_CRC, &err);
-    CHECK_STATUS(pack_write_calibrated_copy(test_path("missing.h5"), never, &cal, &err),
+    CHECK_STATUS(qem_pack_write_calibrated_copy(test_path("missing.h5"), never, &cal, &err),
                  QEM_E_IO, &err);
-    CHECK_STATUS(pack_write_calibrated_copy(NULL, never, &cal, &err), QEM_E_INVALID_ARGUMENT,
+    CHECK_STATUS(qem_pack_write_calibrated_copy(NULL, never, &cal, &err), QEM_E_INVALID_ARGUMENT,
                  &err);
-    CHECK_STATUS(pack_write_calibrated_copy(full, never, NULL, &err), QEM_E_INVALID_ARGUMENT,
+    CHECK_STATUS(qem_pack_write_calibrated_copy(full, never, NULL, &err), QEM_E_INVALID_ARGUMENT,
                  &err);
     /* A method the reader's 127-byte record could not hold whole. */
     char long_method[200];
     memset(long_method, 'm', sizeof long_method - 1);
     long_method[sizeof long_method - 1] = '\0';
     cal.method = long_method;
-    CHECK_STATUS(pack_write_calibrated_copy(stray, never, &cal, &err), QEM_E_INVALID_ARGUMENT,
+    CHECK_STATUS(qem_pack_write_calibrated_copy(stray, never, &cal, &err), QEM_E_INVALID_ARGUMENT,
                  &err);
     cal.method = "bad utf-8 \xff";
-    CHECK_STATUS(pack_write_calibrated_copy(stray, never, &cal, &err), QEM_E_INVALID_ARGUMENT,
+    CHECK_STATUS(qem_pack_write_calibrated_copy(stray, never, &cal, &err), QEM_E_INVALID_ARGUMENT,
                  &err);
     CHECK(!file_exists(never));
     CHECK(count_entries(test_dir(), ".qem-") == 0);

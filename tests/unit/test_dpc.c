@@ -174,15 +174,15 @@ static void test_rotation_recovery(void)
         measured(g_r, g_c, N, want, cases[t].exchanged, mu_r, mu_c);
         double deg = -1.0;
         int ex = -1;
-        CHECK_OK(product_dpc_rotation(mu_r, mu_c, R, C, cases[t].steps, &deg, &ex, &e), &e);
+        CHECK_OK(qem_product_dpc_rotation(mu_r, mu_c, R, C, cases[t].steps, &deg, &ex, &e), &e);
         CHECK(deg == want);
         CHECK_EQ_U64(ex, cases[t].exchanged);
         if (deg != want || ex != cases[t].exchanged)
             fprintf(stderr, "case %zu: got %.9f deg exchanged %d, want %.9f exchanged %d\n", t,
                     deg, ex, want, cases[t].exchanged);
         /* Aligning and swapping back recovers the original gradient. */
-        product_dpc_align(mu_r, mu_c, N, deg, ex, a_r, a_c);
-        product_dpc_gradients(a_r, a_c, N, ex, gr2, gc2);
+        qem_product_dpc_align(mu_r, mu_c, N, deg, ex, a_r, a_c);
+        qem_product_dpc_gradients(a_r, a_c, N, ex, gr2, gc2);
         double worst = 0.0;
         for (int i = 0; i < N; i++) {
             double d1 = ex ? fabs(gr2[i] - g_c[i]) : fabs(gr2[i] - g_r[i]);
@@ -215,7 +215,7 @@ static void test_rotation_brute_force(void)
         unsigned steps = trial % 2 ? 180 : 2 + (unsigned)trial;
         double deg = -1, want = -2;
         int ex = -1, want_ex = -2;
-        CHECK_OK(product_dpc_rotation(mu_r, mu_c, R, C, steps, &deg, &ex, &e), &e);
+        CHECK_OK(qem_product_dpc_rotation(mu_r, mu_c, R, C, steps, &deg, &ex, &e), &e);
         brute_rotation(mu_r, mu_c, R, C, steps, &want, &want_ex);
         CHECK(deg == want);
         CHECK_EQ_U64(ex, want_ex);
@@ -241,14 +241,15 @@ static void test_rotation_small_and_invalid(void)
     for (size_t t = 0; t < 4; t++) {
         deg = 99.0;
         ex = 7;
-        CHECK_OK(product_dpc_rotation(mu_r, mu_c, shapes[t][0], shapes[t][1], 180, &deg, &ex, &e),
-                 &e);
+        CHECK_OK(
+            qem_product_dpc_rotation(mu_r, mu_c, shapes[t][0], shapes[t][1], 180, &deg, &ex, &e),
+            &e);
         CHECK(deg == 0.0 && ex == 0);
     }
     /* The same data as 3 x 256 does have interior points and a non-zero answer. */
     deg = 0.0;
     ex = 0;
-    CHECK_OK(product_dpc_rotation(mu_r, mu_c, 3, 256, 180, &deg, &ex, &e), &e);
+    CHECK_OK(qem_product_dpc_rotation(mu_r, mu_c, 3, 256, 180, &deg, &ex, &e), &e);
     CHECK(deg != 0.0 || ex != 0);
 
     /* Invalid (NaN) frames inside, on the border and at a corner leave the answer. */
@@ -257,12 +258,12 @@ static void test_rotation_small_and_invalid(void)
         mu_r[bad[t]] = mu_c[bad[t]] = NAN;
     deg = -1.0;
     ex = -1;
-    CHECK_OK(product_dpc_rotation(mu_r, mu_c, R, C, 180, &deg, &ex, &e), &e);
+    CHECK_OK(qem_product_dpc_rotation(mu_r, mu_c, R, C, 180, &deg, &ex, &e), &e);
     CHECK(deg == want);
     CHECK_EQ_U64(ex, 1);
     /* A NaN in one component only also removes its stencils. */
     mu_c[12 * C + 12] = NAN;
-    CHECK_OK(product_dpc_rotation(mu_r, mu_c, R, C, 180, &deg, &ex, &e), &e);
+    CHECK_OK(qem_product_dpc_rotation(mu_r, mu_c, R, C, 180, &deg, &ex, &e), &e);
     CHECK(deg == want && ex == 1);
 
     /* Every stencil touches an invalid frame: angle 0, no exchange. With
@@ -273,7 +274,7 @@ static void test_rotation_small_and_invalid(void)
             mu_r[r * C + c] = mu_c[r * C + c] = NAN;
     deg = 99.0;
     ex = 7;
-    CHECK_OK(product_dpc_rotation(mu_r, mu_c, R, C, 180, &deg, &ex, &e), &e);
+    CHECK_OK(qem_product_dpc_rotation(mu_r, mu_c, R, C, 180, &deg, &ex, &e), &e);
     CHECK(deg == 0.0 && ex == 0);
 }
 
@@ -284,7 +285,7 @@ static void test_align_and_gradients(void)
     float a_r[5], a_c[5], g_r[5], g_c[5];
     double deg = 176.98, a = deg * PI / 180.0;
     for (int ex = 0; ex < 2; ex++) {
-        product_dpc_align(mu_r, mu_c, 5, deg, ex, a_r, a_c);
+        qem_product_dpc_align(mu_r, mu_c, 5, deg, ex, a_r, a_c);
         for (int i = 0; i < 3; i++) {
             double sr = ex ? mu_c[i] : mu_r[i], sc = ex ? mu_r[i] : mu_c[i];
             CHECK(a_r[i] == (float)(cos(a) * sr - sin(a) * sc));
@@ -292,7 +293,7 @@ static void test_align_and_gradients(void)
         }
         /* Invalid frames stay invalid. */
         CHECK(isnan(a_r[3]) && isnan(a_c[3]) && isnan(a_r[4]) && isnan(a_c[4]));
-        product_dpc_gradients(a_r, a_c, 5, ex, g_r, g_c);
+        qem_product_dpc_gradients(a_r, a_c, 5, ex, g_r, g_c);
         for (int i = 0; i < 3; i++) {
             CHECK(g_r[i] == (ex ? a_c[i] : a_r[i]));
             CHECK(g_c[i] == (ex ? a_r[i] : a_c[i]));
@@ -307,13 +308,13 @@ static void test_align_and_gradients(void)
         float ir[5], ic[5];
         memcpy(ir, mu_r, sizeof ir);
         memcpy(ic, mu_c, sizeof ic);
-        product_dpc_align(ir, ic, 5, deg, ex, ir, ic);
+        qem_product_dpc_align(ir, ic, 5, deg, ex, ir, ic);
         CHECK(memcmp(ir, a_r, sizeof ir) == 0 && memcmp(ic, a_c, sizeof ic) == 0);
-        product_dpc_gradients(ir, ic, 5, ex, ir, ic);
+        qem_product_dpc_gradients(ir, ic, 5, ex, ir, ic);
         CHECK(memcmp(ir, g_r, sizeof ir) == 0 && memcmp(ic, g_c, sizeof ic) == 0);
     }
     /* 90 degrees: row <- -col, col <- row. */
-    product_dpc_align(mu_r, mu_c, 3, 90.0, 0, a_r, a_c);
+    qem_product_dpc_align(mu_r, mu_c, 3, 90.0, 0, a_r, a_c);
     CHECK(fabsf(a_r[1] + 4.0f) < 1e-6f && fabsf(a_c[1] + 2.5f) < 1e-6f);
 }
 
@@ -330,7 +331,7 @@ static void test_idpc_naive(void)
         random_field(g_r, n, &state);
         random_field(g_c, n, &state);
         uint64_t ffts = 0;
-        CHECK_OK(product_idpc(g_r, g_c, rows, cols, phase, &ffts, &e), &e);
+        CHECK_OK(qem_product_idpc(g_r, g_c, rows, cols, phase, &ffts, &e), &e);
         naive_idpc(g_r, g_c, rows, cols, want);
         int ok = 1;
         double signal = 0.0;
@@ -350,9 +351,9 @@ static void test_idpc_naive(void)
             g_r[1] = NAN;
             g_c[1] = NAN;
             g_c[n - 1] = NAN;
-            CHECK_OK(product_idpc(g_r, g_c, rows, cols, phase, &ffts, &e), &e);
+            CHECK_OK(qem_product_idpc(g_r, g_c, rows, cols, phase, &ffts, &e), &e);
             g_r[1] = g_c[1] = g_c[n - 1] = 0.0f;
-            CHECK_OK(product_idpc(g_r, g_c, rows, cols, zeroed, &ffts, &e), &e);
+            CHECK_OK(qem_product_idpc(g_r, g_c, rows, cols, zeroed, &ffts, &e), &e);
             int same = 1;
             for (uint64_t i = 0; i < n; i++)
                 same = same && !isnan(phase[i]) && phase[i] == zeroed[i];
@@ -387,7 +388,7 @@ static void test_idpc_integrates(void)
     }
     mean /= N;
     qem_error e = {0};
-    CHECK_OK(product_idpc(g_r, g_c, R, C, phase, NULL, &e), &e);
+    CHECK_OK(qem_product_idpc(g_r, g_c, R, C, phase, NULL, &e), &e);
     double worst = 0.0, out_mean = 0.0;
     for (int i = 0; i < N; i++) {
         worst = fmax(worst, fabs(phase[i] - (-(PI / 2) * (p[i] - mean))));
@@ -406,11 +407,11 @@ static void test_ffts_and_refusals(void)
     int ex;
     qem_error e = {0};
     uint64_t ffts = 5;
-    CHECK_OK(product_idpc(a, b, 3, 4, out, &ffts, &e), &e);
+    CHECK_OK(qem_product_idpc(a, b, 3, 4, out, &ffts, &e), &e);
     CHECK_EQ_U64(ffts, 7); /* one forward (both gradients packed) + one inverse */
-    CHECK_OK(product_idpc(a, b, 1, 1, out, &ffts, &e), &e);
+    CHECK_OK(qem_product_idpc(a, b, 1, 1, out, &ffts, &e), &e);
     CHECK_EQ_U64(ffts, 9);
-    CHECK_OK(product_idpc(a, b, 3, 4, out, NULL, &e), &e);
+    CHECK_OK(qem_product_idpc(a, b, 3, 4, out, NULL, &e), &e);
 
 #define REFUSED(expr, expected)                                                                    \
     do {                                                                                           \
@@ -418,31 +419,31 @@ static void test_ffts_and_refusals(void)
         CHECK_STATUS(expr, expected, &e);                                                          \
         CHECK(e.status == (expected) && e.message[0] != '\0');                                     \
     } while (0)
-    REFUSED(product_idpc(NULL, b, 3, 4, out, &ffts, &e), QEM_E_INVALID_ARGUMENT);
-    REFUSED(product_idpc(a, NULL, 3, 4, out, &ffts, &e), QEM_E_INVALID_ARGUMENT);
-    REFUSED(product_idpc(a, b, 3, 4, NULL, &ffts, &e), QEM_E_INVALID_ARGUMENT);
-    REFUSED(product_idpc(a, b, 0, 4, out, &ffts, &e), QEM_E_INVALID_ARGUMENT);
-    REFUSED(product_idpc(a, b, 3, 0, out, &ffts, &e), QEM_E_INVALID_ARGUMENT);
-    REFUSED(product_idpc(a, b, UINT64_MAX, 2, out, &ffts, &e), QEM_E_INVALID_ARGUMENT);
-    REFUSED(product_idpc(a, b, 1ull << 31, 1, out, &ffts, &e), QEM_E_LIMIT);
+    REFUSED(qem_product_idpc(NULL, b, 3, 4, out, &ffts, &e), QEM_E_INVALID_ARGUMENT);
+    REFUSED(qem_product_idpc(a, NULL, 3, 4, out, &ffts, &e), QEM_E_INVALID_ARGUMENT);
+    REFUSED(qem_product_idpc(a, b, 3, 4, NULL, &ffts, &e), QEM_E_INVALID_ARGUMENT);
+    REFUSED(qem_product_idpc(a, b, 0, 4, out, &ffts, &e), QEM_E_INVALID_ARGUMENT);
+    REFUSED(qem_product_idpc(a, b, 3, 0, out, &ffts, &e), QEM_E_INVALID_ARGUMENT);
+    REFUSED(qem_product_idpc(a, b, UINT64_MAX, 2, out, &ffts, &e), QEM_E_INVALID_ARGUMENT);
+    REFUSED(qem_product_idpc(a, b, 1ull << 31, 1, out, &ffts, &e), QEM_E_LIMIT);
     CHECK_EQ_U64(ffts, 9); /* refusals perform no FFT */
 
-    REFUSED(product_dpc_rotation(NULL, b, 3, 4, 180, &deg, &ex, &e), QEM_E_INVALID_ARGUMENT);
-    REFUSED(product_dpc_rotation(a, NULL, 3, 4, 180, &deg, &ex, &e), QEM_E_INVALID_ARGUMENT);
-    REFUSED(product_dpc_rotation(a, b, 3, 4, 180, NULL, &ex, &e), QEM_E_INVALID_ARGUMENT);
-    REFUSED(product_dpc_rotation(a, b, 3, 4, 180, &deg, NULL, &e), QEM_E_INVALID_ARGUMENT);
-    REFUSED(product_dpc_rotation(a, b, 0, 4, 180, &deg, &ex, &e), QEM_E_INVALID_ARGUMENT);
-    REFUSED(product_dpc_rotation(a, b, 3, 0, 180, &deg, &ex, &e), QEM_E_INVALID_ARGUMENT);
-    REFUSED(product_dpc_rotation(a, b, 1ull << 33, 1ull << 31, 180, &deg, &ex, &e),
+    REFUSED(qem_product_dpc_rotation(NULL, b, 3, 4, 180, &deg, &ex, &e), QEM_E_INVALID_ARGUMENT);
+    REFUSED(qem_product_dpc_rotation(a, NULL, 3, 4, 180, &deg, &ex, &e), QEM_E_INVALID_ARGUMENT);
+    REFUSED(qem_product_dpc_rotation(a, b, 3, 4, 180, NULL, &ex, &e), QEM_E_INVALID_ARGUMENT);
+    REFUSED(qem_product_dpc_rotation(a, b, 3, 4, 180, &deg, NULL, &e), QEM_E_INVALID_ARGUMENT);
+    REFUSED(qem_product_dpc_rotation(a, b, 0, 4, 180, &deg, &ex, &e), QEM_E_INVALID_ARGUMENT);
+    REFUSED(qem_product_dpc_rotation(a, b, 3, 0, 180, &deg, &ex, &e), QEM_E_INVALID_ARGUMENT);
+    REFUSED(qem_product_dpc_rotation(a, b, 1ull << 33, 1ull << 31, 180, &deg, &ex, &e),
             QEM_E_INVALID_ARGUMENT);
-    REFUSED(product_dpc_rotation(a, b, 3, 4, 1, &deg, &ex, &e), QEM_E_INVALID_ARGUMENT);
-    REFUSED(product_dpc_rotation(a, b, 3, 4, 0, &deg, &ex, &e), QEM_E_INVALID_ARGUMENT);
+    REFUSED(qem_product_dpc_rotation(a, b, 3, 4, 1, &deg, &ex, &e), QEM_E_INVALID_ARGUMENT);
+    REFUSED(qem_product_dpc_rotation(a, b, 3, 4, 0, &deg, &ex, &e), QEM_E_INVALID_ARGUMENT);
 #undef REFUSED
     /* Two steps is the smallest search: 0 and pi. */
-    CHECK_OK(product_dpc_rotation(a, b, 3, 4, 2, &deg, &ex, &e), &e);
+    CHECK_OK(qem_product_dpc_rotation(a, b, 3, 4, 2, &deg, &ex, &e), &e);
     CHECK(deg == 0.0 && ex == 0); /* all-zero field: every score ties, the first wins */
     /* NULL error records are accepted. */
-    CHECK_STATUS(product_idpc(NULL, b, 3, 4, out, NULL, NULL), QEM_E_INVALID_ARGUMENT, NULL);
+    CHECK_STATUS(qem_product_idpc(NULL, b, 3, 4, out, NULL, NULL), QEM_E_INVALID_ARGUMENT, NULL);
 }
 
 /* qem serialises its FFTW planning, so concurrent calls give the serial answer. */
@@ -454,13 +455,13 @@ static void test_idpc_concurrent(void)
     random_field(g_r, N, &state);
     random_field(g_c, N, &state);
     qem_error e = {0};
-    CHECK_OK(product_idpc(g_r, g_c, R, C, serial, NULL, &e), &e);
+    CHECK_OK(qem_product_idpc(g_r, g_c, R, C, serial, NULL, &e), &e);
     int failures = 0;
 #pragma omp parallel for num_threads(4) reduction(+ : failures)
     for (int i = 0; i < CALLS; i++) {
         qem_error local = {0};
         uint64_t ffts = 0;
-        failures += product_idpc(g_r, g_c, R, C, out[i], &ffts, &local) != QEM_OK || ffts != 2;
+        failures += qem_product_idpc(g_r, g_c, R, C, out[i], &ffts, &local) != QEM_OK || ffts != 2;
         failures += memcmp(out[i], serial, sizeof serial) != 0;
     }
     CHECK_EQ_U64(failures, 0);

@@ -15,7 +15,7 @@ static qem_status write_image(const char *path, qem_dtype dtype, unsigned ndim, 
                               uint64_t cols, uint64_t k, const void *data, qem_error *e)
 {
     product_array a = {dtype, ndim, {rows, cols, k}, data};
-    return product_write_image(path, &a, e);
+    return qem_product_write_image(path, &a, e);
 }
 
 /* Entries of the test folder, including "." and "..". */
@@ -486,17 +486,22 @@ static void test_png(void)
 
 static void test_formats(void)
 {
-    CHECK(product_image_format("a.npy") && strcmp(product_image_format("a.npy"), "npy") == 0);
-    CHECK(product_image_format("d/A.NPY") && strcmp(product_image_format("d/A.NPY"), "npy") == 0);
-    CHECK(product_image_format("a.tif") && strcmp(product_image_format("a.tif"), "tiff") == 0);
-    CHECK(product_image_format("a.TiFf") && strcmp(product_image_format("a.TiFf"), "tiff") == 0);
-    CHECK(product_image_format("x.y.Png") && strcmp(product_image_format("x.y.Png"), "png") == 0);
-    CHECK(product_image_format("a.jpg") == NULL);
-    CHECK(product_image_format("png") == NULL);
-    CHECK(product_image_format("a.png.bak") == NULL);
-    CHECK(product_image_format("dir.png/image") == NULL);
-    CHECK(product_image_format("a.") == NULL);
-    CHECK(product_image_format(NULL) == NULL);
+    CHECK(qem_product_image_format("a.npy") &&
+          strcmp(qem_product_image_format("a.npy"), "npy") == 0);
+    CHECK(qem_product_image_format("d/A.NPY") &&
+          strcmp(qem_product_image_format("d/A.NPY"), "npy") == 0);
+    CHECK(qem_product_image_format("a.tif") &&
+          strcmp(qem_product_image_format("a.tif"), "tiff") == 0);
+    CHECK(qem_product_image_format("a.TiFf") &&
+          strcmp(qem_product_image_format("a.TiFf"), "tiff") == 0);
+    CHECK(qem_product_image_format("x.y.Png") &&
+          strcmp(qem_product_image_format("x.y.Png"), "png") == 0);
+    CHECK(qem_product_image_format("a.jpg") == NULL);
+    CHECK(qem_product_image_format("png") == NULL);
+    CHECK(qem_product_image_format("a.png.bak") == NULL);
+    CHECK(qem_product_image_format("dir.png/image") == NULL);
+    CHECK(qem_product_image_format("a.") == NULL);
+    CHECK(qem_product_image_format(NULL) == NULL);
 }
 
 static void test_refusals(void)
@@ -519,7 +524,7 @@ static void test_refusals(void)
     const char *names[] = {"bad.npy", "bad.tif", "bad.png"};
     for (int f = 0; f < 3; f++) {
         const char *path = test_path(names[f]);
-        CHECK_STATUS(product_write_image(path, NULL, &e), QEM_E_INVALID_ARGUMENT, &e);
+        CHECK_STATUS(qem_product_write_image(path, NULL, &e), QEM_E_INVALID_ARGUMENT, &e);
         CHECK_STATUS(write_image(path, QEM_DTYPE_UINT16, 2, 2, 2, 1, NULL, &e),
                      QEM_E_INVALID_ARGUMENT, &e);
         CHECK_STATUS(write_image(NULL, QEM_DTYPE_UINT16, 2, 2, 2, 1, data, &e),

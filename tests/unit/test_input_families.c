@@ -1,6 +1,6 @@
 /* The Merlin .mib, EMPAD and raw binary families of the input layer
  * (lib/input/mib.c, empad.c, raw.c). Every real file of
- * fixtures/detectors/{mib,empad} is read through input_open/input_read and
+ * fixtures/detectors/{mib,empad} is read through qem_input_open/qem_input_read and
  * compared bit for bit with its reference array; files built here
  * (tests/common/mib_build.c) cover each counter depth, the quad layout,
  * 3D stacks with scan shapes from the caller or the .hdr, EMPAD with and
@@ -96,7 +96,7 @@ static void *read_all(acquisition *a, qem_dtype target, size_t *size, qem_error 
 {
     *size = (size_t)(frames_of(a) * pixels_of(a) * qem_dtype_size(target));
     void *out = malloc(*size ? *size : 1);
-    if (out && input_read(a, 0, frames_of(a), target, out, *size, e) != QEM_OK) {
+    if (out && qem_input_read(a, 0, frames_of(a), target, out, *size, e) != QEM_OK) {
         free(out);
         return NULL;
     }
@@ -107,7 +107,7 @@ static acquisition *open_ok(const char *path, const input_options *o)
 {
     acquisition *a = NULL;
     qem_error e = {0};
-    CHECK_OK(input_open(path, o, &a, &e), &e);
+    CHECK_OK(qem_input_open(path, o, &a, &e), &e);
     return a;
 }
 
@@ -117,13 +117,13 @@ static void refused(const char *path, const input_options *o, qem_status status,
 {
     acquisition *a = NULL;
     qem_error e = {0};
-    CHECK_STATUS(input_open(path, o, &a, &e), status, &e);
+    CHECK_STATUS(qem_input_open(path, o, &a, &e), status, &e);
     CHECK(a == NULL);
     if (needle && !strstr(e.message, needle)) {
         CHECK(!"the refusal names what is wrong");
         fprintf(stderr, "  missing '%s' in: %s\n", needle, e.message);
     }
-    input_close(a);
+    qem_input_close(a);
 }
 
 /* Hashing while reading every frame in order (as a save does) gives each
@@ -132,19 +132,19 @@ static void refused(const char *path, const input_options *o, qem_status status,
 static void check_streamed(acquisition *a, qem_dtype target, size_t data, uint64_t tail)
 {
     qem_error e = {0};
-    CHECK_OK(input_stream_begin(a, &e), &e);
+    CHECK_OK(qem_input_stream_begin(a, &e), &e);
     const uint64_t per = 3;
     const size_t frame = (size_t)(pixels_of(a) * qem_dtype_size(target));
     uint8_t *buf = malloc(frame * per);
     for (uint64_t f = 0; f < frames_of(a); f += per) {
         const uint64_t n = frames_of(a) - f < per ? frames_of(a) - f : per;
-        CHECK_OK(input_read(a, f, n, target, buf, frame * n, &e), &e);
+        CHECK_OK(qem_input_read(a, f, n, target, buf, frame * n, &e), &e);
     }
     free(buf);
     CHECK(data < a->member_count);
     if (data < a->member_count)
         CHECK_EQ_U64(a->members[data].streamed, a->members[data].bytes - tail);
-    CHECK_OK(input_stream_finish(a, NULL, NULL, &e), &e);
+    CHECK_OK(qem_input_stream_finish(a, NULL, NULL, &e), &e);
     CHECK(a->authenticated);
     for (size_t i = 0; i < a->member_count; i++) {
         uint8_t d[32];
@@ -268,12 +268,12 @@ static void test_real_mib(void)
               !strcmp(json_string_value(json_object_get(hdrmap, "Gain")), "SLGM"));
         CHECK(json_object_get(hdrmap, "HDR,") == NULL && json_object_get(hdrmap, "End") == NULL);
         CHECK(fact_string(a, "row_order") && strstr(fact_string(a, "row_order"), "flipped"));
-        input_close(a);
+        qem_input_close(a);
         /* Hashed while read: the digests of the files. */
         a = open_ok(mib, &o);
         if (a)
-            check_streamed(a, input_stored_dtype(a), 0, 0);
-        input_close(a);
+            check_streamed(a, qem_input_stored_dtype(a), 0, 0);
+        qem_input_close(a);
         free_ref(&r);
     }
     /* The 4 x 2 navigation is not stated by the file: without the caller's
@@ -309,7 +309,7 @@ static void test_real_mib_ranges(void)
                 qem_error e = {0};
                 memset(out, 0xAB, frame * (count + 1));
                 int guard = 1;
-                if (input_read(a, first, count, QEM_DTYPE_UINT16, out, frame * count, &e) !=
+                if (qem_input_read(a, first, count, QEM_DTYPE_UINT16, out, frame * count, &e) !=
                     QEM_OK)
                     bad++;
                 for (size_t i = frame * count; i < frame * (count + 1); i++)
@@ -320,7 +320,7 @@ static void test_real_mib_ranges(void)
         CHECK(bad == 0);
         free(out);
     }
-    input_close(a);
+    qem_input_close(a);
     free_ref(&r);
 }
 
@@ -385,11 +385,11 @@ static void test_real_empad(void)
         v = json_string_value(json_object_get(x, "@name"));
         CHECK(v && !strcmp(v, "acquisition_1"));
     }
-    input_close(a);
+    qem_input_close(a);
     a = open_ok(xml_path, NULL);
     if (a)
         check_streamed(a, QEM_DTYPE_FLOAT32, 1, 1024);
-    input_close(a);
+    qem_input_close(a);
     free_ref(&r);
 
     /* Through qem_save_file: the calibration becomes schema-2 metadata. */
@@ -465,11 +465,11 @@ static void check_mib_file(const char *path, const mibb_options *m, const input_
         CHECK_EQ_U64(json_integer_value(json_object_get(a->facts, "counter_depth")), m->depth);
     free(got);
     free(want);
-    input_close(a);
+    qem_input_close(a);
     a = open_ok(path, o);
     if (a)
-        check_streamed(a, input_stored_dtype(a), 0, 0);
-    input_close(a);
+        check_streamed(a, qem_input_stored_dtype(a), 0, 0);
+    qem_input_close(a);
 }
 
 static void test_mib_depths(void)
@@ -497,7 +497,7 @@ static void test_mib_depths(void)
             CHECK(a->max_admitted <= 65535);
             free(got);
         }
-        input_close(a);
+        qem_input_close(a);
         free((void *)path);
     }
     /* A 24-bit count of 65536 at an admitted pixel is never truncated: the
@@ -514,14 +514,14 @@ static void test_mib_depths(void)
     if (a) {
         uint16_t *out = malloc(4 * pixels * 2);
         qem_error e = {0};
-        CHECK_OK(input_read(a, 0, 3, QEM_DTYPE_UINT16, out, 3 * pixels * 2, &e), &e);
+        CHECK_OK(qem_input_read(a, 0, 3, QEM_DTYPE_UINT16, out, 3 * pixels * 2, &e), &e);
         CHECK(out[pixels] == 65535);
-        CHECK_STATUS(input_read(a, 0, 4, QEM_DTYPE_UINT16, out, 4 * pixels * 2, &e),
+        CHECK_STATUS(qem_input_read(a, 0, 4, QEM_DTYPE_UINT16, out, 4 * pixels * 2, &e),
                      QEM_E_VALUE_RANGE, &e);
         CHECK(strstr(e.message, "scan position (1, 1), detector pixel (5, 7) holds 65536"));
         free(out);
     }
-    input_close(a);
+    qem_input_close(a);
     free(v);
     free((void *)path);
 }
@@ -542,7 +542,7 @@ static void test_mib_quad(void)
         CHECK(fact_string(a, "chip_layout") && !strcmp(fact_string(a, "chip_layout"), "2x2"));
         CHECK_EQ_U64(a->member_count, 1); /* no .hdr */
     }
-    input_close(a);
+    qem_input_close(a);
     /* A quad of 1-bit counters with its .hdr (4 frames per trigger). */
     const char *p1 = strdup(test_path("quad1.mib"));
     mibb_options m1 = {.depth = 1, .quad = 1, .frames = 8, .write_hdr = 1, .frames_per_trigger = 4};
@@ -601,13 +601,13 @@ static void test_mib_scan_shapes(void)
     acquisition *a = open_ok(old, NULL);
     if (a)
         CHECK_EQ_U64(json_integer_value(json_object_get(a->facts, "counter_depth")), 6);
-    input_close(a);
+    qem_input_close(a);
     /* A file named otherwise is recognised by its content. */
     const char *other = strdup(test_path("acquisition.bin"));
     CHECK(rename(one, other) == 0);
     a = open_ok(other, NULL);
     CHECK(a && !strcmp(a->family->name, "mib"));
-    input_close(a);
+    qem_input_close(a);
     free((void *)bare);
     free((void *)hdr4);
     free((void *)hdr5);
@@ -707,29 +707,29 @@ static void test_changed_during_read(void)
     if (a) {
         qem_error e = {0};
         uint8_t out[2 * 32 * 16];
-        CHECK_OK(input_stream_begin(a, &e), &e);
-        CHECK_OK(input_read(a, 0, 2, QEM_DTYPE_UINT8, out, sizeof out, &e), &e);
+        CHECK_OK(qem_input_stream_begin(a, &e), &e);
+        CHECK_OK(qem_input_read(a, 0, 2, QEM_DTYPE_UINT8, out, sizeof out, &e), &e);
         replace_file(p);
-        CHECK_OK(input_read(a, 2, 2, QEM_DTYPE_UINT8, out, sizeof out, &e), &e);
+        CHECK_OK(qem_input_read(a, 2, 2, QEM_DTYPE_UINT8, out, sizeof out, &e), &e);
         qem_error e1 = {0}, e2 = {0};
-        CHECK_STATUS(input_check_unchanged(a, &e1), QEM_E_CHANGED, &e1);
+        CHECK_STATUS(qem_input_check_unchanged(a, &e1), QEM_E_CHANGED, &e1);
         CHECK(strstr(e1.message, "changing.mib") != NULL);
-        CHECK_STATUS(input_stream_finish(a, NULL, NULL, &e2), QEM_E_CHANGED, &e2);
+        CHECK_STATUS(qem_input_stream_finish(a, NULL, NULL, &e2), QEM_E_CHANGED, &e2);
     }
-    input_close(a);
+    qem_input_close(a);
     /* ... the .hdr rewritten. */
     a = open_ok(p, NULL);
     if (a) {
         qem_error e = {0};
         uint8_t out[4 * 32 * 16];
-        CHECK_OK(input_stream_begin(a, &e), &e);
-        CHECK_OK(input_read(a, 0, 4, QEM_DTYPE_UINT8, out, sizeof out, &e), &e);
+        CHECK_OK(qem_input_stream_begin(a, &e), &e);
+        CHECK_OK(qem_input_read(a, 0, 4, QEM_DTYPE_UINT8, out, sizeof out, &e), &e);
         char hdr[1024];
         mibb_hdr_path(p, hdr, sizeof hdr);
         patch(hdr, 2040, "x", 1);
-        CHECK_STATUS(input_stream_finish(a, NULL, NULL, &e), QEM_E_CHANGED, &e);
+        CHECK_STATUS(qem_input_stream_finish(a, NULL, NULL, &e), QEM_E_CHANGED, &e);
     }
-    input_close(a);
+    qem_input_close(a);
     /* ... a frame header rewritten in place since it was described: the
      * read itself refuses it. */
     CHECK(unlink(p) == 0 && mibb_write(p, &m) == 0);
@@ -738,25 +738,25 @@ static void test_changed_during_read(void)
         qem_error e = {0};
         uint8_t out[4 * 32 * 16];
         patch(p, 3 * mibb_record_bytes(&m) + 20, "0016", 4);
-        CHECK_OK(input_read(a, 0, 3, QEM_DTYPE_UINT8, out, sizeof out, &e), &e);
-        CHECK_STATUS(input_read(a, 3, 1, QEM_DTYPE_UINT8, out, sizeof out, &e), QEM_E_CHANGED,
+        CHECK_OK(qem_input_read(a, 0, 3, QEM_DTYPE_UINT8, out, sizeof out, &e), &e);
+        CHECK_STATUS(qem_input_read(a, 3, 1, QEM_DTYPE_UINT8, out, sizeof out, &e), QEM_E_CHANGED,
                      &e);
         CHECK(strstr(e.message, "changed since it was described"));
     }
-    input_close(a);
+    qem_input_close(a);
     /* ... frame numbers rewritten: out of order across two reads. */
     CHECK(unlink(p) == 0 && mibb_write(p, &m) == 0);
     a = open_ok(p, NULL);
     if (a) {
         qem_error e = {0};
         uint8_t out[4 * 32 * 16];
-        CHECK_OK(input_read(a, 0, 2, QEM_DTYPE_UINT8, out, sizeof out, &e), &e);
+        CHECK_OK(qem_input_read(a, 0, 2, QEM_DTYPE_UINT8, out, sizeof out, &e), &e);
         patch(p, 2 * mibb_record_bytes(&m) + 4, "000001", 6);
-        CHECK_STATUS(input_read(a, 2, 1, QEM_DTYPE_UINT8, out, sizeof out, &e), QEM_E_CHANGED,
+        CHECK_STATUS(qem_input_read(a, 2, 1, QEM_DTYPE_UINT8, out, sizeof out, &e), QEM_E_CHANGED,
                      &e);
         CHECK(strstr(e.message, "increase"));
     }
-    input_close(a);
+    qem_input_close(a);
 
     /* EMPAD: the raw file replaced mid-read. */
     const char *x = strdup(test_path("chg/acq.xml"));
@@ -767,17 +767,17 @@ static void test_changed_during_read(void)
     if (a) {
         qem_error e = {0};
         float *out = malloc(4 * 128 * 128 * 4);
-        CHECK_OK(input_stream_begin(a, &e), &e);
-        CHECK_OK(input_read(a, 0, 2, QEM_DTYPE_FLOAT32, out, 2 * 128 * 128 * 4, &e), &e);
+        CHECK_OK(qem_input_stream_begin(a, &e), &e);
+        CHECK_OK(qem_input_read(a, 0, 2, QEM_DTYPE_FLOAT32, out, 2 * 128 * 128 * 4, &e), &e);
         replace_file(test_path("chg/scan_x2_y2.raw"));
-        CHECK_OK(input_read(a, 2, 2, QEM_DTYPE_FLOAT32, out, 2 * 128 * 128 * 4, &e), &e);
+        CHECK_OK(qem_input_read(a, 2, 2, QEM_DTYPE_FLOAT32, out, 2 * 128 * 128 * 4, &e), &e);
         qem_error e1 = {0}, e2 = {0};
-        CHECK_STATUS(input_check_unchanged(a, &e1), QEM_E_CHANGED, &e1);
+        CHECK_STATUS(qem_input_check_unchanged(a, &e1), QEM_E_CHANGED, &e1);
         CHECK(strstr(e1.message, "scan_x2_y2.raw") != NULL);
-        CHECK_STATUS(input_stream_finish(a, NULL, NULL, &e2), QEM_E_CHANGED, &e2);
+        CHECK_STATUS(qem_input_stream_finish(a, NULL, NULL, &e2), QEM_E_CHANGED, &e2);
         free(out);
     }
-    input_close(a);
+    qem_input_close(a);
 
     /* Raw: the file replaced mid-read. */
     const char *r = strdup(test_path("changing.raw"));
@@ -791,15 +791,15 @@ static void test_changed_during_read(void)
     if (a) {
         qem_error e = {0};
         uint16_t out[24];
-        CHECK_OK(input_stream_begin(a, &e), &e);
-        CHECK_OK(input_read(a, 0, 4, QEM_DTYPE_UINT16, out, sizeof out, &e), &e);
+        CHECK_OK(qem_input_stream_begin(a, &e), &e);
+        CHECK_OK(qem_input_read(a, 0, 4, QEM_DTYPE_UINT16, out, sizeof out, &e), &e);
         CHECK(memcmp(out, v, sizeof v) == 0);
         replace_file(r);
         qem_error e1 = {0}, e2 = {0};
-        CHECK_STATUS(input_check_unchanged(a, &e1), QEM_E_CHANGED, &e1);
-        CHECK_STATUS(input_stream_finish(a, NULL, NULL, &e2), QEM_E_CHANGED, &e2);
+        CHECK_STATUS(qem_input_check_unchanged(a, &e1), QEM_E_CHANGED, &e1);
+        CHECK_STATUS(qem_input_stream_finish(a, NULL, NULL, &e2), QEM_E_CHANGED, &e2);
     }
-    input_close(a);
+    qem_input_close(a);
     free((void *)p);
     free((void *)x);
     free((void *)r);
@@ -825,11 +825,11 @@ static void check_empad(const char *xml, const input_options *o, uint64_t rows, 
                 same &= got[(k * 128 + r) * 128 + c] == empadb_value(k, r, c);
     CHECK(same);
     free(got);
-    input_close(a);
+    qem_input_close(a);
     a = open_ok(xml, o);
     if (a)
         check_streamed(a, QEM_DTYPE_FLOAT32, 1, 1024);
-    input_close(a);
+    qem_input_close(a);
 }
 
 static void test_empad(void)
@@ -857,7 +857,7 @@ static void test_empad(void)
         CHECK(v && !strcmp(v, "None"));
         CHECK_EQ_U64(json_integer_value(json_object_get(a->facts, "dropped_rows")), 2);
     }
-    input_close(a);
+    qem_input_close(a);
 
     /* Without pix_x/pix_y: the caller's scan shape, any that fits. */
     const char *bare = strdup(test_path("empad/bare.xml"));
@@ -868,7 +868,7 @@ static void test_empad(void)
     check_empad(bare, &o32, 3, 2);
     a = open_ok(bare, &o23);
     CHECK(a && a->calibration == NULL);
-    input_close(a);
+    qem_input_close(a);
 
     /* The raw size must match the stated scan exactly. */
     const char *shortx = strdup(test_path("empad/short.xml"));
@@ -919,7 +919,7 @@ static void test_empad_refusals(void)
     CHECK(symlink("sub/real.raw", test_path("inner/inlink.raw")) == 0);
     acquisition *a = open_ok(x, NULL);
     CHECK(a && a->member_count == 2);
-    input_close(a);
+    qem_input_close(a);
     /* Not a regular file; missing. */
     eo.raw_name = "sub";
     CHECK(empadb_write(x, &eo) == 0);
@@ -976,14 +976,14 @@ static void test_empad_refusals(void)
         const char *v = json_string_value(json_object_get(json_object_get(a->facts, "xml"), "note"));
         CHECK(v && strlen(v) == 4095 && v[0] == 'x');
     }
-    input_close(a);
+    qem_input_close(a);
     /* With the raw file it names, in order, 1 x 2 frames. */
     const char *ok = "<root><pix_x>2</pix_x><pix_y>1</pix_y><raw_file filename=\"sub/real.raw\"/>"
                      "</root>";
     CHECK(write_file(x, ok, strlen(ok)));
     a = open_ok(x, NULL);
     CHECK(a && a->shape[0] == 1 && a->shape[1] == 2);
-    input_close(a);
+    qem_input_close(a);
     free((void *)x);
     free((void *)outside);
 }
@@ -1036,16 +1036,16 @@ static void test_raw(void)
                 free(got);
                 /* A window in the middle. */
                 uint8_t mid[2 * 35 * 4];
-                CHECK_OK(input_read(a, 3, 2, kinds[k].dtype, mid, 2 * 35 * item, &e), &e);
+                CHECK_OK(qem_input_read(a, 3, 2, kinds[k].dtype, mid, 2 * 35 * item, &e), &e);
                 CHECK(memcmp(mid, v + 3 * 35 * item, 2 * 35 * item) == 0);
                 CHECK_EQ_U64(json_integer_value(json_object_get(a->facts, "frame_header")),
                              layouts[l][1]);
             }
-            input_close(a);
+            qem_input_close(a);
             a = open_ok(path, &o);
             if (a)
                 check_streamed(a, kinds[k].dtype, 0, 0);
-            input_close(a);
+            qem_input_close(a);
             /* One byte more or less than the shape needs. */
             const uint64_t need = layouts[l][0] + 6 * (layouts[l][1] + 35 * item);
             char expect[64], actual[64];
@@ -1070,10 +1070,10 @@ static void test_raw(void)
     if (a) {
         uint8_t out[6];
         qem_error e = {0};
-        CHECK_OK(input_read(a, 0, 1, QEM_DTYPE_UINT8, out, 6, &e), &e);
+        CHECK_OK(qem_input_read(a, 0, 1, QEM_DTYPE_UINT8, out, 6, &e), &e);
         CHECK(memcmp(out, "abcdef", 6) == 0);
     }
-    input_close(a);
+    qem_input_close(a);
     input_options zero = {.raw = {.shape = {1, 0, 2, 3}, .dtype = QEM_DTYPE_UINT8}};
     refused(path, &zero, QEM_E_LAYOUT, "empty dimension");
     input_options huge = {.raw = {.shape = {1u << 20, 1u << 20, 1, 1}, .dtype = QEM_DTYPE_UINT8,
@@ -1143,7 +1143,7 @@ static void test_mib_hdr_companion(void)
     CHECK(rename(hdr, real) == 0 && symlink("sub/real.hdr", hdr) == 0);
     acquisition *a = open_ok(p, NULL);
     CHECK(a && a->member_count == 2 && a->shape[0] == 2 && a->shape[1] == 2);
-    input_close(a);
+    qem_input_close(a);
     CHECK(unlink(hdr) == 0);
     free((void *)secret);
     free((void *)p);
@@ -1182,7 +1182,7 @@ static void test_mib_hdr_depth(void)
     CHECK(mibb_write(p, &m) == 0);
     acquisition *a = open_ok(p, NULL);
     CHECK(a && json_integer_value(json_object_get(a->facts, "counter_depth")) == 12);
-    input_close(a);
+    qem_input_close(a);
     free((void *)p);
 }
 
@@ -1241,7 +1241,7 @@ static void test_empad_after_cap(void)
         CHECK(json_object_get(xml, "raw_file@filename") == NULL); /* a fact beyond the cap */
         CHECK(!strcmp(fact_string(a, "raw_file"), "r.raw"));
     }
-    input_close(a);
+    qem_input_close(a);
     /* Two raw files, the second beyond the cap: still refused. */
     n -= strlen("</root>");
     n += (size_t)sprintf(doc + n, "<raw_file filename=\"s.raw\"/></root>");
@@ -1275,15 +1275,15 @@ static void test_empad_linear_xml(void)
     input_empad_xml parsed;
     qem_error e = {0};
     alarm(60);
-    CHECK_OK(input_empad_parse_xml(doc, n, "wide.xml", &parsed, &e), &e);
+    CHECK_OK(qem_input_empad_parse_xml(doc, n, "wide.xml", &parsed, &e), &e);
     CHECK(parsed.work <= 3 * n + (1u << 20));
     CHECK(json_string_value(json_object_get(parsed.used, "raw_file@filename")) != NULL);
     CHECK(json_object_get(parsed.facts, "_truncated") != NULL);
-    input_empad_xml_free(&parsed);
+    qem_input_empad_xml_free(&parsed);
     CHECK(write_file(x, doc, n));
     acquisition *a = open_ok(x, NULL);
     CHECK(a && a->shape[0] == 1);
-    input_close(a);
+    qem_input_close(a);
     /* 2. 60 nested elements of 64 KiB names, then 250k children. */
     alarm(60);
     n = (size_t)sprintf(doc, "<root>");
@@ -1303,14 +1303,14 @@ static void test_empad_linear_xml(void)
         doc[n++] = '>';
     }
     n += (size_t)sprintf(doc + n, "<raw_file filename=\"r.raw\"/></root>");
-    CHECK_OK(input_empad_parse_xml(doc, n, "deep.xml", &parsed, &e), &e);
+    CHECK_OK(qem_input_empad_parse_xml(doc, n, "deep.xml", &parsed, &e), &e);
     CHECK(parsed.work <= 3 * n + (1u << 20));
     CHECK(json_string_value(json_object_get(parsed.used, "raw_file@filename")) != NULL);
-    input_empad_xml_free(&parsed);
+    qem_input_empad_xml_free(&parsed);
     CHECK(write_file(x, doc, n));
     a = open_ok(x, NULL);
     CHECK(a && a->shape[0] == 1);
-    input_close(a);
+    qem_input_close(a);
     alarm(0);
     free(doc);
     free((void *)x);

@@ -22,10 +22,10 @@
 static qem_status inspect_input(const char *path, const input_options *o, acquisition **out,
                                 qem_error *error)
 {
-    QEM_TRY(input_open(path, o, out, error));
-    const qem_status st = input_authenticate(*out, NULL, NULL, error);
+    QEM_TRY(qem_input_open(path, o, out, error));
+    const qem_status st = qem_input_authenticate(*out, NULL, NULL, error);
     if (st != QEM_OK) {
-        input_close(*out);
+        qem_input_close(*out);
         *out = NULL;
     }
     return st;
@@ -36,8 +36,8 @@ static qem_status read_u16(acquisition *s, uint64_t first, uint64_t count, uint1
                            qem_error *error)
 {
     const uint64_t pixels = s->shape[2] * s->shape[3];
-    return input_read(s, first, count, QEM_DTYPE_UINT16, out, (size_t)(count * pixels) * 2,
-                      error);
+    return qem_input_read(s, first, count, QEM_DTYPE_UINT16, out, (size_t)(count * pixels) * 2,
+                          error);
 }
 
 static uint64_t seed = 11;
@@ -210,7 +210,7 @@ static void inspect_refused(const char *path, const input_options *o, qem_status
         CHECK(!"the refusal names what is wrong");
         fprintf(stderr, "  missing '%s' in: %s\n", needle, e.message);
     }
-    input_close(s);
+    qem_input_close(s);
 }
 
 /* --- identity vectors (notes §7 V4) -------------------------------------- */
@@ -222,10 +222,10 @@ static void test_identity_vectors(void)
     uint8_t members[1][32];
     memcpy(members[0], empty, 32);
     qem_error e = {0};
-    CHECK_OK(input_identity(NULL, (const uint8_t(*)[32])members, 1, id, &e), &e);
+    CHECK_OK(qem_input_identity(NULL, (const uint8_t(*)[32])members, 1, id, &e), &e);
     CHECK(from_hex("aacec3ac1d5c0d58d8ef701c747bcd68045a0bc0ae2319582bd50d25b5d36a93", want));
     CHECK(memcmp(id, want, 32) == 0);
-    CHECK_OK(input_identity(empty, (const uint8_t(*)[32])members, 1, id, &e), &e);
+    CHECK_OK(qem_input_identity(empty, (const uint8_t(*)[32])members, 1, id, &e), &e);
     CHECK(from_hex("124cae1a3ca7612e04a9e592d781cd73b6774833e9fee85b8f8317fcb0d8a628", want));
     CHECK(memcmp(id, want, 32) == 0);
     /* A single-file source is framed as a master with no data files. */
@@ -235,7 +235,7 @@ static void test_identity_vectors(void)
     to_hex(empty, hex);
     memcpy(buf + 24, hex, 64);
     CHECK(qem_sha256_oneshot(buf, sizeof buf, want) == 0);
-    CHECK_OK(input_identity(empty, NULL, 0, id, &e), &e);
+    CHECK_OK(qem_input_identity(empty, NULL, 0, id, &e), &e);
     CHECK(memcmp(id, want, 32) == 0);
 }
 
@@ -257,10 +257,10 @@ static void test_npy(void)
         check_implicit_mask(s);
         check_all_ranges(s, v16);
         qem_error e = {0};
-        CHECK_OK(input_reauthenticate(s, NULL, NULL, &e), &e);
-        CHECK_OK(input_check_unchanged(s, &e), &e);
+        CHECK_OK(qem_input_reauthenticate(s, NULL, NULL, &e), &e);
+        CHECK_OK(qem_input_check_unchanged(s, &e), &e);
     }
-    input_close(s);
+    qem_input_close(s);
 
     /* uint8 is widened on read. */
     uint8_t *v8 = malloc((size_t)n);
@@ -277,7 +277,7 @@ static void test_npy(void)
         check_single_member(s, p8);
         check_all_ranges(s, w8);
     }
-    input_close(s);
+    qem_input_close(s);
 
     /* A 3D stack needs a scan shape whose product is the frame count. */
     const uint64_t shape3[3] = {12, 5, 6};
@@ -302,7 +302,7 @@ static void test_npy(void)
         CHECK(memcmp(s->shape, want, sizeof want) == 0);
         check_all_ranges(s, v16);
     }
-    input_close(s);
+    qem_input_close(s);
     (void)pixels;
 
     /* Options that contradict a 4D .npy, or do not apply to it. */
@@ -310,7 +310,7 @@ static void test_npy(void)
     inspect_refused(p16, &wrong, QEM_E_INVALID_ARGUMENT, "contradicts");
     input_options same = {.dataset = NULL, .scan_shape = {3, 4}};
     s = inspect_ok(p16, &same);
-    input_close(s);
+    qem_input_close(s);
     input_options ds = {.dataset = "/data", .scan_shape = {0, 0}};
     inspect_refused(p16, &ds, QEM_E_INVALID_ARGUMENT, "dataset");
 
@@ -322,8 +322,8 @@ static void test_npy(void)
         /* float32 is an acquisition (for the float codec); packs refuse it. */
         acquisition *fs = inspect_ok(pf, NULL);
         CHECK(fs && fs->sample_type == QEM_DTYPE_FLOAT32);
-        CHECK(fs && input_stored_dtype(fs) == QEM_DTYPE_FLOAT32);
-        input_close(fs);
+        CHECK(fs && qem_input_stored_dtype(fs) == QEM_DTYPE_FLOAT32);
+        qem_input_close(fs);
         qem_pack_inspection *pin = NULL;
         qem_error pe = {0};
         CHECK_STATUS(qem_pack_inspect(pf, NULL, &pin, &pe), QEM_E_UNSUPPORTED, &pe);
@@ -371,7 +371,7 @@ static void test_hdf5_4d(void)
         check_implicit_mask(s);
         check_all_ranges(s, v);
     }
-    input_close(s);
+    qem_input_close(s);
 
     /* Chunked across scan rows (a chunk spans several frames), gzip. */
     const char *chunked = strdup(test_path("chunked4d.h5"));
@@ -393,7 +393,7 @@ static void test_hdf5_4d(void)
         CHECK_EQ_U64(s->largest_compressed_chunk, largest);
         check_all_ranges(s, v);
     }
-    input_close(s);
+    qem_input_close(s);
 
     /* uint8 4D is widened; a contradicting scan shape is refused. */
     uint8_t *v8 = malloc((size_t)n);
@@ -411,7 +411,7 @@ static void test_hdf5_4d(void)
         CHECK(s->sample_type == QEM_DTYPE_UINT8);
         check_all_ranges(s, w8);
     }
-    input_close(s);
+    qem_input_close(s);
     input_options wrong = {.dataset = NULL, .scan_shape = {4, 3}};
     inspect_refused(p8, &wrong, QEM_E_INVALID_ARGUMENT, "contradicts");
 
@@ -450,7 +450,7 @@ static void test_hdf5_3d(void)
         check_single_member(s, bare);
         check_all_ranges(s, v);
     }
-    input_close(s);
+    qem_input_close(s);
 
     /* The attribute on the dataset itself. */
     const char *on_ds = strdup(test_path("attr_dataset.h5"));
@@ -462,10 +462,10 @@ static void test_hdf5_3d(void)
         CHECK_EQ_U64(s->shape[1], 2);
         check_all_ranges(s, v);
     }
-    input_close(s);
+    qem_input_close(s);
     input_options agree = {.dataset = NULL, .scan_shape = {3, 2}}, disagree = {.dataset = NULL, .scan_shape = {2, 3}};
     s = inspect_ok(on_ds, &agree);
-    input_close(s);
+    qem_input_close(s);
     inspect_refused(on_ds, &disagree, QEM_E_INVALID_ARGUMENT, "contradicts");
 
     /* The attribute on the parent group. */
@@ -477,7 +477,7 @@ static void test_hdf5_3d(void)
         CHECK_EQ_U64(s->shape[0], 1);
         CHECK_EQ_U64(s->shape[1], 6);
     }
-    input_close(s);
+    qem_input_close(s);
 
     /* An attribute that does not divide the frames. */
     const char *bad_attr = strdup(test_path("attr_bad.h5"));
@@ -522,14 +522,14 @@ static void test_hdf5_candidates(void)
         CHECK(s->sample_type == QEM_DTYPE_UINT8);
         check_all_ranges(s, wb);
     }
-    input_close(s);
+    qem_input_close(s);
     input_options pick_a = {.dataset = "a", .scan_shape = {3, 2}}; /* relative names are from the root */
     s = inspect_ok(path, &pick_a);
     if (s) {
         CHECK_EQ_U64(s->shape[0], 3);
         check_all_ranges(s, a);
     }
-    input_close(s);
+    qem_input_close(s);
     /* Repeated slashes are one separator, as libhdf5 and h5py read them
      * (issue 27: "//b//c" failed on the link '/'). */
     input_options slashes = {.dataset = "//b//c", .scan_shape = {0, 0}};
@@ -538,11 +538,11 @@ static void test_hdf5_candidates(void)
         const uint64_t want[4] = {2, 3, 4, 5};
         CHECK(memcmp(s->shape, want, sizeof want) == 0);
     }
-    input_close(s);
+    qem_input_close(s);
     input_options slashes_rel = {.dataset = "b///c/", .scan_shape = {0, 0}};
     s = inspect_ok(path, &slashes_rel);
     CHECK(s && s->shape[0] == 2 && s->shape[3] == 5);
-    input_close(s);
+    qem_input_close(s);
     input_options missing = {.dataset = "/nope", .scan_shape = {0, 0}};
     inspect_refused(path, &missing, QEM_E_INVALID_ARGUMENT, "/nope");
     input_options group = {.dataset = "/b", .scan_shape = {0, 0}};
@@ -577,9 +577,9 @@ static void test_hdf5_refusals(void)
         float back[6 * 20];
         qem_error fe = {0};
         if (fs)
-            CHECK_OK(input_read(fs, 0, 6, QEM_DTYPE_FLOAT32, back, sizeof back, &fe), &fe);
+            CHECK_OK(qem_input_read(fs, 0, 6, QEM_DTYPE_FLOAT32, back, sizeof back, &fe), &fe);
         CHECK(fs && memcmp(back, f32, sizeof back) == 0);
-        input_close(fs);
+        qem_input_close(fs);
     }
     const char *pd = strdup(test_path("double.h5"));
     h5b_dataset dd = d;
@@ -600,14 +600,14 @@ static void test_hdf5_refusals(void)
         /* uint32 frames narrow to uint16 when every admitted value fits. */
         acquisition *us = inspect_ok(pu, &o);
         CHECK(us && us->sample_type == QEM_DTYPE_UINT32);
-        CHECK(us && input_stored_dtype(us) == QEM_DTYPE_UINT16);
+        CHECK(us && qem_input_stored_dtype(us) == QEM_DTYPE_UINT16);
         uint16_t back[6 * 20];
         qem_error ue = {0};
         if (us)
-            CHECK_OK(input_read(us, 0, 6, QEM_DTYPE_UINT16, back, sizeof back, &ue), &ue);
+            CHECK_OK(qem_input_read(us, 0, 6, QEM_DTYPE_UINT16, back, sizeof back, &ue), &ue);
         for (int k = 0; us && k < 6 * 20; k++)
             CHECK_EQ_U64(back[k], u32[k]);
-        input_close(us);
+        qem_input_close(us);
     }
 
     /* A chunked dataset whose chunks were never all written. */
@@ -708,7 +708,7 @@ static void test_hdf5_mask(void)
         CHECK(memcmp(s->detector_mask_sha256, want, 32) == 0);
         CHECK(strcmp(s->mask_origin, "source-little-endian-u32-mask") == 0);
     }
-    input_close(s);
+    qem_input_close(s);
 
     /* A mask that does not match the detector, and one that masks all. */
     const char *wrong = strdup(test_path("mask_wrong.h5"));
@@ -815,7 +815,7 @@ static void test_arina(void)
         /* Every frame, in every range (several cross the file boundary). */
         check_all_ranges(s, f.frames);
         qem_error e = {0};
-        CHECK_OK(input_reauthenticate(s, NULL, NULL, &e), &e);
+        CHECK_OK(qem_input_reauthenticate(s, NULL, NULL, &e), &e);
 
         /* A data file rewritten in place, its mtime restored: its change
          * time (which cannot be set back) tells the cheap check, and the
@@ -832,18 +832,18 @@ static void test_arina(void)
         const struct timespec times[2] = {sb.st_atim, sb.st_mtim};
         CHECK(utimensat(AT_FDCWD, f.data[1], times, 0) == 0);
         qem_error e1 = {0};
-        CHECK_STATUS(input_check_unchanged(s, &e1), QEM_E_CHANGED, &e1);
+        CHECK_STATUS(qem_input_check_unchanged(s, &e1), QEM_E_CHANGED, &e1);
         qem_error e2 = {0};
-        CHECK_STATUS(input_reauthenticate(s, NULL, NULL, &e2), QEM_E_CHANGED, &e2);
+        CHECK_STATUS(qem_input_reauthenticate(s, NULL, NULL, &e2), QEM_E_CHANGED, &e2);
         CHECK(strstr(e2.message, "scan_data_000002.h5") != NULL);
         /* Touching the master is seen by the cheap stat check. */
         const struct timespec later[2] = {{0, UTIME_OMIT}, {sb.st_mtim.tv_sec + 5, 0}};
         CHECK(utimensat(AT_FDCWD, f.master, later, 0) == 0);
         qem_error e3 = {0};
-        CHECK_STATUS(input_check_unchanged(s, &e3), QEM_E_CHANGED, &e3);
+        CHECK_STATUS(qem_input_check_unchanged(s, &e3), QEM_E_CHANGED, &e3);
         CHECK(strstr(e3.message, "scan_master.h5") != NULL);
     }
-    input_close(s);
+    qem_input_close(s);
     free(f.frames);
 
     /* Without the scan_shape attribute the caller gives it; a contradicting
@@ -859,12 +859,12 @@ static void test_arina(void)
         check_implicit_mask(s);
         check_all_ranges(s, g.frames);
     }
-    input_close(s);
+    qem_input_close(s);
     input_options bad_ds = {.dataset = "/entry/data/other", .scan_shape = {2, 6}};
     inspect_refused(g.master, &bad_ds, QEM_E_INVALID_ARGUMENT, "data_NNNNNN");
     input_options good_ds = {.dataset = "/entry/data/data", .scan_shape = {2, 6}};
     s = inspect_ok(g.master, &good_ds);
-    input_close(s);
+    qem_input_close(s);
     free(g.frames);
 
     /* A scan_shape attribute that does not match the frames. */
@@ -925,10 +925,10 @@ static void test_arina_damaged(void)
         CHECK_OK(read_u16(s, 0, 5, out, &e2), &e2);
         CHECK(memcmp(out, f.frames, 5 * 48 * 2) == 0);
         qem_error e3 = {0};
-        CHECK_STATUS(input_check_unchanged(s, &e3), QEM_E_CHANGED, &e3);
+        CHECK_STATUS(qem_input_check_unchanged(s, &e3), QEM_E_CHANGED, &e3);
         free(out);
     }
-    input_close(s);
+    qem_input_close(s);
     free(f.frames);
 }
 
@@ -1002,7 +1002,7 @@ static void test_arina_links(void)
     CHECK(copy_file(secret, inside));
     CHECK(relink(f.master, "moved.h5"));
     acquisition *s = inspect_ok(f.master, NULL);
-    input_close(s);
+    qem_input_close(s);
     free(f.frames);
 }
 
@@ -1030,7 +1030,7 @@ static void test_arina_uint32(void)
     CHECK(h5b_write_arina(&fam, master, sizeof master, NULL) == 0);
     acquisition *s = inspect_ok(master, NULL);
     if (s) {
-        CHECK(s->sample_type == QEM_DTYPE_UINT32 && input_stored_dtype(s) == QEM_DTYPE_UINT16);
+        CHECK(s->sample_type == QEM_DTYPE_UINT32 && qem_input_stored_dtype(s) == QEM_DTYPE_UINT16);
         CHECK_EQ_U64(s->flagged_count, 2);
         CHECK(s->flagged_count == 2 && s->flagged[0] == 3 && s->flagged[1] == 12);
         uint16_t back[FRAMES * PIXELS];
@@ -1040,13 +1040,13 @@ static void test_arina_uint32(void)
             CHECK_EQ_U64(back[k], data[k] == UINT32_MAX ? 65535 : data[k]);
         CHECK_EQ_U64(s->max_admitted, 65535);
         CHECK_EQ_U64(s->flagged_clipped, 2 * FRAMES);
-        json_t *meta = input_source_metadata(s);
+        json_t *meta = qem_input_source_metadata(s);
         const json_t *narrow = json_object_get(meta, "narrowing");
         CHECK_EQ_U64(json_integer_value(json_object_get(narrow, "max_admitted_value")), 65535);
         CHECK(json_is_object(json_object_get(json_object_get(meta, "arina"), "detector")));
         json_decref(meta);
     }
-    input_close(s);
+    qem_input_close(s);
     /* One count above the limit at an admitted pixel. */
     data[4 * PIXELS + 9] = 65536;
     char dir2[600];
@@ -1063,7 +1063,7 @@ static void test_arina_uint32(void)
         CHECK(strstr(e.message, "scan position (1, 1), detector pixel (1, 4) holds 65536") !=
               NULL);
     }
-    input_close(s);
+    qem_input_close(s);
     /* No pixel mask (frames copied whole when they fit): the same values
      * round trip, and the count above the limit is named the same way. */
     for (int k = 0; k < FRAMES * PIXELS; k++)
@@ -1092,7 +1092,7 @@ static void test_arina_uint32(void)
                 CHECK_EQ_U64(s->flagged_clipped, 0);
             }
         }
-        input_close(s);
+        qem_input_close(s);
     }
 }
 
@@ -1137,8 +1137,8 @@ static void test_absurd_shapes(void)
     write_npy_header(p, "(1, 1, 8192, 8192)", 8192ull * 8192);
     acquisition *a = NULL;
     qem_error e = {0};
-    CHECK_OK(input_open(p, NULL, &a, &e), &e);
-    input_close(a);
+    CHECK_OK(qem_input_open(p, NULL, &a, &e), &e);
+    qem_input_close(a);
     CHECK(unlink(p) == 0);
     free((void *)p);
     /* An HDF5 dataset declared but never written: a 2 KiB file claiming

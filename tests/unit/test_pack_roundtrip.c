@@ -306,7 +306,7 @@ int main(void)
     pack_encoded_shard enc;
     uint8_t none[4] = {0};
     qem_error e = {0};
-    CHECK_STATUS(pack_encode_v3_shard(bad, 64, 4, none, 0, &enc, &e), QEM_E_VALUE_RANGE, &e);
+    CHECK_STATUS(qem_pack_encode_v3_shard(bad, 64, 4, none, 0, &enc, &e), QEM_E_VALUE_RANGE, &e);
     CHECK(strstr(e.message, "scan 33, detector pixel 2 holds 300") != NULL);
     (void)s;
     return test_finish("unit_pack_roundtrip");

@@ -317,8 +317,9 @@ static void prelude_rules(void)
     for (int i = 0; i < 2; i++) {
         uint8_t *block = NULL;
         qem_error e = {0};
-        CHECK_OK(pack_user_block(texts[i], strlen(texts[i]), v1.index,
-                                 v1.index_bytes, PACK_TEST_BLOCK, &block, &e), &e);
+        CHECK_OK(qem_pack_user_block(texts[i], strlen(texts[i]), v1.index, v1.index_bytes,
+                                     PACK_TEST_BLOCK, &block, &e),
+                 &e);
         FILE *fp = fopen(path, "wb");
         fwrite(block, 1, PACK_TEST_BLOCK, fp);
         fwrite(v1.ranges, 1, (size_t)v1.ranges_bytes, fp);
