@@ -1,5 +1,6 @@
 #!/bin/sh
-# Installs the build into a fresh prefix, then builds the README's C
+# Installs the build into a fresh prefix, checks that its libraries define
+# only prefixed global names, then builds the README's C
 # example against it twice, through pkg-config and through
 # find_package(qem) (shared and static), and runs each on a fixture,
 # comparing with the total numpy computes from the fixture's array.
@@ -28,6 +29,8 @@ soname=$(readelf -d "$T/prefix/lib/libqem.so" | sed -n 's/.*SONAME.*\[\(.*\)\]/\
 [ "$soname" = "libqem.so.0" ] || { echo "install: SONAME is '$soname'" >&2; exit 1; }
 # The installed command and libraries search only absolute folders.
 sh "$ROOT/tests/install/check_runpaths.sh" --run "$T/prefix/bin/qem" "$T/prefix" >/dev/null
+# Both installed libraries define only qem_/QEM_ global names.
+sh "$ROOT/tests/install/check_symbols.sh" "$T/prefix/lib/libqem.a" "$T/prefix/lib/libqem.so" >/dev/null
 # The example is the README's C block, exactly.
 awk '/^```c$/ {on = 1; next} /^```$/ {on = 0} on' "$ROOT/README.md" >"$T/example.c"
 grep -q 'int main' "$T/example.c" || { echo "install: no C example in README.md" >&2; exit 1; }
