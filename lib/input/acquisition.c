@@ -683,9 +683,12 @@ qem_status qem_input_read(acquisition *a, uint64_t first, uint64_t count, qem_dt
                         (unsigned long long)scans);
     const size_t item = qem_dtype_size(target), sample = qem_dtype_size(a->sample_type);
     uint64_t values;
-    if (qem_mul_overflow_u64(count, pixels, &values) || values > SIZE_MAX / 8 ||
-        out_size / item < values)
+    if (qem_mul_overflow_u64(count, pixels, &values) || values > SIZE_MAX / 8)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "qem_input_read: %llu frames of %llu pixels are more than one call reads",
+                        (unsigned long long)count, (unsigned long long)pixels);
+    if (out_size / item < values)
+        return qem_fail(error, QEM_E_BUFFER_TOO_SMALL,
                         "qem_input_read: %llu frames need %llu bytes, %zu given",
                         (unsigned long long)count, (unsigned long long)(values * item), out_size);
     const int same = target == a->sample_type;

@@ -514,6 +514,9 @@ static void test_mib_depths(void)
     if (a) {
         uint16_t *out = malloc(4 * pixels * 2);
         qem_error e = {0};
+        CHECK_STATUS(qem_input_read(a, 0, 3, QEM_DTYPE_UINT16, out, 3 * pixels * 2 - 1, &e),
+                     QEM_E_BUFFER_TOO_SMALL, &e);
+        e = (qem_error){0};
         CHECK_OK(qem_input_read(a, 0, 3, QEM_DTYPE_UINT16, out, 3 * pixels * 2, &e), &e);
         CHECK(out[pixels] == 65535);
         CHECK_STATUS(qem_input_read(a, 0, 4, QEM_DTYPE_UINT16, out, 4 * pixels * 2, &e),
