@@ -1,0 +1,368 @@
+/* The viewer server's state (see server_internal.h): the open files and
+ * what is kept of each (the mean pattern, the default detector), the
+ * per-page detector sessions and their least-recently-used recycling, and
+ * the pattern block cache. Products come from the public API only. */
+#include "view/server_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "terminal.h"
+
+/* Long computations ask this between windows: a stopping server, or
+ * Ctrl-C / SIGTERM on its way to stopping it, cancels them. */
+static int cancel_when_stopping(void *user, uint64_t done, uint64_t total)
+{
+    (void)done;
+    (void)total;
+    return atomic_load(&((view_server *)user)->stopping) || interrupted_by();
+}
+
+/* --- files ----------------------------------------------------------------- */
+
+static void file_close(view_file *f)
+{
+    qem_products_close(f->products);
+    qem_container_close(f->source);
+    qem_image_free(&f->mean);
+    free(f->valid);
+    free(f->path);
+    pthread_mutex_destroy(&f->lock);
+}
+
+qem_status view_state_open(view_server *s, qem_error *error)
+{
+    const view_config *config = &s->config;
+    s->files = calloc(config->files, sizeof *s->files);
+    s->products = calloc(config->files, sizeof *s->products);
+    s->shapes = calloc(config->files, sizeof *s->shapes);
+    pthread_mutex_init(&s->clients_lock, NULL);
+    pthread_mutex_init(&s->frames_lock, NULL);
+    qem_status st = s->files && s->products && s->shapes ? QEM_OK : QEM_E_NO_MEMORY;
+    if (st != QEM_OK)
+        snprintf(error->message, sizeof error->message, "out of memory");
+    for (size_t k = 0; st == QEM_OK && k < config->files; k++) {
+        view_file *f = &s->files[k];
+        pthread_mutex_init(&f->lock, NULL);
+        s->nfiles = k + 1;
+        f->path = strdup(config->paths[k]);
+        if (!f->path) {
+            st = QEM_E_NO_MEMORY;
+            break;
+        }
+        const char *slash = strrchr(f->path, '/');
+        f->name = slash ? slash + 1 : f->path;
+        qem_container_options so;
+        qem_container_options_init(&so);
+        so.threads = config->threads;
+        progress_state loading;
+        progress_setup(&loading, "loading shards", "shards", config->quiet, &so.progress,
+                       &so.progress_user);
+        st = qem_container_open(f->path, &so, &f->source, error);
+        if (st != QEM_OK)
+            break;
+        qem_products_options po;
+        qem_products_options_init(&po);
+        po.threads = config->threads;
+        po.progress = cancel_when_stopping;
+        po.progress_user = s;
+        st = qem_products_open(f->source, &po, &f->products, error);
+        if (st != QEM_OK)
+            break;
+        f->info.struct_size = sizeof f->info;
+        qem_container_get_info(f->source, &f->info, NULL);
+        f->counts = f->info.working_dtype == QEM_DTYPE_UINT8 ||
+                    f->info.working_dtype == QEM_DTYPE_UINT16;
+        f->valid = malloc((size_t)f->info.pixels);
+        if (!f->valid) {
+            st = QEM_E_NO_MEMORY;
+            break;
+        }
+        qem_products_valid(f->products, f->valid, (size_t)f->info.pixels, NULL);
+        s->products[k] = f->products;
+        memcpy(s->shapes[k], f->info.shape, sizeof s->shapes[k]);
+        if (f->info.shape[2] != s->files[0].info.shape[2] ||
+            f->info.shape[3] != s->files[0].info.shape[3]) {
+            snprintf(error->message, sizeof error->message,
+                     "'%s' has a %llu x %llu detector and '%s' %llu x %llu: one detector "
+                     "cannot serve both; view them separately",
+                     f->path, (unsigned long long)f->info.shape[2],
+                     (unsigned long long)f->info.shape[3], s->files[0].path,
+                     (unsigned long long)s->files[0].info.shape[2],
+                     (unsigned long long)s->files[0].info.shape[3]);
+            st = QEM_E_INVALID_ARGUMENT;
+        }
+    }
+    if (st == QEM_OK) {
+        /* The same checks a session makes (no file twice), up front. */
+        qem_detector_session *probe = NULL;
+        st = qem_detector_session_create(s->products, s->nfiles, &probe, error);
+        qem_detector_session_free(probe);
+    }
+    s->limits.files = s->nfiles;
+    s->limits.shapes = (const uint64_t(*)[4])s->shapes;
+    return st;
+}
+
+static void client_free(view_client *c);
+
+void view_state_close(view_server *s)
+{
+    for (int k = 0; k < VIEW_MAX_SESSIONS; k++)
+        client_free(s->clients[k]);
+    for (size_t k = 0; k < s->nfiles; k++)
+        file_close(&s->files[k]);
+    pthread_mutex_destroy(&s->clients_lock);
+    for (int k = 0; k < VIEW_FRAME_SLOTS; k++)
+        free(s->frames[k].data);
+    pthread_mutex_destroy(&s->frames_lock);
+    free(s->files);
+    free(s->products);
+    free(s->shapes);
+}
+
+/* --- bodies and per-file caches ---------------------------------------------- */
+
+unsigned char *view_npy_body(qem_dtype dtype, unsigned ndim, const uint64_t *shape,
+                             const void *data, size_t *length)
+{
+    unsigned char header[QEM_NPY_HEADER_MAX];
+    size_t n = 0;
+    if (qem_npy_header(dtype, ndim, shape, header, sizeof header, &n, NULL) != QEM_OK)
+        return NULL;
+    const size_t item = qem_dtype_size(dtype);
+    size_t elements = 1;
+    for (unsigned k = 0; k < ndim; k++) {
+        if (shape[k] && elements > SIZE_MAX / shape[k])
+            return NULL;
+        elements *= (size_t)shape[k];
+    }
+    if (elements > (SIZE_MAX - n) / item)
+        return NULL;
+    unsigned char *out = malloc(n + elements * item);
+    if (!out)
+        return NULL;
+    memcpy(out, header, n);
+    if (elements)
+        memcpy(out + n, data, elements * item);
+    *length = n + elements * item;
+    return out;
+}
+
+unsigned char *view_image_npy(const qem_image *im, size_t *length)
+{
+    return view_npy_body(im->dtype, im->ndim, im->shape, im->data, length);
+}
+
+/* What the library takes from the file's detector calibration, else the
+ * estimate (a pass over every scan), resolved once through the library
+ * for a plain BF request and kept. */
+qem_status view_file_defaults(view_file *f, view_default_detector *out, qem_error *e)
+{
+    qem_status st = QEM_OK;
+    pthread_mutex_lock(&f->lock);
+    if (!f->have_default) {
+        uint8_t *scratch = malloc((size_t)f->info.pixels);
+        qem_detector_request q;
+        qem_detector_request_init(&q);
+        qem_detector_resolution r = {.struct_size = sizeof r};
+        st = scratch ? qem_products_resolve_detector(f->products, &q, scratch,
+                                                     (size_t)f->info.pixels, &r, e)
+                     : view_fail(e, QEM_E_NO_MEMORY, "out of memory for a detector mask");
+        free(scratch);
+        if (st == QEM_OK) {
+            f->defaults.center_row = r.center_row;
+            f->defaults.center_column = r.center_column;
+            f->defaults.radius = r.radius;
+            memcpy(f->defaults.origin, r.origin, sizeof f->defaults.origin);
+            f->have_default = 1;
+        }
+    }
+    *out = f->defaults;
+    pthread_mutex_unlock(&f->lock);
+    return st;
+}
+
+qem_status view_mean_npy(view_file *f, unsigned char **body, size_t *length, qem_error *e)
+{
+    qem_status st = QEM_OK;
+    pthread_mutex_lock(&f->lock);
+    if (!f->have_mean) {
+        st = qem_products_mean(f->products, &f->mean, e);
+        f->have_mean = st == QEM_OK;
+    }
+    if (st == QEM_OK) {
+        *body = view_image_npy(&f->mean, length);
+        if (!*body)
+            st = view_fail(e, QEM_E_NO_MEMORY, "out of memory for the mean pattern's body");
+    }
+    pthread_mutex_unlock(&f->lock);
+    return st;
+}
+
+/* --- sessions -------------------------------------------------------------- */
+
+static void client_free(view_client *c)
+{
+    if (!c)
+        return;
+    qem_detector_session_free(c->session);
+    pthread_mutex_destroy(&c->lock);
+    free(c);
+}
+
+/* The least recently used idle session makes room when VIEW_MAX_SESSIONS
+ * pages are open. */
+view_client *view_client_acquire(view_server *s, const char *id, qem_error *e)
+{
+    pthread_mutex_lock(&s->clients_lock);
+    view_client *found = NULL;
+    int free_slot = -1, idle = -1;
+    for (int k = 0; k < VIEW_MAX_SESSIONS; k++) {
+        view_client *c = s->clients[k];
+        if (!c) {
+            if (free_slot < 0)
+                free_slot = k;
+        } else if (!strcmp(c->id, id)) {
+            found = c;
+        } else if (c->refs == 0 && (idle < 0 || c->used < s->clients[idle]->used)) {
+            idle = k;
+        }
+    }
+    if (!found) {
+        const int slot = free_slot >= 0 ? free_slot : idle;
+        found = slot >= 0 ? calloc(1, sizeof *found) : NULL;
+        if (found && qem_detector_session_create(s->products, s->nfiles, &found->session, e) ==
+                         QEM_OK) {
+            memcpy(found->id, id, strlen(id) + 1);
+            pthread_mutex_init(&found->lock, NULL);
+            if (!s->clients[slot]) {
+                s->clients[slot] = found;
+            } else {
+                client_free(s->clients[slot]);
+                s->clients[slot] = found;
+                atomic_fetch_add(&s->sessions_evicted, 1);
+            }
+            atomic_fetch_add(&s->sessions_created, 1);
+        } else {
+            if (found)
+                free(found);
+            else if (slot < 0)
+                view_fail(e, QEM_E_LIMIT,
+                          "%d pages are updating at once; close one or wait for it",
+                          VIEW_MAX_SESSIONS);
+            else
+                view_fail(e, QEM_E_NO_MEMORY, "out of memory for a detector session");
+            found = NULL;
+        }
+    }
+    if (found) {
+        found->refs++;
+        found->used = ++s->clock;
+    }
+    pthread_mutex_unlock(&s->clients_lock);
+    return found;
+}
+
+void view_client_release(view_server *s, view_client *c)
+{
+    pthread_mutex_lock(&s->clients_lock);
+    c->refs--;
+    pthread_mutex_unlock(&s->clients_lock);
+}
+
+size_t view_sessions_open(view_server *s)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&s->clients_lock);
+    for (int k = 0; k < VIEW_MAX_SESSIONS; k++)
+        n += s->clients[k] != NULL;
+    pthread_mutex_unlock(&s->clients_lock);
+    return n;
+}
+
+/* --- the pattern block cache --------------------------------------------------- */
+
+/* The 512-scan block of a .qem chunk that holds `scan`: [*first, +*count). */
+static int frame_block(qem_file *qf, uint64_t scan, uint64_t *first, uint64_t *count)
+{
+    qem_file_info fi = {.struct_size = sizeof fi};
+    if (qem_get_info(qf, &fi, NULL) != QEM_OK)
+        return 0;
+    uint64_t lo = 0, hi = fi.chunk_count;
+    while (lo < hi) { /* chunks are contiguous and in order */
+        const uint64_t mid = lo + (hi - lo) / 2;
+        uint64_t at, n;
+        if (qem_get_chunk(qf, mid, &at, &n, NULL) != QEM_OK)
+            return 0;
+        if (scan < at) {
+            hi = mid;
+        } else if (scan >= at + n) {
+            lo = mid + 1;
+        } else {
+            *first = at + (scan - at) / VIEW_FRAME_BLOCK * VIEW_FRAME_BLOCK;
+            *count = at + n - *first < VIEW_FRAME_BLOCK ? at + n - *first : VIEW_FRAME_BLOCK;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The working values with invalid pixels 0, which is what
+ * qem_products_frame gives (tests/viewer checks the bytes against qem dp). */
+int view_pattern_from_block(view_server *s, size_t index, uint64_t scan, qem_status *status,
+                            unsigned char **body, size_t *length, qem_error *e)
+{
+    view_file *f = &s->files[index];
+    qem_file *qf = qem_container_file(f->source);
+    uint64_t first, count;
+    if (!f->counts || !qf || !frame_block(qf, scan, &first, &count))
+        return 0;
+    const size_t item = qem_dtype_size(f->info.working_dtype);
+    const size_t frame = (size_t)f->info.pixels * item;
+    pthread_mutex_lock(&s->frames_lock);
+    view_frame_slot *slot = NULL;
+    for (int k = 0; k < VIEW_FRAME_SLOTS && !slot; k++)
+        if (s->frames[k].used && s->frames[k].file == index && s->frames[k].first == first)
+            slot = &s->frames[k];
+    if (slot) {
+        atomic_fetch_add(&s->frame_hits, 1);
+    } else {
+        atomic_fetch_add(&s->frame_misses, 1);
+        slot = &s->frames[0];
+        for (int k = 1; k < VIEW_FRAME_SLOTS; k++)
+            if (!s->frames[k].used || (slot->used && s->frames[k].tick < slot->tick))
+                slot = &s->frames[k];
+        slot->used = 0;
+        const size_t size = (size_t)count * frame;
+        if (slot->size < size) {
+            free(slot->data);
+            slot->data = malloc(size);
+            slot->size = slot->data ? size : 0;
+        }
+        qem_status st = slot->data ? qem_container_read(f->source, first, count,
+                                                        QEM_VALUES_WORKING, slot->data, size, e)
+                                   : view_fail(e, QEM_E_NO_MEMORY, "out of memory for patterns");
+        if (st != QEM_OK) {
+            pthread_mutex_unlock(&s->frames_lock);
+            *status = st;
+            return 1;
+        }
+        for (uint64_t k = 0; k < count; k++)
+            for (uint64_t px = 0; px < f->info.pixels; px++)
+                if (!f->valid[px])
+                    memset(slot->data + k * frame + px * item, 0, item);
+        slot->used = 1;
+        slot->file = index;
+        slot->first = first;
+        slot->count = count;
+    }
+    slot->tick = ++s->frames_clock;
+    *length = 0;
+    *body = view_npy_body(f->info.working_dtype, 2, f->info.shape + 2,
+                          slot->data + (scan - first) * frame, length);
+    pthread_mutex_unlock(&s->frames_lock);
+    *status = QEM_OK;
+    return 1;
+}
