@@ -2,8 +2,8 @@
  * consumes their data (the CLI, products). A container implements these
  * operations over its own still-encoded resident; consumers never learn
  * the format. A new container is a new implementation, not a new caller. */
-#ifndef QEM_CONTAINER_REPRESENTATION_H
-#define QEM_CONTAINER_REPRESENTATION_H
+#ifndef QEM_COMMON_REPRESENTATION_H
+#define QEM_COMMON_REPRESENTATION_H
 
 #include "qem.h"
 

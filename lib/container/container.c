@@ -9,45 +9,17 @@
 
 #include "common/error.h"
 #include "common/fileio.h"
+#include "common/identify.h"
 #include "common/options.h"
 #include "common/threads.h"
-#include "container/representation.h"
+#include "common/representation.h"
+#include "pack/pack_internal.h"
+#include "qem/qem_internal.h"
 
 void qem_container_options_init(qem_container_options *o)
 {
     memset(o, 0, sizeof *o);
     o->struct_size = sizeof *o;
-}
-
-qem_status qem_identify(const char *path, qem_file_kind *kind, qem_error *error)
-{
-    qem_error_clear(error);
-    if (!path || !kind)
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_identify: NULL argument");
-    static const uint8_t hdf5_sig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
-    int fd = -1;
-    struct stat sb;
-    QEM_TRY(qem_open_input(path, &fd, &sb, error));
-    const uint64_t size = (uint64_t)sb.st_size;
-    unsigned char magic[8] = {0};
-    qem_status st = size >= 8 ? qem_pread_full(fd, magic, 8, 0, QEM_E_IO, error) : QEM_OK;
-    *kind = QEM_KIND_UNKNOWN;
-    if (st == QEM_OK && size >= 8 && memcmp(magic, "QEMDATA1", 8) == 0)
-        *kind = QEM_KIND_QEM;
-    else if (st == QEM_OK && size >= 8 && memcmp(magic, "QGPUH5\0\x01", 8) == 0)
-        *kind = QEM_KIND_PACK;
-    else if (st == QEM_OK && size >= 6 && memcmp(magic, "\x93NUMPY", 6) == 0)
-        *kind = QEM_KIND_NPY;
-    /* The HDF5 superblock sits at 0 or after a user block of 512 * 2^k. */
-    for (uint64_t off = 0; st == QEM_OK && *kind == QEM_KIND_UNKNOWN && off + 8 <= size;
-         off = off ? 2 * off : 512) {
-        uint8_t sig[8];
-        st = qem_pread_full(fd, sig, 8, off, QEM_E_IO, error);
-        if (st == QEM_OK && memcmp(sig, hdf5_sig, 8) == 0)
-            *kind = QEM_KIND_HDF5;
-    }
-    close(fd);
-    return st;
 }
 
 qem_status qem_container_open(const char *path, const qem_container_options *options,
@@ -61,9 +33,19 @@ qem_status qem_container_open(const char *path, const qem_container_options *opt
     qem_container_options_init(&o);
     QEM_TRY(qem_options_overlay(&o, sizeof o, options, "qem_container_options", error));
     QEM_TRY(qem_threads_check(o.threads, "qem_container_options.threads", error));
+    /* The path is opened once: identified, then read, through one
+     * descriptor, so what was identified is what is read. */
+    int fd = -1;
+    struct stat sb;
+    QEM_TRY(qem_open_input(path, &fd, &sb, error));
     qem_file_kind kind;
-    QEM_TRY(qem_identify(path, &kind, error));
-    if (kind != QEM_KIND_QEM && kind != QEM_KIND_PACK)
+    qem_status st = qem_identify_fd(fd, (uint64_t)sb.st_size, &kind, error);
+    if (st != QEM_OK) {
+        close(fd);
+        return st;
+    }
+    if (kind != QEM_KIND_QEM && kind != QEM_KIND_PACK) {
+        close(fd);
         return qem_fail(error, QEM_E_NOT_QEM,
                         "'%s' is neither a .qem file nor a Lossless Pack Format v1 file (it is %s)",
                         path,
@@ -71,11 +53,13 @@ qem_status qem_container_open(const char *path, const qem_container_options *opt
                         : kind == QEM_KIND_HDF5 ? "an HDF5 file without a pack index: qem pack "
                                                   "produce it first"
                                                 : "not a format qem reads");
+    }
     qem_container *s = calloc(1, sizeof *s);
-    if (!s)
+    if (!s) {
+        close(fd);
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    }
     s->threads = o.threads;
-    qem_status st;
     if (kind == QEM_KIND_PACK) {
         qem_pack *p = NULL;
         qem_pack_load_options lo;
@@ -84,7 +68,7 @@ qem_status qem_container_open(const char *path, const qem_container_options *opt
         lo.expect_sha256 = o.expect_sha256;
         lo.progress = o.progress;
         lo.progress_user = o.progress_user;
-        st = qem_pack_open(path, &p, error);
+        st = qem_pack_open_descriptor(path, fd, &sb, &p, error);
         if (st == QEM_OK)
             st = qem_pack_load(p, &lo, error);
         s->ops = &qem_pack_representation;
@@ -100,7 +84,7 @@ qem_status qem_container_open(const char *path, const qem_container_options *opt
         oo.body_check = o.body_check;
         oo.progress = o.progress;
         oo.progress_user = o.progress_user;
-        st = qem_open(path, &oo, &f, error);
+        st = qem_open_descriptor(path, fd, &sb, &oo, NULL, &f, error);
         s->ops = &qem_file_representation;
         s->impl = f;
     }

@@ -681,24 +681,33 @@ qem_status qem_pack_open(const char *path, qem_pack **out, qem_error *error)
     if (!path || !out)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_pack_open: NULL argument");
     *out = NULL;
+    int fd = -1;
+    struct stat sb;
+    QEM_TRY(qem_open_input(path, &fd, &sb, error));
+    return qem_pack_open_descriptor(path, fd, &sb, out, error);
+}
+
+qem_status qem_pack_open_descriptor(const char *path, int fd, const struct stat *sb,
+                                    qem_pack **out, qem_error *error)
+{
+    *out = NULL;
     qem_pack *p = calloc(1, sizeof *p);
-    if (!p)
+    if (!p) {
+        close(fd);
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    }
     qem_pack_now(&p->opened_at);
     p->timings = (qem_pack_timings){sizeof(qem_pack_timings), -1, -1, -1, -1, -1, -1, -1, -1,
                                     -1, -1, -1, 0, 0};
     uint8_t *index = NULL;
-    struct stat sb;
-    p->fd = -1;
-    qem_status st = qem_open_input(path, &p->fd, &sb, error);
-    if (st != QEM_OK)
-        goto done;
+    p->fd = fd;
+    qem_status st = QEM_OK;
     if (!(p->path = strdup(path))) {
         st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
         goto done;
     }
-    qem_file_stamp_from_stat(&sb, &p->stamp);
-    p->file_size = (uint64_t)sb.st_size;
+    qem_file_stamp_from_stat(sb, &p->stamp);
+    p->file_size = (uint64_t)sb->st_size;
     uint64_t index_offset = 0, index_bytes = 0;
     st = read_prelude(p, &index_offset, &index_bytes, error);
     if (st != QEM_OK)

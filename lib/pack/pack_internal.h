@@ -178,4 +178,11 @@ static inline unsigned pack_v3_width(const qem_pack *p, const uint32_t *headers,
 /* The complete qem_pack_info of `p` (what qem_pack_get_info delivers). */
 void qem_pack_fill_info(const qem_pack *p, qem_pack_info *info);
 
+/* qem_pack_open on a descriptor already open on `path` and stat'ed as `sb`
+ * (see qem_open_descriptor). The handle takes `fd`; on failure it is
+ * closed. */
+struct stat;
+qem_status qem_pack_open_descriptor(const char *path, int fd, const struct stat *sb,
+                                    qem_pack **out, qem_error *error);
+
 #endif

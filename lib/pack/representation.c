@@ -1,7 +1,7 @@
 /* A loaded pack behind the representation interface. */
 #include "common/error.h"
 #include "pack/pack_internal.h"
-#include "container/representation.h"
+#include "common/representation.h"
 
 static void describe(const void *impl, qem_container_info *info)
 {

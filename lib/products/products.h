@@ -6,7 +6,7 @@
 
 #include "qem.h"
 #include "qem_experimental.h"
-#include "container/representation.h"
+#include "common/representation.h"
 
 struct qem_products {
     qem_container *source;

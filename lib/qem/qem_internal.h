@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include "qem.h"
+#include "qem_experimental.h"
 #include "common/fileio.h"
 #include "common/threads.h"
 #include "qem/metadata.h"
@@ -210,6 +211,16 @@ qem_status qem_decode_block(const qem_file *file, const qem_chunk_view *view, ui
 /* Compares a digest of the decoded float32 bits with logical_sha256. */
 qem_status qem_logical_digest_check(const qem_file *file, const uint8_t digest[32],
                                     qem_error *error);
+
+/* qem_open on a descriptor already open on `path` and stat'ed as `sb`
+ * (qem_container_open identifies the file through it, so what was
+ * identified is what is read). The handle takes `fd`; on failure it is
+ * closed. */
+struct stat;
+qem_status qem_open_descriptor(const char *path, int fd, const struct stat *sb,
+                               const qem_open_options *options,
+                               const qem_experimental_open_options *experimental,
+                               qem_file **out, qem_error *error);
 
 /* Chunk containing flat scan `scan` (binary search). */
 uint64_t qem_chunk_index_of(const qem_file *file, uint64_t scan);

@@ -183,6 +183,21 @@ qem_status qem_open(const char *path, const qem_open_options *options, qem_file 
     return qem_open_experimental(path, options, NULL, out, error);
 }
 
+/* The options as the library uses them: defaults overlaid by the caller's,
+ * the thread count checked. */
+static qem_status open_options_local(const qem_open_options *options,
+                                     const qem_experimental_open_options *experimental,
+                                     qem_open_options *local, qem_experimental_open_options *x,
+                                     qem_error *error)
+{
+    qem_open_options_init(local);
+    QEM_TRY(qem_options_overlay(local, sizeof *local, options, "qem_open_options", error));
+    QEM_TRY(qem_threads_check(local->threads, "qem_open_options.threads", error));
+    qem_experimental_open_options_init(x);
+    return qem_options_overlay(x, sizeof *x, experimental, "qem_experimental_open_options",
+                               error);
+}
+
 qem_status qem_open_experimental(const char *path, const qem_open_options *options,
                                  const qem_experimental_open_options *experimental,
                                  qem_file **out, qem_error *error)
@@ -192,29 +207,38 @@ qem_status qem_open_experimental(const char *path, const qem_open_options *optio
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_open: NULL argument");
     *out = NULL;
     qem_open_options local;
-    qem_open_options_init(&local);
-    QEM_TRY(qem_options_overlay(&local, sizeof local, options, "qem_open_options", error));
-    QEM_TRY(qem_threads_check(local.threads, "qem_open_options.threads", error));
-    options = &local;
     qem_experimental_open_options x;
-    qem_experimental_open_options_init(&x);
-    QEM_TRY(qem_options_overlay(&x, sizeof x, experimental, "qem_experimental_open_options",
-                                error));
-    qem_file *f = calloc(1, sizeof *f);
-    if (!f)
-        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    QEM_TRY(open_options_local(options, experimental, &local, &x, error));
+    int fd = -1;
     struct stat sb;
-    qem_status st = qem_open_input(path, &f->fd, &sb, error);
-    if (st != QEM_OK)
-        goto fail;
+    QEM_TRY(qem_open_input(path, &fd, &sb, error));
+    return qem_open_descriptor(path, fd, &sb, &local, &x, out, error);
+}
+
+qem_status qem_open_descriptor(const char *path, int fd, const struct stat *sb,
+                               const qem_open_options *options,
+                               const qem_experimental_open_options *experimental,
+                               qem_file **out, qem_error *error)
+{
+    *out = NULL;
+    qem_open_options local;
+    qem_experimental_open_options x;
+    qem_status st = open_options_local(options, experimental, &local, &x, error);
+    qem_file *f = st == QEM_OK ? calloc(1, sizeof *f) : NULL;
+    if (!f) {
+        close(fd);
+        return st != QEM_OK ? st : qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    }
+    options = &local;
+    f->fd = fd;
     f->path = strdup(path);
     f->tables = malloc(sizeof *f->tables);
     if (!f->path || !f->tables) {
         st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
         goto fail;
     }
-    qem_file_stamp_from_stat(&sb, &f->stamp);
-    f->file_size = (uint64_t)sb.st_size;
+    qem_file_stamp_from_stat(sb, &f->stamp);
+    f->file_size = (uint64_t)sb->st_size;
     f->threads = options->threads;
     qem_decode_path requested = x.decode_path;
     st = requested_decode_path(&requested, error);

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "qem/qem_internal.h"
-#include "container/representation.h"
+#include "common/representation.h"
 
 static qem_output output_of(const qem_file *f, qem_values values)
 {
