@@ -783,6 +783,13 @@ QEM_API qem_status qem_container_open(const char *path, const qem_container_opti
 QEM_API void qem_container_close(qem_container *source);
 QEM_API qem_status qem_container_get_info(const qem_container *source, qem_container_info *info,
                                        qem_error *error);
+/* The file's own JSON description, NUL-terminated and valid while the
+ * source is open: a .qem file's header, a pack's manifest. `length`, if
+ * not NULL, gets its length. */
+QEM_API const char *qem_container_header_json(const qem_container *source, size_t *length);
+/* The file's summary as JSON (what `qem info --json` prints for it), to be
+ * released with qem_free; NULL on failure. */
+QEM_API char *qem_container_summary_json(const qem_container *source, qem_error *error);
 /* The underlying handle, or NULL when the source is of the other kind. */
 QEM_API qem_file *qem_container_file(qem_container *source);
 QEM_API qem_pack *qem_container_pack(qem_container *source);

@@ -53,10 +53,8 @@ static json_t *file_json(view_file *f, size_t index)
     for (uint64_t p = 0; p < f->info.pixels; p++)
         valid += f->valid[p];
     json_object_set_new(j, "valid_pixels", json_integer((json_int_t)valid));
-    char *text = NULL;
+    char *text = qem_container_summary_json(f->source, NULL);
     qem_file *qf = qem_container_file(f->source);
-    qem_pack *qp = qem_container_pack(f->source);
-    text = qf ? qem_summary_json(qf, NULL) : qem_pack_summary_json(qp, NULL);
     json_t *summary = text ? json_loads(text, 0, NULL) : NULL;
     qem_free(text);
     if (!summary)

@@ -57,6 +57,13 @@ typedef struct qem_representation_ops {
     uint64_t (*resident_bytes)(const void *impl);
     /* Device and inode of the open file (the same file opened twice). */
     void (*file_id)(const void *impl, uint64_t id[2]);
+
+    /* --- what front-ends show ------------------------------------------ */
+    /* The file's own JSON description (a .qem header, a pack manifest),
+     * valid while the representation is open. */
+    const char *(*header_json)(const void *impl, size_t *length);
+    /* The summary `qem info --json` prints; qem_free'd by the caller. */
+    char *(*summary_json)(const void *impl, qem_error *error);
 } qem_representation_ops;
 
 struct qem_container {

@@ -115,6 +115,26 @@ qem_status qem_container_get_info(const qem_container *s, qem_container_info *ou
     return qem_result_deliver(out, &info, sizeof info, "qem_container_info", error);
 }
 
+const char *qem_container_header_json(const qem_container *s, size_t *length)
+{
+    if (!s) {
+        if (length)
+            *length = 0;
+        return NULL;
+    }
+    return s->ops->header_json(s->impl, length);
+}
+
+char *qem_container_summary_json(const qem_container *s, qem_error *error)
+{
+    qem_error_clear(error);
+    if (!s) {
+        qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_container_summary_json: NULL source");
+        return NULL;
+    }
+    return s->ops->summary_json(s->impl, error);
+}
+
 qem_file *qem_container_file(qem_container *s)
 {
     return s && s->ops->kind == QEM_CONTAINER_QEM ? s->impl : NULL;

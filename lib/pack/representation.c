@@ -110,6 +110,16 @@ static void file_id_of(const void *impl, uint64_t id[2])
     id[1] = (uint64_t)p->stamp.ino;
 }
 
+static const char *header_json_of(const void *impl, size_t *length)
+{
+    return qem_pack_manifest_json(impl, length);
+}
+
+static char *summary_json_of(const void *impl, qem_error *error)
+{
+    return qem_pack_summary_json(impl, error);
+}
+
 const qem_representation_ops qem_pack_representation = {
     .kind = QEM_CONTAINER_PACK,
     .describe = describe,
@@ -127,4 +137,6 @@ const qem_representation_ops qem_pack_representation = {
     .semiangle_mrad = no_semiangle,
     .resident_bytes = resident_of,
     .file_id = file_id_of,
+    .header_json = header_json_of,
+    .summary_json = summary_json_of,
 };

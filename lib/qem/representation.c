@@ -166,6 +166,16 @@ static void file_id_of(const void *impl, uint64_t id[2])
     id[1] = (uint64_t)f->stamp.ino;
 }
 
+static const char *header_json_of(const void *impl, size_t *length)
+{
+    return qem_header_json(impl, length);
+}
+
+static char *summary_json_of(const void *impl, qem_error *error)
+{
+    return qem_summary_json(impl, error);
+}
+
 const qem_representation_ops qem_file_representation = {
     .kind = QEM_CONTAINER_QEM,
     .describe = describe,
@@ -183,4 +193,6 @@ const qem_representation_ops qem_file_representation = {
     .semiangle_mrad = semiangle_of,
     .resident_bytes = resident_of,
     .file_id = file_id_of,
+    .header_json = header_json_of,
+    .summary_json = summary_json_of,
 };

@@ -229,9 +229,7 @@ static PyObject *container_header(ext_container *self, PyObject *noargs)
         return NULL;
     ext_container_leave(self);
     size_t n = 0;
-    qem_file *f = qem_container_file(self->container);
-    const char *text = f ? qem_header_json(f, &n)
-                         : qem_pack_manifest_json(qem_container_pack(self->container), &n);
+    const char *text = qem_container_header_json(self->container, &n);
     return PyUnicode_FromStringAndSize(text, (Py_ssize_t)n);
 }
 
@@ -242,9 +240,7 @@ static PyObject *container_summary(ext_container *self, PyObject *noargs)
         return NULL;
     ext_container_leave(self);
     qem_error e = {0};
-    qem_file *f = qem_container_file(self->container);
-    char *text = f ? qem_summary_json(f, &e)
-                   : qem_pack_summary_json(qem_container_pack(self->container), &e);
+    char *text = qem_container_summary_json(self->container, &e);
     return ext_take_string(text, &e);
 }
 

@@ -3,6 +3,7 @@
  * declares (an older, smaller struct is never overrun; a newer, larger one
  * learns how much was filled), struct_size 0 is refused, every handle's
  * close/free takes NULL, and every status belongs to a documented group. */
+#include <jansson.h>
 #include <stddef.h>
 
 #include "pack_build.h"
@@ -274,6 +275,38 @@ static void test_result_structs(void)
     for (uint64_t k = 0; k < 2 * one; k++)
         CHECK_EQ_U64(two[k], CANARY);
     free(two);
+    /* The container tells what the format-specific calls tell: front-ends
+     * need no downcast for a header or a summary. */
+    {
+        size_t n1 = 0, n2 = 0;
+        const char *h1 = qem_container_header_json(src, &n1), *h2 = qem_header_json(f, &n2);
+        CHECK(h1 && h2 && n1 == n2 && memcmp(h1, h2, n1) == 0);
+        char *s1 = qem_container_summary_json(src, &e), *s2 = qem_summary_json(f, &e);
+        CHECK(s1 && s2 && strcmp(s1, s2) == 0);
+        qem_free(s1);
+        qem_free(s2);
+        qem_container *pc = NULL;
+        CHECK_OK(qem_container_open(pack, NULL, &pc, &e), &e);
+        h1 = qem_container_header_json(pc, &n1);
+        h2 = qem_pack_manifest_json(p, &n2);
+        CHECK(h1 && h2 && n1 == n2 && memcmp(h1, h2, n1) == 0);
+        s1 = qem_container_summary_json(pc, &e);
+        s2 = qem_pack_summary_json(p, &e);
+        /* The same but for the two loads' timings. */
+        json_t *j1 = s1 ? json_loads(s1, 0, NULL) : NULL, *j2 = s2 ? json_loads(s2, 0, NULL) : NULL;
+        CHECK(j1 && j2 && json_object_get(j1, "timings_ms") && json_object_get(j2, "timings_ms"));
+        json_object_del(j1, "timings_ms");
+        json_object_del(j2, "timings_ms");
+        CHECK(j1 && j2 && json_equal(j1, j2));
+        json_decref(j1);
+        json_decref(j2);
+        qem_free(s1);
+        qem_free(s2);
+        qem_container_close(pc);
+        CHECK(qem_container_header_json(NULL, &n1) == NULL && n1 == 0);
+        CHECK_STATUS((s1 = qem_container_summary_json(NULL, &e)) ? QEM_OK : e.status,
+                     QEM_E_INVALID_ARGUMENT, &e);
+    }
     /* Bounds past 64 bits say so instead of wrapping. */
     CHECK_EQ_U64(qem_read_scans_bound(f, UINT64_MAX / 2), UINT64_MAX);
     CHECK_EQ_U64(qem_pack_read_bound(p, QEM_PACK_MASK_APPLIED, UINT64_MAX / 3), UINT64_MAX);
