@@ -790,6 +790,14 @@ QEM_API const char *qem_container_header_json(const qem_container *source, size_
 /* The file's summary as JSON (what `qem info --json` prints for it), to be
  * released with qem_free; NULL on failure. */
 QEM_API char *qem_container_summary_json(const qem_container *source, qem_error *error);
+/* What only the source's format has, as one JSON object, to be released
+ * with qem_free (NULL on failure). Both formats give "file_bytes",
+ * "logical_bytes" and "chunks" ([first, end) scans of each chunk or shard,
+ * the windows reads are cheapest in); a .qem file adds "codec",
+ * "valid_pixels", "chunk_count", "has_dark" (0/1) and "spatial_fields"; a
+ * pack "profile", "resident_bytes", "shard_count", "excluded_count",
+ * "raw_access" and "source_identity_sha256". */
+QEM_API char *qem_container_details_json(const qem_container *source, qem_error *error);
 /* The underlying handle, or NULL when the source is of the other kind. */
 QEM_API qem_file *qem_container_file(qem_container *source);
 QEM_API qem_pack *qem_container_pack(qem_container *source);

@@ -64,6 +64,9 @@ typedef struct qem_representation_ops {
     const char *(*header_json)(const void *impl, size_t *length);
     /* The summary `qem info --json` prints; qem_free'd by the caller. */
     char *(*summary_json)(const void *impl, qem_error *error);
+    /* What only this format has, as a JSON object (qem_container_details_json);
+     * qem_free'd by the caller. */
+    char *(*details_json)(const void *impl, qem_error *error);
 } qem_representation_ops;
 
 struct qem_container {

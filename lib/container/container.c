@@ -135,6 +135,16 @@ char *qem_container_summary_json(const qem_container *s, qem_error *error)
     return s->ops->summary_json(s->impl, error);
 }
 
+char *qem_container_details_json(const qem_container *s, qem_error *error)
+{
+    qem_error_clear(error);
+    if (!s) {
+        qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_container_details_json: NULL source");
+        return NULL;
+    }
+    return s->ops->details_json(s->impl, error);
+}
+
 qem_file *qem_container_file(qem_container *s)
 {
     return s && s->ops->kind == QEM_CONTAINER_QEM ? s->impl : NULL;

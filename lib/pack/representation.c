@@ -120,6 +120,55 @@ static char *summary_json_of(const void *impl, qem_error *error)
     return qem_pack_summary_json(impl, error);
 }
 
+static const char *raw_access_name(qem_raw_access access)
+{
+    switch (access) {
+    case QEM_RAW_EXACT_NO_EXCLUSIONS: return "exact-no-exclusions";
+    case QEM_RAW_RETAINED_PAYLOAD: return "retained-payload";
+    case QEM_RAW_EXCLUSION_CONSTANTS: return "exclusion-constants";
+    case QEM_RAW_MASK_APPLIED_ONLY: return "mask-applied-only";
+    }
+    return "";
+}
+
+/* The profile, sizes, exclusions, raw access, the source's identity and
+ * each shard's [first, end) scans. */
+static char *details_json_of(const void *impl, qem_error *error)
+{
+    const qem_pack *p = impl;
+    qem_pack_info pi;
+    qem_pack_fill_info(p, &pi);
+    json_t *shards = json_array();
+    for (uint64_t k = 0; shards && k < pi.shard_count; k++) {
+        const uint64_t first = k * pi.scans_per_shard;
+        const uint64_t end = first + pi.scans_per_shard < pi.scans ? first + pi.scans_per_shard
+                                                                   : pi.scans;
+        if (json_array_append_new(shards, json_pack("[I, I]", (json_int_t)first,
+                                                    (json_int_t)end)) != 0) {
+            json_decref(shards);
+            shards = NULL;
+        }
+    }
+    json_t *j =
+        shards
+            ? json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:o}", "profile",
+                        pi.profile == QEM_PACK_UINT8_BITPACKED ? "exact-uint8-bitpacked"
+                                                               : "exact-uint16-lz4",
+                        "file_bytes", (json_int_t)pi.file_bytes, "logical_bytes",
+                        (json_int_t)(pi.scans * pi.pixels * qem_dtype_size(pi.working_dtype)),
+                        "resident_bytes", (json_int_t)pi.resident_bytes, "shard_count",
+                        (json_int_t)pi.shard_count, "excluded_count",
+                        (json_int_t)pi.excluded_count, "raw_access",
+                        raw_access_name(pi.raw_access), "source_identity_sha256",
+                        pi.source_identity_sha256, "chunks", shards)
+            : NULL;
+    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!text)
+        qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    return text;
+}
+
 const qem_representation_ops qem_pack_representation = {
     .kind = QEM_CONTAINER_PACK,
     .describe = describe,
@@ -139,4 +188,5 @@ const qem_representation_ops qem_pack_representation = {
     .file_id = file_id_of,
     .header_json = header_json_of,
     .summary_json = summary_json_of,
+    .details_json = details_json_of,
 };

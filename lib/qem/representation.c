@@ -5,8 +5,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "qem/qem_internal.h"
+#include "common/error.h"
 #include "common/representation.h"
+#include "qem/qem_internal.h"
 
 static qem_output output_of(const qem_file *f, qem_values values)
 {
@@ -176,6 +177,37 @@ static char *summary_json_of(const void *impl, qem_error *error)
     return qem_summary_json(impl, error);
 }
 
+/* The codec and what it keeps (valid pixels, a dark plane, spatial
+ * fields), sizes, and each chunk's [first, end) scans. */
+static char *details_json_of(const void *impl, qem_error *error)
+{
+    const qem_file *f = impl;
+    json_t *chunks = json_array();
+    for (uint64_t k = 0; chunks && k < f->chunk_count; k++)
+        if (json_array_append_new(chunks, json_pack("[I, I]", (json_int_t)f->chunks[k].first,
+                                                    (json_int_t)(f->chunks[k].first +
+                                                                 f->chunks[k].scans))) != 0) {
+            json_decref(chunks);
+            chunks = NULL;
+        }
+    json_t *j = chunks ? json_pack("{s:s, s:I, s:I, s:I, s:I, s:i, s:I, s:o}", "codec",
+                                   qem_codec_name(f->codec), "file_bytes",
+                                   (json_int_t)f->file_size, "logical_bytes",
+                                   (json_int_t)(f->scans * f->pixels * qem_dtype_size(f->dtype)),
+                                   "valid_pixels", (json_int_t)f->valid_count, "chunk_count",
+                                   (json_int_t)f->chunk_count, "has_dark", f->dark != NULL,
+                                   "spatial_fields",
+                                   (json_int_t)(f->codec == QEM_CODEC_INTEGER ? f->geometry.fields
+                                                                              : 0),
+                                   "chunks", chunks)
+                       : NULL;
+    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!text)
+        qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    return text;
+}
+
 const qem_representation_ops qem_file_representation = {
     .kind = QEM_CONTAINER_QEM,
     .describe = describe,
@@ -195,4 +227,5 @@ const qem_representation_ops qem_file_representation = {
     .file_id = file_id_of,
     .header_json = header_json_of,
     .summary_json = summary_json_of,
+    .details_json = details_json_of,
 };

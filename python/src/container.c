@@ -153,73 +153,37 @@ static PyObject *container_info(ext_container *self, PyObject *noargs)
         i->raw_available ? Py_True : Py_False);
     if (!d)
         return NULL;
-    PyObject *chunks = PyList_New(0);
-    if (!chunks) {
+    /* What only the format has comes from the library as JSON, decoded by
+     * Python's json module; chunks become (first, end) tuples. */
+    qem_error e = {0};
+    char *text = qem_container_details_json(self->container, &e);
+    if (!text) {
+        Py_DECREF(d);
+        return ext_raise(&e);
+    }
+    PyObject *json = PyImport_ImportModule("json");
+    PyObject *extra = json ? PyObject_CallMethod(json, "loads", "s", text) : NULL;
+    Py_XDECREF(json);
+    qem_free(text);
+    PyObject *listed = extra ? PyDict_GetItemString(extra, "chunks") : NULL; /* borrowed */
+    PyObject *chunks = listed ? PyList_New(PyList_GET_SIZE(listed)) : NULL;
+    for (Py_ssize_t k = 0; chunks && k < PyList_GET_SIZE(listed); k++) {
+        PyObject *t = PyList_AsTuple(PyList_GET_ITEM(listed, k));
+        if (!t)
+            Py_CLEAR(chunks);
+        else
+            PyList_SET_ITEM(chunks, k, t);
+    }
+    if (!chunks || PyDict_DelItemString(extra, "chunks") < 0 || PyDict_Update(d, extra) < 0 ||
+        PyDict_SetItemString(d, "chunks", chunks) < 0) {
+        Py_XDECREF(chunks);
+        Py_XDECREF(extra);
         Py_DECREF(d);
         return NULL;
     }
-    PyObject *extra = NULL;
-    qem_file *f = qem_container_file(self->container);
-    qem_pack *p = qem_container_pack(self->container);
-    if (f) {
-        qem_file_info fi = {.struct_size = sizeof fi};
-        qem_get_info(f, &fi, NULL);
-        for (uint64_t k = 0; k < fi.chunk_count; k++) {
-            uint64_t first = 0, n = 0;
-            qem_get_chunk(f, k, &first, &n, NULL);
-            PyObject *t = Py_BuildValue("(KK)", (unsigned long long)first,
-                                        (unsigned long long)(first + n));
-            if (!t || PyList_Append(chunks, t) < 0) {
-                Py_XDECREF(t);
-                goto fail;
-            }
-            Py_DECREF(t);
-        }
-        extra = Py_BuildValue("{s:s, s:K, s:K, s:K, s:K, s:i, s:K}", "codec",
-                              qem_codec_name(fi.codec), "file_bytes",
-                              (unsigned long long)fi.file_bytes, "logical_bytes",
-                              (unsigned long long)fi.logical_bytes, "valid_pixels",
-                              (unsigned long long)fi.valid_pixels, "chunk_count",
-                              (unsigned long long)fi.chunk_count, "has_dark", fi.has_dark,
-                              "spatial_fields", (unsigned long long)fi.spatial_fields);
-    } else {
-        qem_pack_info pi = {.struct_size = sizeof pi};
-        qem_pack_get_info(p, &pi, NULL);
-        for (uint64_t k = 0; k < pi.shard_count; k++) {
-            const uint64_t first = k * pi.scans_per_shard;
-            const uint64_t end = first + pi.scans_per_shard < pi.scans ? first + pi.scans_per_shard
-                                                                       : pi.scans;
-            PyObject *t = Py_BuildValue("(KK)", (unsigned long long)first,
-                                        (unsigned long long)end);
-            if (!t || PyList_Append(chunks, t) < 0) {
-                Py_XDECREF(t);
-                goto fail;
-            }
-            Py_DECREF(t);
-        }
-        static const char *const access[] = {"", "exact-no-exclusions", "retained-payload",
-                                             "exclusion-constants", "mask-applied-only"};
-        extra = Py_BuildValue(
-            "{s:s, s:K, s:K, s:K, s:K, s:K, s:s, s:s}", "profile",
-            pi.profile == QEM_PACK_UINT8_BITPACKED ? "exact-uint8-bitpacked" : "exact-uint16-lz4",
-            "file_bytes", (unsigned long long)pi.file_bytes, "logical_bytes",
-            (unsigned long long)(pi.scans * pi.pixels * qem_dtype_size(pi.working_dtype)),
-            "resident_bytes", (unsigned long long)pi.resident_bytes, "shard_count",
-            (unsigned long long)pi.shard_count, "excluded_count",
-            (unsigned long long)pi.excluded_count, "raw_access",
-            (unsigned)pi.raw_access < 5 ? access[pi.raw_access] : "", "source_identity_sha256",
-            pi.source_identity_sha256);
-    }
-    if (!extra || PyDict_Update(d, extra) < 0 || PyDict_SetItemString(d, "chunks", chunks) < 0)
-        goto fail;
     Py_DECREF(extra);
     Py_DECREF(chunks);
     return d;
-fail:
-    Py_XDECREF(extra);
-    Py_DECREF(chunks);
-    Py_DECREF(d);
-    return NULL;
 }
 
 static PyObject *container_header(ext_container *self, PyObject *noargs)

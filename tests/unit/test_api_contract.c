@@ -302,6 +302,30 @@ static void test_result_structs(void)
         json_decref(j2);
         qem_free(s1);
         qem_free(s2);
+        /* Details: each format's own facts, agreeing with its info. */
+        qem_pack_info pinfo = {.struct_size = sizeof pinfo};
+        CHECK_OK(qem_pack_get_info(p, &pinfo, &e), &e);
+        s1 = qem_container_details_json(pc, &e);
+        j1 = s1 ? json_loads(s1, 0, NULL) : NULL;
+        CHECK(j1 && !strcmp(json_string_value(json_object_get(j1, "profile")), "exact-uint16-lz4"));
+        CHECK(j1 && (uint64_t)json_integer_value(json_object_get(j1, "shard_count")) ==
+                        pinfo.shard_count);
+        CHECK(j1 && json_array_size(json_object_get(j1, "chunks")) == pinfo.shard_count);
+        json_decref(j1);
+        qem_free(s1);
+        qem_file_info finfo = {.struct_size = sizeof finfo};
+        CHECK_OK(qem_get_info(f, &finfo, &e), &e);
+        s1 = qem_container_details_json(src, &e);
+        j1 = s1 ? json_loads(s1, 0, NULL) : NULL;
+        CHECK(j1 && !strcmp(json_string_value(json_object_get(j1, "codec")),
+                            qem_codec_name(finfo.codec)));
+        CHECK(j1 && (uint64_t)json_integer_value(json_object_get(j1, "valid_pixels")) ==
+                        finfo.valid_pixels);
+        json_t *last = j1 ? json_array_get(json_object_get(j1, "chunks"), finfo.chunk_count - 1)
+                          : NULL;
+        CHECK(last && (uint64_t)json_integer_value(json_array_get(last, 1)) == finfo.scans);
+        json_decref(j1);
+        qem_free(s1);
         qem_container_close(pc);
         CHECK(qem_container_header_json(NULL, &n1) == NULL && n1 == 0);
         CHECK_STATUS((s1 = qem_container_summary_json(NULL, &e)) ? QEM_OK : e.status,
