@@ -103,6 +103,12 @@ QEM_API qem_status qem_pack_get_timings(const qem_pack *pack, qem_pack_timings *
  * loaded pack; the results land in qem_pack_timings. */
 QEM_API qem_status qem_pack_time_first_access(qem_pack *pack, qem_error *error);
 
+/* Single-pattern reads of a .qem source served from its kept 512-scan
+ * blocks (hits) or by decoding a block (misses); 0 and 0 for a pack, whose
+ * resident needs no such cache. For the viewer's statistics and tests. */
+QEM_API void qem_container_pattern_cache_stats(const qem_container *source, uint64_t *hits,
+                                               uint64_t *misses);
+
 #ifdef __cplusplus
 }
 #endif

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "qem_experimental.h"
 #include "view/assets.h"
 
 #define TRY(call)                                                                                  \
@@ -428,17 +429,9 @@ static void route_dp(view_server *s, const view_request *q, view_reply *r)
 {
     view_file *f = &s->files[q->file];
     const uint64_t scan = q->scan[0] * f->info.shape[1] + q->scan[1];
+    /* A .qem file decodes the 512-scan block holding the scan and keeps
+     * it (the library's pattern cache): hovering nearby is a copy. */
     qem_error e = {0};
-    qem_status st;
-    unsigned char *body;
-    size_t n;
-    if (view_pattern_from_block(s, (size_t)q->file, scan, &st, &body, &n, &e)) {
-        if (st != QEM_OK)
-            reply_failure(r, &e);
-        else
-            reply_owned(r, "application/octet-stream", body, n);
-        return;
-    }
     qem_image im;
     if (qem_products_frame(f->products, scan, &im, &e) != QEM_OK)
         reply_failure(r, &e);
@@ -631,6 +624,13 @@ static void route_live(view_server *s, const view_request *q, view_reply *r)
 
 static void route_stats(view_server *s, view_reply *r)
 {
+    uint64_t hits = 0, misses = 0;
+    for (size_t k = 0; k < s->nfiles; k++) {
+        uint64_t h, m;
+        qem_container_pattern_cache_stats(s->files[k].source, &h, &m);
+        hits += h;
+        misses += m;
+    }
     reply_json(r, json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:I, s:I, s:I, s:I, s:I}",
                             "requests",
                             (json_int_t)atomic_load(&s->requests), "live_updates",
@@ -642,8 +642,8 @@ static void route_stats(view_server *s, view_reply *r)
                             (json_int_t)atomic_load(&s->sessions_evicted), "max_sessions",
                             VIEW_MAX_SESSIONS, "connections",
                             (json_int_t)view_connections_open(s), "pattern_block_hits",
-                            (json_int_t)atomic_load(&s->frame_hits), "pattern_block_misses",
-                            (json_int_t)atomic_load(&s->frame_misses), "unauthenticated_evicted",
+                            (json_int_t)hits, "pattern_block_misses", (json_int_t)misses,
+                            "unauthenticated_evicted",
                             (json_int_t)atomic_load(&s->unauth_evicted),
                             "unauthenticated_timed_out",
                             (json_int_t)atomic_load(&s->unauth_timed_out)));

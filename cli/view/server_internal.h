@@ -21,8 +21,6 @@
 /* Patterns at the cursor from a .qem file: one 512-scan block of a chunk
  * is decoded whole (a single scan costs about as much) and kept, so that
  * hovering over neighbouring positions is a copy. Two blocks in all. */
-#define VIEW_FRAME_BLOCK 512
-#define VIEW_FRAME_SLOTS 2
 
 /* Where a named detector's centre and radius come from when a request
  * leaves them out (the file's detector calibration, else the estimate),
@@ -65,14 +63,6 @@ typedef struct view_conn {
     double opened_ms;
 } view_conn;
 
-typedef struct view_frame_slot {
-    int used;
-    size_t file;
-    uint64_t first, count, tick;
-    unsigned char *data; /* count scans in the working dtype, invalid pixels 0 */
-    size_t size;
-} view_frame_slot;
-
 struct view_server {
     view_config config;
     view_file *files;
@@ -91,10 +81,6 @@ struct view_server {
     pthread_mutex_t clients_lock;
     view_client *clients[VIEW_MAX_SESSIONS];
     uint64_t clock;
-    pthread_mutex_t frames_lock;
-    view_frame_slot frames[VIEW_FRAME_SLOTS];
-    uint64_t frames_clock;
-    atomic_ullong frame_hits, frame_misses;
     atomic_ullong requests, live_updates, refused, failed, sessions_created, sessions_evicted;
     /* The connection guard: conns_lock guards the table and guard_stop. */
     pthread_mutex_t conns_lock;
@@ -156,12 +142,6 @@ view_client *view_client_acquire(view_server *s, const char *id, qem_error *e);
 void view_client_release(view_server *s, view_client *c);
 size_t view_sessions_open(view_server *s);
 
-/* The pattern at `scan` of file `index` through the block cache, as a
- * .npy body. 0 when the cache does not apply (a pack, or not counts);
- * else 1 with *status QEM_OK and *body (NULL when out of memory for it),
- * or a failure in `e`. */
-int view_pattern_from_block(view_server *s, size_t index, uint64_t scan, qem_status *status,
-                            unsigned char **body, size_t *length, qem_error *e);
 
 /* --- routes.c ------------------------------------------------------------ */
 

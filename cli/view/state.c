@@ -38,7 +38,6 @@ qem_status view_state_open(view_server *s, qem_error *error)
     s->products = calloc(config->files, sizeof *s->products);
     s->shapes = calloc(config->files, sizeof *s->shapes);
     pthread_mutex_init(&s->clients_lock, NULL);
-    pthread_mutex_init(&s->frames_lock, NULL);
     qem_status st = s->files && s->products && s->shapes ? QEM_OK : QEM_E_NO_MEMORY;
     if (st != QEM_OK)
         snprintf(error->message, sizeof error->message, "out of memory");
@@ -114,9 +113,6 @@ void view_state_close(view_server *s)
     for (size_t k = 0; k < s->nfiles; k++)
         file_close(&s->files[k]);
     pthread_mutex_destroy(&s->clients_lock);
-    for (int k = 0; k < VIEW_FRAME_SLOTS; k++)
-        free(s->frames[k].data);
-    pthread_mutex_destroy(&s->frames_lock);
     free(s->files);
     free(s->products);
     free(s->shapes);
@@ -282,87 +278,3 @@ size_t view_sessions_open(view_server *s)
     return n;
 }
 
-/* --- the pattern block cache --------------------------------------------------- */
-
-/* The 512-scan block of a .qem chunk that holds `scan`: [*first, +*count). */
-static int frame_block(qem_file *qf, uint64_t scan, uint64_t *first, uint64_t *count)
-{
-    qem_file_info fi = {.struct_size = sizeof fi};
-    if (qem_get_info(qf, &fi, NULL) != QEM_OK)
-        return 0;
-    uint64_t lo = 0, hi = fi.chunk_count;
-    while (lo < hi) { /* chunks are contiguous and in order */
-        const uint64_t mid = lo + (hi - lo) / 2;
-        uint64_t at, n;
-        if (qem_get_chunk(qf, mid, &at, &n, NULL) != QEM_OK)
-            return 0;
-        if (scan < at) {
-            hi = mid;
-        } else if (scan >= at + n) {
-            lo = mid + 1;
-        } else {
-            *first = at + (scan - at) / VIEW_FRAME_BLOCK * VIEW_FRAME_BLOCK;
-            *count = at + n - *first < VIEW_FRAME_BLOCK ? at + n - *first : VIEW_FRAME_BLOCK;
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/* The working values with invalid pixels 0, which is what
- * qem_products_frame gives (tests/viewer checks the bytes against qem dp). */
-int view_pattern_from_block(view_server *s, size_t index, uint64_t scan, qem_status *status,
-                            unsigned char **body, size_t *length, qem_error *e)
-{
-    view_file *f = &s->files[index];
-    qem_file *qf = qem_container_file(f->source);
-    uint64_t first, count;
-    if (!f->counts || !qf || !frame_block(qf, scan, &first, &count))
-        return 0;
-    const size_t item = qem_dtype_size(f->info.working_dtype);
-    const size_t frame = (size_t)f->info.pixels * item;
-    pthread_mutex_lock(&s->frames_lock);
-    view_frame_slot *slot = NULL;
-    for (int k = 0; k < VIEW_FRAME_SLOTS && !slot; k++)
-        if (s->frames[k].used && s->frames[k].file == index && s->frames[k].first == first)
-            slot = &s->frames[k];
-    if (slot) {
-        atomic_fetch_add(&s->frame_hits, 1);
-    } else {
-        atomic_fetch_add(&s->frame_misses, 1);
-        slot = &s->frames[0];
-        for (int k = 1; k < VIEW_FRAME_SLOTS; k++)
-            if (!s->frames[k].used || (slot->used && s->frames[k].tick < slot->tick))
-                slot = &s->frames[k];
-        slot->used = 0;
-        const size_t size = (size_t)count * frame;
-        if (slot->size < size) {
-            free(slot->data);
-            slot->data = malloc(size);
-            slot->size = slot->data ? size : 0;
-        }
-        qem_status st = slot->data ? qem_container_read(f->source, first, count,
-                                                        QEM_VALUES_WORKING, slot->data, size, e)
-                                   : view_fail(e, QEM_E_NO_MEMORY, "out of memory for patterns");
-        if (st != QEM_OK) {
-            pthread_mutex_unlock(&s->frames_lock);
-            *status = st;
-            return 1;
-        }
-        for (uint64_t k = 0; k < count; k++)
-            for (uint64_t px = 0; px < f->info.pixels; px++)
-                if (!f->valid[px])
-                    memset(slot->data + k * frame + px * item, 0, item);
-        slot->used = 1;
-        slot->file = index;
-        slot->first = first;
-        slot->count = count;
-    }
-    slot->tick = ++s->frames_clock;
-    *length = 0;
-    *body = view_npy_body(f->info.working_dtype, 2, f->info.shape + 2,
-                          slot->data + (scan - first) * frame, length);
-    pthread_mutex_unlock(&s->frames_lock);
-    *status = QEM_OK;
-    return 1;
-}

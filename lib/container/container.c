@@ -145,6 +145,13 @@ char *qem_container_details_json(const qem_container *s, qem_error *error)
     return s->ops->details_json(s->impl, error);
 }
 
+void qem_container_pattern_cache_stats(const qem_container *s, uint64_t *hits, uint64_t *misses)
+{
+    const qem_file *f = s && s->ops->kind == QEM_CONTAINER_QEM ? s->impl : NULL;
+    *hits = f ? atomic_load(&f->pattern_hits) : 0;
+    *misses = f ? atomic_load(&f->pattern_misses) : 0;
+}
+
 qem_file *qem_container_file(qem_container *s)
 {
     return s && s->ops->kind == QEM_CONTAINER_QEM ? s->impl : NULL;

@@ -3,6 +3,7 @@
 #define QEM_QEM_INTERNAL_H
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -19,6 +20,8 @@
 #define QEM_MAX_HEADER_BYTES (16u << 20)
 #define QEM_BODY_BLOCK_BYTES (1ull << 26)
 #define QEM_INTERVAL 512u
+/* Decoded 512-scan blocks kept per open file for single-pattern reads. */
+#define QEM_PATTERN_BLOCKS 2
 #define QEM_AXIS_LIMIT (1ull << 24) /* every axis lies in (0, 2^24) */
 #define QEM_INT_ARRAYS 6
 
@@ -83,6 +86,17 @@ typedef struct qem_region {
     double scale, offset;
 } qem_region;
 
+/* A decoded block of scans kept for single-pattern reads (qem_file). */
+typedef struct qem_pattern_block {
+    uint8_t *data;
+    size_t size;        /* bytes allocated */
+    uint64_t first;     /* first scan */
+    uint64_t count;     /* scans held */
+    int output;         /* the qem_output the values are in */
+    uint64_t tick;      /* last use */
+    int used;
+} qem_pattern_block;
+
 struct qem_file {
     int fd;
     char *path;
@@ -122,6 +136,15 @@ struct qem_file {
      * chunk is tens of MiB, which fresh pages would make the kernel zero
      * again for every chunk. Its capacity sits in its first 8 bytes. */
     _Atomic(uint8_t *) spare_buffer;
+    /* One pattern read through the representation (the viewer's cursor,
+     * Python's f[r, c], qem_products_frame) decodes the 512-scan block that
+     * holds it, about what one scan costs; the last QEM_PATTERN_BLOCKS
+     * blocks are kept (least recently used replaced), so neighbouring
+     * patterns are copies. pattern_lock guards them. */
+    pthread_mutex_t pattern_lock;
+    qem_pattern_block pattern_blocks[QEM_PATTERN_BLOCKS];
+    uint64_t pattern_clock;
+    atomic_ullong pattern_hits, pattern_misses;
 };
 
 /* Validates the parsed header against the file (codec, shape, lengths,

@@ -38,6 +38,9 @@ void qem_close(qem_file *f)
     free(f->block_sha);
     free(f->block_checked);
     free(atomic_load(&f->spare_buffer));
+    for (int k = 0; k < QEM_PATTERN_BLOCKS; k++)
+        free(f->pattern_blocks[k].data);
+    pthread_mutex_destroy(&f->pattern_lock);
     free(f->chunks);
     free(f->regions);
     free(f->dark);
@@ -231,6 +234,7 @@ qem_status qem_open_descriptor(const char *path, int fd, const struct stat *sb,
     }
     options = &local;
     f->fd = fd;
+    pthread_mutex_init(&f->pattern_lock, NULL);
     f->path = strdup(path);
     f->tables = malloc(sizeof *f->tables);
     if (!f->path || !f->tables) {

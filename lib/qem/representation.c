@@ -36,12 +36,69 @@ static void describe(const void *impl, qem_container_info *info)
     info->raw_available = 1;
 }
 
+/* One pattern through the file's block cache (see qem_file): the block of
+ * the chunk that holds `scan` is decoded once and kept. */
+static qem_status read_pattern(qem_file *f, uint64_t scan, qem_output output, void *out,
+                               size_t out_size, int threads, qem_error *error)
+{
+    const size_t frame = (size_t)f->pixels * qem_output_item(f, output);
+    if (out_size < frame)
+        return qem_fail(error, QEM_E_BUFFER_TOO_SMALL,
+                        "output buffer of %zu bytes is smaller than the %zu needed", out_size,
+                        frame);
+    const qem_chunk *c = &f->chunks[qem_chunk_index_of(f, scan)];
+    const uint64_t first = c->first + (scan - c->first) / QEM_INTERVAL * QEM_INTERVAL;
+    const uint64_t count =
+        c->first + c->scans - first < QEM_INTERVAL ? c->first + c->scans - first : QEM_INTERVAL;
+    pthread_mutex_lock(&f->pattern_lock);
+    qem_pattern_block *b = NULL;
+    for (int k = 0; k < QEM_PATTERN_BLOCKS && !b; k++)
+        if (f->pattern_blocks[k].used && f->pattern_blocks[k].first == first &&
+            f->pattern_blocks[k].output == (int)output)
+            b = &f->pattern_blocks[k];
+    qem_status st = QEM_OK;
+    if (b) {
+        atomic_fetch_add(&f->pattern_hits, 1);
+    } else {
+        atomic_fetch_add(&f->pattern_misses, 1);
+        b = &f->pattern_blocks[0];
+        for (int k = 1; k < QEM_PATTERN_BLOCKS; k++)
+            if (!f->pattern_blocks[k].used ||
+                (b->used && f->pattern_blocks[k].tick < b->tick))
+                b = &f->pattern_blocks[k];
+        b->used = 0;
+        const size_t size = (size_t)count * frame;
+        if (b->size < size) {
+            free(b->data);
+            b->data = malloc(size);
+            b->size = b->data ? size : 0;
+        }
+        st = b->data ? qem_read_into(f, first, count, output, b->data, size, threads, error)
+                     : qem_fail(error, QEM_E_NO_MEMORY, "out of memory for a block of patterns");
+        if (st == QEM_OK) {
+            b->used = 1;
+            b->first = first;
+            b->count = count;
+            b->output = (int)output;
+        }
+    }
+    if (st == QEM_OK) {
+        b->tick = ++f->pattern_clock;
+        memcpy(out, b->data + (scan - first) * frame, frame);
+    }
+    pthread_mutex_unlock(&f->pattern_lock);
+    return st;
+}
+
 static qem_status read(void *impl, uint64_t first, uint64_t count, qem_values values, void *out,
                        size_t out_size, int threads, qem_error *error)
 {
     qem_file *f = impl;
-    return qem_read_into(f, first, count, output_of(f, values), out, out_size,
-                         threads ? threads : f->threads, error);
+    threads = threads ? threads : f->threads;
+    /* Float chunks are one block of up to 32 MiB: no gain in keeping it. */
+    if (count == 1 && first < f->scans && f->codec != QEM_CODEC_FLOAT32)
+        return read_pattern(f, first, output_of(f, values), out, out_size, threads, error);
+    return qem_read_into(f, first, count, output_of(f, values), out, out_size, threads, error);
 }
 
 /* To the end of the chunk holding `first`. */
