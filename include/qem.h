@@ -759,7 +759,13 @@ typedef struct qem_container_info {
     qem_dtype working_dtype;
     qem_dtype raw_dtype;
     int raw_available;
+    /* The file records microscope calibration (a .qem file's scientific
+     * metadata); a pack records none. */
+    int calibration_available;
 } qem_container_info;
+
+/* "qem" or "pack". */
+QEM_API const char *qem_container_kind_name(qem_container_kind kind);
 
 typedef struct qem_container_options {
     size_t struct_size;
@@ -783,6 +789,11 @@ QEM_API qem_status qem_container_open(const char *path, const qem_container_opti
 QEM_API void qem_container_close(qem_container *source);
 QEM_API qem_status qem_container_get_info(const qem_container *source, qem_container_info *info,
                                        qem_error *error);
+/* The calibration the source records (qem_get_calibration for a .qem
+ * file); every quantity QEM_CALIBRATION_ABSENT where
+ * calibration_available is 0. */
+QEM_API qem_status qem_container_get_calibration(const qem_container *source,
+                                                 qem_calibration *calibration, qem_error *error);
 /* The file's own JSON description, NUL-terminated and valid while the
  * source is open: a .qem file's header, a pack's manifest. `length`, if
  * not NULL, gets its length. */

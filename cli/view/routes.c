@@ -41,8 +41,7 @@ static json_t *file_json(view_file *f, size_t index)
     json_object_set_new(j, "index", json_integer((json_int_t)index));
     json_object_set_new(j, "path", json_string(f->path));
     json_object_set_new(j, "name", json_string(f->name));
-    json_object_set_new(j, "kind",
-                        json_string(f->info.kind == QEM_CONTAINER_PACK ? "pack" : "qem"));
+    json_object_set_new(j, "kind", json_string(qem_container_kind_name(f->info.kind)));
     json_object_set_new(j, "shape", shape);
     json_object_set_new(j, "dtype", json_string(qem_dtype_name(f->info.working_dtype)));
     json_object_set_new(j, "raw_dtype", json_string(qem_dtype_name(f->info.raw_dtype)));
@@ -55,12 +54,14 @@ static json_t *file_json(view_file *f, size_t index)
         valid += f->valid[p];
     json_object_set_new(j, "valid_pixels", json_integer((json_int_t)valid));
     char *text = qem_container_summary_json(f->source, NULL);
-    qem_file *qf = qem_container_file(f->source);
     json_t *summary = text ? json_loads(text, 0, NULL) : NULL;
     qem_free(text);
     if (!summary)
         summary = json_object();
-    json_t *format = json_object_get(summary, qf ? "codec" : "profile");
+    /* A .qem file's summary names its codec, a pack's its profile. */
+    json_t *format = json_object_get(summary, "codec");
+    if (!format)
+        format = json_object_get(summary, "profile");
     json_object_set(j, "format", format ? format : json_null());
     json_t *bytes = json_object_get(summary, "file_bytes");
     json_object_set(j, "file_bytes", bytes ? bytes : json_null());
@@ -69,9 +70,9 @@ static json_t *file_json(view_file *f, size_t index)
     json_object_set_new(j, "logical_bytes",
                         json_integer((json_int_t)(f->info.scans * f->info.pixels *
                                                   qem_dtype_size(f->info.raw_dtype))));
-    if (qf) {
+    if (f->info.calibration_available) {
         qem_calibration c = {.struct_size = sizeof c};
-        qem_get_calibration(qf, &c, NULL);
+        qem_container_get_calibration(f->source, &c, NULL);
         json_object_set_new(
             j, "calibration",
             json_pack("{s:[o,o], s:[o,o], s:o, s:o, s:o, s:o}", "scan_step",

@@ -135,6 +135,24 @@ char *qem_container_summary_json(const qem_container *s, qem_error *error)
     return s->ops->summary_json(s->impl, error);
 }
 
+const char *qem_container_kind_name(qem_container_kind kind)
+{
+    return kind == QEM_CONTAINER_PACK ? "pack" : kind == QEM_CONTAINER_QEM ? "qem" : "unknown";
+}
+
+qem_status qem_container_get_calibration(const qem_container *s, qem_calibration *out,
+                                         qem_error *error)
+{
+    qem_error_clear(error);
+    if (!s)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_container_get_calibration: NULL source");
+    if (s->ops->kind == QEM_CONTAINER_QEM)
+        return qem_get_calibration(s->impl, out, error);
+    qem_calibration none;
+    memset(&none, 0, sizeof none); /* every quantity QEM_CALIBRATION_ABSENT */
+    return qem_result_deliver(out, &none, sizeof none, "qem_calibration", error);
+}
+
 char *qem_container_details_json(const qem_container *s, qem_error *error)
 {
     qem_error_clear(error);

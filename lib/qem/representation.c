@@ -34,6 +34,7 @@ static void describe(const void *impl, qem_container_info *info)
     info->working_dtype = dtype_of(f, QEM_VALUES_WORKING);
     info->raw_dtype = dtype_of(f, QEM_VALUES_RAW);
     info->raw_available = 1;
+    info->calibration_available = 1;
 }
 
 /* One pattern through the file's block cache (see qem_file): the block of

@@ -145,7 +145,7 @@ static PyObject *container_info(ext_container *self, PyObject *noargs)
     const qem_dtype read_dtype = self->values == QEM_VALUES_RAW ? i->raw_dtype : i->working_dtype;
     PyObject *d = Py_BuildValue(
         "{s:s, s:(KKKK), s:K, s:K, s:z, s:z, s:z, s:O}", "format",
-        i->kind == QEM_CONTAINER_QEM ? "qem" : "pack", "shape", (unsigned long long)i->shape[0],
+        qem_container_kind_name(i->kind), "shape", (unsigned long long)i->shape[0],
         (unsigned long long)i->shape[1], (unsigned long long)i->shape[2],
         (unsigned long long)i->shape[3], "scans", (unsigned long long)i->scans, "pixels",
         (unsigned long long)i->pixels, "dtype", dtype_str(read_dtype), "working_dtype",
@@ -222,12 +222,11 @@ static PyObject *container_calibration(ext_container *self, PyObject *noargs)
     if (ext_container_enter(self) < 0)
         return NULL;
     ext_container_leave(self);
-    qem_file *f = qem_container_file(self->container);
-    if (!f)
-        return PyDict_New(); /* packs record no microscope calibration */
+    if (!self->info.calibration_available)
+        return PyDict_New(); /* the file records no microscope calibration (a pack) */
     qem_calibration c = {.struct_size = sizeof c};
     qem_error e = {0};
-    if (qem_get_calibration(f, &c, &e) != QEM_OK)
+    if (qem_container_get_calibration(self->container, &c, &e) != QEM_OK)
         return ext_raise(&e);
     const struct {
         const char *name;

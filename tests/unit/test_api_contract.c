@@ -326,6 +326,21 @@ static void test_result_structs(void)
         CHECK(last && (uint64_t)json_integer_value(json_array_get(last, 1)) == finfo.scans);
         json_decref(j1);
         qem_free(s1);
+        /* Calibration: a .qem file's own; a pack records none. */
+        qem_container_info ci = {.struct_size = sizeof ci};
+        CHECK_OK(qem_container_get_info(pc, &ci, &e), &e);
+        CHECK(!ci.calibration_available && !strcmp(qem_container_kind_name(ci.kind), "pack"));
+        qem_calibration cc = {.struct_size = sizeof cc};
+        CHECK_OK(qem_container_get_calibration(pc, &cc, &e), &e);
+        CHECK(cc.scan_step[0].source == QEM_CALIBRATION_ABSENT &&
+              cc.voltage.source == QEM_CALIBRATION_ABSENT);
+        CHECK_OK(qem_container_get_info(src, &ci, &e), &e);
+        CHECK(ci.calibration_available && !strcmp(qem_container_kind_name(ci.kind), "qem"));
+        qem_calibration cf = {.struct_size = sizeof cf};
+        cc.struct_size = sizeof cc;
+        CHECK_OK(qem_container_get_calibration(src, &cc, &e), &e);
+        CHECK_OK(qem_get_calibration(f, &cf, &e), &e);
+        CHECK(memcmp(&cc, &cf, sizeof cc) == 0);
         qem_container_close(pc);
         CHECK(qem_container_header_json(NULL, &n1) == NULL && n1 == 0);
         CHECK_STATUS((s1 = qem_container_summary_json(NULL, &e)) ? QEM_OK : e.status,
