@@ -57,3 +57,12 @@ char *qem_json_dump_canonical(const json_t *value, size_t *size)
         *size = strlen(text);
     return text;
 }
+
+char *qem_json_take_text(json_t *value, qem_error *error)
+{
+    char *text = value ? json_dumps(value, JSON_COMPACT) : NULL;
+    json_decref(value);
+    if (!text)
+        qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    return text;
+}

@@ -24,4 +24,9 @@ int qem_json_as_u64(const json_t *value, uint64_t *out);
  * the layout the reference writer uses. Caller frees with free(). */
 char *qem_json_dump_canonical(const json_t *value, size_t *size);
 
+/* `value` (may be NULL: built out of memory) as compact JSON text to be
+ * released with qem_free, taking the reference; NULL and QEM_E_NO_MEMORY
+ * when it cannot be had. */
+char *qem_json_take_text(json_t *value, qem_error *error);
+
 #endif

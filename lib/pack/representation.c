@@ -1,5 +1,6 @@
 /* A loaded pack behind the representation interface. */
 #include "common/error.h"
+#include "common/json.h"
 #include "pack/pack_internal.h"
 #include "common/representation.h"
 
@@ -162,11 +163,7 @@ static char *details_json_of(const void *impl, qem_error *error)
                         raw_access_name(pi.raw_access), "source_identity_sha256",
                         pi.source_identity_sha256, "chunks", shards)
             : NULL;
-    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    json_decref(j);
-    if (!text)
-        qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
-    return text;
+    return qem_json_take_text(j, error);
 }
 
 const qem_representation_ops qem_pack_representation = {

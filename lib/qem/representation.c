@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/json.h"
 #include "common/representation.h"
 #include "qem/qem_internal.h"
 
@@ -259,11 +260,7 @@ static char *details_json_of(const void *impl, qem_error *error)
                                                                               : 0),
                                    "chunks", chunks)
                        : NULL;
-    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
-    json_decref(j);
-    if (!text)
-        qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
-    return text;
+    return qem_json_take_text(j, error);
 }
 
 const qem_representation_ops qem_file_representation = {
