@@ -775,8 +775,17 @@ static qem_status qem_writer_finish_body(qem_writer *w, qem_error *error)
     if (st == QEM_OK)
         st = qem_write_full(w->publish.fd, text, size, error);
     free(text);
-    if (st == QEM_OK)
-        st = qem_copy_range(w->body_fd, 0, w->publish.fd, w->body_bytes, error);
+    /* The body is copied in pieces, each after a word with the progress
+     * callback ("every scan encoded"), so that a caller can still stop a
+     * large save here; nothing is published until the copy is whole. */
+    enum { COPY_PIECE = 64 << 20 };
+    for (uint64_t at = 0; st == QEM_OK && at < w->body_bytes; at += COPY_PIECE) {
+        if (w->progress && w->progress(w->progress_user, w->scans, w->scans))
+            st = qem_fail(error, QEM_E_CANCELLED, "saving cancelled; nothing was written");
+        const uint64_t n = w->body_bytes - at < COPY_PIECE ? w->body_bytes - at : COPY_PIECE;
+        if (st == QEM_OK)
+            st = qem_copy_range(w->body_fd, at, w->publish.fd, n, error);
+    }
     if (st == QEM_OK)
         st = qem_publish_commit(&w->publish, error);
     return st;

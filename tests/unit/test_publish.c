@@ -13,6 +13,16 @@ static int cancel_after_first(void *user, uint64_t done, uint64_t total)
     return done < total;
 }
 
+/* Lets every window through, then stops at the first word after the
+ * last one: the copy of the body into the destination. */
+static int cancel_when_copying(void *user, uint64_t done, uint64_t total)
+{
+    int *finished = user;
+    if (done < total)
+        return 0;
+    return (*finished)++ > 0;
+}
+
 static int nothing_left(void)
 {
     return count_entries(test_dir(), ".qem-") == 0;
@@ -74,6 +84,19 @@ int main(void)
     qem_writer_free(w);
     CHECK(!file_exists(partial));
     CHECK(nothing_left());
+
+    /* ... and while the finished body is copied into the destination. */
+    int finished = 0;
+    so.progress = cancel_when_copying;
+    so.progress_user = &finished;
+    CHECK_OK(qem_writer_create(partial, QEM_DTYPE_UINT16, shape, &so, &w, &e), &e);
+    CHECK_OK(qem_writer_append(w, data, 4, &e), &e);
+    CHECK_STATUS(qem_writer_finish(w, &e), QEM_E_CANCELLED, &e);
+    CHECK_EQ_U64(finished, 2);
+    qem_writer_free(w);
+    CHECK(!file_exists(partial));
+    CHECK(nothing_left());
+    so.progress_user = NULL;
 
     /* Arguments refused before anything is created. */
     CHECK_STATUS(qem_writer_create(test_path("name.npy"), QEM_DTYPE_UINT16, shape, NULL, &w, &e),
