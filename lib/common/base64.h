@@ -1,4 +1,5 @@
-/* Standard base64 (RFC 4648, with padding) through OpenSSL libcrypto. */
+/* Standard base64 (RFC 4648, with padding) through OpenSSL libcrypto,
+ * loaded on first use (common/crypto_loader.h): NULL if it cannot be. */
 #ifndef QEM_COMMON_BASE64_H
 #define QEM_COMMON_BASE64_H
 

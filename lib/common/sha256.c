@@ -1,24 +1,31 @@
 #include "common/sha256.h"
 
-#include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/crypto_loader.h"
 #include "common/fileio.h"
 
 #include "common/error.h"
 
+/* libcrypto is reached only through the loader's table: the first digest
+ * of the process loads it (common/crypto_loader.h). */
 struct qem_sha256 {
+    const qem_crypto *c;
     EVP_MD_CTX *md;
 };
 
 qem_sha256 *qem_sha256_new(void)
 {
+    const qem_crypto *c = qem_crypto_get();
+    if (!c)
+        return NULL;
     qem_sha256 *ctx = malloc(sizeof *ctx);
     if (!ctx)
         return NULL;
-    ctx->md = EVP_MD_CTX_new();
-    if (!ctx->md || EVP_DigestInit_ex(ctx->md, EVP_sha256(), NULL) != 1) {
+    ctx->c = c;
+    ctx->md = c->md_ctx_new();
+    if (!ctx->md || c->digest_init_ex(ctx->md, c->sha256, NULL) != 1) {
         qem_sha256_free(ctx);
         return NULL;
     }
@@ -29,32 +36,34 @@ void qem_sha256_free(qem_sha256 *ctx)
 {
     if (!ctx)
         return;
-    EVP_MD_CTX_free(ctx->md);
+    ctx->c->md_ctx_free(ctx->md);
     free(ctx);
 }
 
 int qem_sha256_update(qem_sha256 *ctx, const void *data, size_t size)
 {
-    return EVP_DigestUpdate(ctx->md, data, size) == 1 ? 0 : -1;
+    return ctx->c->digest_update(ctx->md, data, size) == 1 ? 0 : -1;
 }
 
 int qem_sha256_reset(qem_sha256 *ctx)
 {
-    return EVP_DigestInit_ex(ctx->md, EVP_sha256(), NULL) == 1 ? 0 : -1;
+    return ctx->c->digest_init_ex(ctx->md, ctx->c->sha256, NULL) == 1 ? 0 : -1;
 }
 
 int qem_sha256_final(qem_sha256 *ctx, uint8_t digest[QEM_SHA256_BYTES])
 {
     unsigned len = 0;
-    if (EVP_DigestFinal_ex(ctx->md, digest, &len) != 1 || len != QEM_SHA256_BYTES)
+    if (ctx->c->digest_final_ex(ctx->md, digest, &len) != 1 || len != QEM_SHA256_BYTES)
         return -1;
-    return EVP_DigestInit_ex(ctx->md, EVP_sha256(), NULL) == 1 ? 0 : -1;
+    return ctx->c->digest_init_ex(ctx->md, ctx->c->sha256, NULL) == 1 ? 0 : -1;
 }
 
 int qem_sha256_oneshot(const void *data, size_t size, uint8_t digest[QEM_SHA256_BYTES])
 {
+    const qem_crypto *c = qem_crypto_get();
     unsigned len = 0;
-    if (EVP_Digest(data, size, digest, &len, EVP_sha256(), NULL) != 1 || len != QEM_SHA256_BYTES)
+    if (!c || c->digest(data, size, digest, &len, c->sha256, NULL) != 1 ||
+        len != QEM_SHA256_BYTES)
         return -1;
     return 0;
 }
@@ -73,6 +82,7 @@ qem_status qem_block_hasher_init(qem_block_hasher *h, uint64_t block_size, qem_e
 {
     *h = (qem_block_hasher){0};
     h->block_size = block_size;
+    QEM_TRY(qem_crypto_require(error));
     h->ctx = qem_sha256_new();
     if (!h->ctx)
         return qem_fail(error, QEM_E_NO_MEMORY, "cannot create a SHA-256 context");
@@ -155,6 +165,7 @@ qem_status qem_file_digest_check(int fd, uint64_t size, const char *expect_hex, 
     if (!qem_sha256_parse_hex(expect_hex, want))
         return qem_fail(error, QEM_E_INVALID_ARGUMENT,
                         "the expected SHA-256 must be 64 hexadecimal digits");
+    QEM_TRY(qem_crypto_require(error));
     enum { PIECE = 4 << 20 };
     uint8_t *buf = malloc(PIECE);
     qem_sha256 *ctx = qem_sha256_new();

@@ -1,4 +1,7 @@
-/* SHA-256 through OpenSSL libcrypto, plus the .qem body-block hasher. */
+/* SHA-256 through OpenSSL libcrypto (loaded on the first digest:
+ * common/crypto_loader.h), plus the .qem body-block hasher. A context or
+ * digest call fails (NULL, -1) when libcrypto cannot be loaded, and
+ * qem_crypto_require() of common/crypto_loader.h says why. */
 #ifndef QEM_COMMON_SHA256_H
 #define QEM_COMMON_SHA256_H
 
