@@ -33,4 +33,21 @@ const char *view_server_token(const view_server *server);
  * and frees everything. Accepts NULL. */
 void view_server_free(view_server *server);
 
+/* The server is a module of the command (qem-view.so, the only user of
+ * libmicrohttpd), loaded by `qem view` alone: the calls above, as its one
+ * export qem_module_view_v1 gives them. The module calls back only
+ * term_safe, interrupted_by and progress_setup, which the command exports
+ * (view/exports.list). */
+#define VIEW_MODULE_ABI 1u
+typedef struct view_module {
+    uint32_t struct_size;
+    uint32_t abi;        /* VIEW_MODULE_ABI */
+    const char *version; /* QEM_VERSION_STRING of the build */
+    qem_status (*create)(const view_config *config, view_server **out, qem_error *error);
+    qem_status (*start)(view_server *server, unsigned *port, qem_error *error);
+    const char *(*token)(const view_server *server);
+    void (*free)(view_server *server);
+} view_module;
+__attribute__((visibility("default"))) const void *qem_module_view_v1(void);
+
 #endif

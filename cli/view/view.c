@@ -6,6 +6,7 @@
  * exit status is 128 + the signal; a shutdown that takes longer than the
  * one-second alarm, or a second signal, exits at once. */
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <spawn.h>
@@ -127,6 +128,44 @@ static pid_t open_browser(const char *target)
     return pid;
 }
 
+/* The server module (view/server.h), from <folder of libqem.so>/qem-modules/
+ * as the library finds its own modules, else the install-time folder.
+ * Loaded once, for this command only, and kept until exit. */
+static const view_module *load_server(qem_error *e)
+{
+    static const char file[] = "qem-view.so";
+    char path[4096] = "";
+    Dl_info info;
+    /* qem_version lives in libqem.so: its folder holds qem-modules/. */
+    if (dladdr((const void *)&qem_version, &info) && info.dli_fname && info.dli_fname[0] == '/') {
+        const char *slash = strrchr(info.dli_fname, '/');
+        const int n = snprintf(path, sizeof path, "%.*s/qem-modules/%s",
+                               (int)(slash - info.dli_fname), info.dli_fname, file);
+        if (n < 0 || (size_t)n >= sizeof path)
+            path[0] = '\0';
+    }
+#ifdef QEM_MODULE_INSTALL_DIR
+    if (!path[0] || access(path, F_OK) != 0)
+        snprintf(path, sizeof path, "%s/%s", QEM_MODULE_INSTALL_DIR, file);
+#endif
+    void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    void *symbol = handle ? dlsym(handle, "qem_module_view_v1") : NULL;
+    const void *(*entry)(void) = NULL;
+    if (symbol)
+        memcpy(&entry, &symbol, sizeof entry); /* object to function pointer, as POSIX allows */
+    const view_module *m = entry ? entry() : NULL;
+    if (m && m->struct_size >= sizeof *m && m->abi == VIEW_MODULE_ABI && m->version &&
+        !strcmp(m->version, QEM_VERSION_STRING))
+        return m;
+    const char *why = handle ? "it is not the viewer of this qem (a different build)" : dlerror();
+    e->status = QEM_E_IO;
+    snprintf(e->message, sizeof e->message, "cannot load the viewer module '%s': %s; reinstall qem",
+             path, why ? why : "unknown reason");
+    if (handle)
+        dlclose(handle);
+    return NULL;
+}
+
 static int run_view(const args *a)
 {
     const char *bind = given(a, OPT_BIND) ? text_of(a, OPT_BIND) : "127.0.0.1";
@@ -147,17 +186,20 @@ static int run_view(const args *a)
                           given(a, OPT_VERBOSE),
                           quiet};
     qem_error e = {0};
+    const view_module *vm = load_server(&e);
+    if (!vm)
+        return fail("view", &e);
     view_server *server = NULL;
-    if (view_server_create(&config, &server, &e) != QEM_OK)
+    if (vm->create(&config, &server, &e) != QEM_OK)
         return fail("view", &e);
     unsigned bound = 0;
-    if (view_server_start(server, &bound, &e) != QEM_OK) {
-        view_server_free(server);
+    if (vm->start(server, &bound, &e) != QEM_OK) {
+        vm->free(server);
         return fail("view", &e);
     }
     const char *host = !strcmp(bind, "0.0.0.0") ? "127.0.0.1" : bind;
     char url[256];
-    snprintf(url, sizeof url, "http://%s:%u/?token=%s", host, bound, view_server_token(server));
+    snprintf(url, sizeof url, "http://%s:%u/?token=%s", host, bound, vm->token(server));
     if (!is_loopback(bind))
         fprintf(stderr,
                 "qem view: warning: listening on %s, not a loopback address: other machines "
@@ -189,7 +231,7 @@ static int run_view(const args *a)
     if (!quiet)
         fprintf(stderr, "qem view: stopping\n");
     launcher_remove(&page);
-    view_server_free(server);
+    vm->free(server);
     return interrupt_exit_status();
 }
 

@@ -465,12 +465,12 @@ static const input_family *const families[] = {&qem_input_family_npy, &qem_input
  * (qem_input_family_hdf5) takes the rest. */
 static const input_family *const hdf5_families[] = {&qem_input_family_arina};
 
-static qem_status hdf5_family_of(const char *path, const input_family **family,
+static qem_status hdf5_family_of(acquisition *a, const char *path, const input_family **family,
                                  qem_error *error)
 {
     for (size_t k = 0; k < sizeof hdf5_families / sizeof hdf5_families[0]; k++) {
         int claimed = 0;
-        QEM_TRY(hdf5_families[k]->claims_hdf5(path, &claimed, error));
+        QEM_TRY(hdf5_families[k]->claims_hdf5(a, path, &claimed, error));
         if (claimed) {
             *family = hdf5_families[k];
             return QEM_OK;
@@ -576,7 +576,7 @@ static qem_status open_family(const char *path, const input_options *options, ac
     if (options->raw.dtype != QEM_DTYPE_NONE)
         family = &qem_input_family_raw;
     else if (hdf5)
-        st = hdf5_family_of(path, &family, error);
+        st = hdf5_family_of(a, path, &family, error);
     for (size_t k = 0; st == QEM_OK && !family && k < sizeof families / sizeof families[0]; k++)
         if (families[k]->recognises && families[k]->recognises(head, n))
             family = families[k];

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "common/error.h"
+#include "input/hdf5_module.h"
 #include "input/hdf5_util.h"
 
 /* --- Dectris/Arina family ------------------------------------------------ */
@@ -402,29 +403,33 @@ static qem_status master_links(hid_t file, const char *path, arina_link **links,
     return QEM_OK;
 }
 
-static qem_status claims_file(const char *path, int *claimed, qem_error *error)
+static qem_status claims_file(acquisition *a, const char *path, int *claimed, qem_error *error)
 {
     hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (file < 0)
         return qem_h5_fail(error, QEM_E_IO, "cannot open '%s' as HDF5", path);
     arina_link *links = NULL;
     size_t count = 0;
-    const qem_status st = master_links(file, path, &links, &count, error);
+    qem_status st = master_links(file, path, &links, &count, error);
     *claimed = st == QEM_OK && count > 0;
     links_free(links, count);
-    H5Fclose(file);
+    /* Kept for the describe, claimed or not (the dataset family's then). */
+    if (st == QEM_OK)
+        st = qem_h5_keep_master(a, file, error);
+    else
+        H5Fclose(file);
     return st;
 }
 
 /* An HDF5 file is a Dectris/Arina master when its /entry/data holds
  * external data_NNNNNN links. */
-static qem_status arina_claims(const char *path, int *claimed, qem_error *error)
+static qem_status arina_claims(acquisition *a, const char *path, int *claimed, qem_error *error)
 {
     *claimed = 0;
     qem_status st;
     H5E_BEGIN_TRY
     {
-        st = claims_file(path, claimed, error);
+        st = claims_file(a, path, claimed, error);
     }
     H5E_END_TRY;
     return st;
@@ -456,5 +461,6 @@ static qem_status arina_describe(acquisition *a, const char *path, const uint8_t
     return qem_h5_describe(a, path, o, arina_describe_file, error);
 }
 
-const input_family qem_input_family_arina = {"arina",        NULL, arina_describe, qem_h5_read,
-                                             qem_h5_release, 0,    arina_claims};
+/* libqem reaches it as qem_input_family_arina (hdf5_dispatch.c). */
+const input_family qem_h5_family_arina = {"arina",        NULL, arina_describe, qem_h5_read,
+                                          qem_h5_release, 0,    arina_claims};

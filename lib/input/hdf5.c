@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "input/hdf5_module.h"
 #include "input/hdf5_util.h"
 
 /* --- plain HDF5 ---------------------------------------------------------- */
@@ -239,6 +240,7 @@ static qem_status hdf5_describe(acquisition *a, const char *path, const uint8_t 
     return qem_h5_describe(a, path, o, dataset_describe_file, error);
 }
 
-/* Every HDF5 file that no other HDF5 family claims (acquisition.c). */
-const input_family qem_input_family_hdf5 = {"hdf5",         NULL, hdf5_describe, qem_h5_read,
+/* Every HDF5 file that no other HDF5 family claims (acquisition.c); libqem
+ * reaches it as qem_input_family_hdf5 (hdf5_dispatch.c). */
+const input_family qem_h5_family_dataset = {"hdf5",         NULL, hdf5_describe, qem_h5_read,
                                             qem_h5_release, 0,    NULL};

@@ -720,27 +720,53 @@ static qem_status read_h5(acquisition *a, h5_state *im, uint64_t first, uint64_t
 
 /* --- the family entry points --------------------------------------------- */
 
+static h5_state *state_new(void)
+{
+    h5_state *im = calloc(1, sizeof *im);
+    if (im) {
+        im->file = im->dset = -1;
+        im->open_part = (size_t)-1;
+    }
+    return im;
+}
+
+qem_status qem_h5_keep_master(acquisition *a, hid_t file, qem_error *error)
+{
+    h5_state *im = a->impl ? a->impl : state_new();
+    if (!im) {
+        H5Fclose(file);
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    }
+    a->impl = im;
+    if (im->file >= 0)
+        H5Fclose(im->file);
+    im->file = file;
+    return QEM_OK;
+}
+
 static qem_status describe_master(acquisition *a, h5_state *im, const char *path,
                                   const input_options *o, h5_describe_file_fn describe_file,
                                   qem_error *error)
 {
-    QEM_TRY(qem_input_add_member(a, path, 1, error));
-    hid_t file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (file < 0)
+    /* The master a claim opened, if any: reads open their parts afresh. */
+    hid_t file = im->file;
+    im->file = -1;
+    qem_status st = qem_input_add_member(a, path, 1, error);
+    if (st == QEM_OK && file < 0 && (file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT)) < 0)
         return qem_h5_fail(error, QEM_E_IO, "cannot open '%s' as HDF5", path);
-    const qem_status st = describe_file(a, im, file, path, o, error);
-    H5Fclose(file);
+    if (st == QEM_OK)
+        st = describe_file(a, im, file, path, o, error);
+    if (file >= 0)
+        H5Fclose(file);
     return st;
 }
 
 qem_status qem_h5_describe(acquisition *a, const char *path, const input_options *o,
                            h5_describe_file_fn describe_file, qem_error *error)
 {
-    h5_state *im = calloc(1, sizeof *im);
+    h5_state *im = a->impl ? a->impl : state_new();
     if (!im)
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
-    im->file = im->dset = -1;
-    im->open_part = (size_t)-1;
     a->impl = im;
     qem_status st;
     H5E_BEGIN_TRY

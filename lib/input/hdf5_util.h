@@ -104,14 +104,18 @@ qem_status qem_h5_add_part(h5_state *im, const char *file, const char *dataset, 
 
 /* --- the family entry points --------------------------------------------- */
 
+/* Keeps `file`, the master a claim opened, for the describe that follows
+ * (the family state is created in a->impl); on failure `file` is closed. */
+qem_status qem_h5_keep_master(acquisition *a, hid_t file, qem_error *error);
+
 /* A family's own description of the master `file` (open, at `path`): its
  * parts (qem_h5_add_part), shape, sample type and mask (qem_h5_read_mask). */
 typedef qem_status (*h5_describe_file_fn)(acquisition *a, h5_state *im, hid_t file,
                                           const char *path, const input_options *o,
                                           qem_error *error);
 /* An HDF5 family's describe: the master as member, the family state in
- * a->impl, the file opened for `describe_file`, libhdf5's own error
- * printing off. */
+ * a->impl, the file opened for `describe_file` (the one a claim kept, or
+ * opened now) and closed after it, libhdf5's own error printing off. */
 qem_status qem_h5_describe(acquisition *a, const char *path, const input_options *o,
                            h5_describe_file_fn describe_file, qem_error *error);
 /* An HDF5 family's read and release (input_family). */

@@ -76,8 +76,10 @@ typedef struct input_family {
     /* Families of HDF5 files, which all carry the superblock signature:
      * sets `*claimed` to 1 if the file at `path` is of this family (or
      * returns its refusal). An HDF5 file no family claims is a dataset
-     * (hdf5). NULL for the rest. */
-    qem_status (*claims_hdf5)(const char *path, int *claimed, qem_error *error);
+     * (hdf5). The file it opened stays in a->impl for the describe that
+     * follows, whichever HDF5 family that is: libhdf5 opens it once.
+     * NULL for the rest. */
+    qem_status (*claims_hdf5)(acquisition *a, const char *path, int *claimed, qem_error *error);
 } input_family;
 
 struct acquisition {

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "input/hdf5_module.h"
 
 /* --- a file driver over an open descriptor ------------------------------ */
 
@@ -210,7 +211,7 @@ static int set_string_attribute(hid_t object, const char *name, const char *valu
     return ok;
 }
 
-qem_status qem_pack_h5_create(int fd, uint64_t user_block, const char *schema,
+qem_status qem_h5_pack_create(int fd, uint64_t user_block, const char *schema,
                               const char *identity_hex, const uint64_t shape[4],
                               const char *working_dtype, pack_h5_writer **out, qem_error *error)
 {
@@ -258,7 +259,7 @@ qem_status qem_pack_h5_create(int fd, uint64_t user_block, const char *schema,
     H5E_END_TRY;
     if (!ok) {
         const int failed = w->failed;
-        qem_pack_h5_close(w, NULL);
+        qem_h5_pack_close(w, NULL);
         return failed ? qem_fail(error, QEM_E_IO, "HDF5 could not create the pack file: %s",
                                  strerror(failed))
                       : qem_fail(error, QEM_E_IO, "HDF5 could not create the pack file");
@@ -267,7 +268,7 @@ qem_status qem_pack_h5_create(int fd, uint64_t user_block, const char *schema,
     return QEM_OK;
 }
 
-qem_status qem_pack_h5_append(pack_h5_writer *w, uint64_t shard, const char *name, const void *data,
+qem_status qem_h5_pack_append(pack_h5_writer *w, uint64_t shard, const char *name, const void *data,
                               uint64_t count, unsigned item_bytes, uint64_t *offset,
                               uint64_t *bytes, qem_error *error)
 {
@@ -315,7 +316,7 @@ qem_status qem_pack_h5_append(pack_h5_writer *w, uint64_t shard, const char *nam
     return QEM_OK;
 }
 
-qem_status qem_pack_h5_close(pack_h5_writer *w, qem_error *error)
+qem_status qem_h5_pack_close(pack_h5_writer *w, qem_error *error)
 {
     if (!w)
         return QEM_OK;
