@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_startup.h"
 #include "bench_util.h"
 #include "synth.h"
 
@@ -191,7 +192,7 @@ static int format_set(char *out, size_t size, const char *title, const set_resul
 
 static const char *const help =
     "usage: qem-bench [--runs N]\n"
-    "                 [--only integer|medium|high|pack|produce|virtual|ingest|float]\n"
+    "                 [--only integer|medium|high|pack|produce|virtual|ingest|float|startup]\n"
     "                 [--workdir DIR] [--markdown FILE]\n"
     "       qem-bench --decode FILE.qem [--runs N] [--huge-out]\n"
     "       qem-bench --kernel\n"
@@ -212,7 +213,10 @@ static const char *const help =
     "  float:   set C, 64x64 scans x 128x128 float32, dose 20, read noise 1 (GB/s)\n"
     "  virtual: BF/ADF virtual images (and mean, CoM) from .qem, the pack, HDF5\n"
     "           bitshuffle/LZ4, the dense cube in RAM (C loop) and numpy\n"
-    "--markdown replaces the results section of FILE.\n"
+    "  startup: qem --version, info and virtual on a small .qem beside a plain C\n"
+    "           program (median and p90 of 200 runs, shared objects loaded)\n"
+    "--markdown replaces the results section of FILE (the start-up section has\n"
+    "its own markers: --only startup leaves the rest alone).\n"
     "--decode times the full decode of an existing integer .qem on every decode\n"
     "path this CPU has (1 and 2 threads) beside its mean pattern and centre of\n"
     "mass; --huge-out puts the caller's buffer on 2 MiB pages (madvise).\n"
@@ -278,6 +282,22 @@ int main(int argc, char **argv)
     snprintf(dir, sizeof dir, "%s/qem-bench-XXXXXX", base);
     if (!mkdtemp(dir))
         return perror("mkdtemp"), 1;
+
+    /* Start-up first, on a quiet machine, into its own section. */
+    static char startup[8192];
+    if (!c.only || !strcmp(c.only, "startup")) {
+        if (bench_startup(dir, startup, sizeof startup) < 0)
+            return 1;
+        fputs(startup, stdout);
+        if (c.markdown && bench_startup_markdown(c.markdown, startup) != 0) {
+            fprintf(stderr, "qem-bench: cannot write %s\n", c.markdown);
+            return 1;
+        }
+        if (c.only) {
+            rmdir(dir);
+            return 0;
+        }
+    }
 
     static const synth_params integer_set = {{128, 128, 128, 128}, QEM_DTYPE_UINT16, 0.3,
                                              20261129, 0.0};
