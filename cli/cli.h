@@ -30,13 +30,11 @@ int need_destination(const char *command, const char *path, const char *extensio
 /* What `path` is, by signature; prints the failure and returns 0 if it
  * cannot be read. */
 int identify(const char *command, const char *path, qem_file_kind *kind);
-/* For a FILE that must be a .qem or a pack: EXIT_OK, or EXIT_FAILED after
- * the library's message saying what it is instead. */
-int need_container(const char *command, const char *path, qem_file_kind kind);
-
-/* Opens a .qem file without hashing the body up front (the command reads
- * every block, and each is authenticated before it is decoded). */
-qem_file *open_deferred(const char *command, const char *path, const char *expect_sha256);
+/* Opens `path` as a container (.qem or pack) with `options` (NULL =
+ * defaults); prints the library's failure (which says what the file is
+ * instead) and returns NULL. */
+qem_container *open_container(const char *command, const char *path,
+                              const qem_container_options *options);
 /* Opens the first positional argument as any container (.qem or pack). */
 qem_container *open_source(const args *a);
 /* The acquisition options (--dataset, --scan-shape, --raw-*) as given;

@@ -16,8 +16,9 @@ static int threads_of(const args *a)
 
 /* --- save ------------------------------------------------------------------- */
 
-/* The shape and stored dtype of what `qem save` reads: a .qem to re-save,
- * or an acquisition (left open in *acq). */
+/* The shape and stored dtype of what `qem save` reads: a container to
+ * re-save (described without loading), or an acquisition (left open in
+ * *acq). */
 static int save_input(const args *a, const char *in, qem_acquisition **acq,
                       progress_state *hashing, uint64_t shape[4], qem_dtype *stored)
 {
@@ -26,22 +27,26 @@ static int save_input(const args *a, const char *in, qem_acquisition **acq,
     if (!identify("save", in, &kind))
         return EXIT_FAILED;
     qem_error e = {0};
-    if (kind == QEM_KIND_QEM) {
+    if (qem_file_kind_is_container(kind)) {
         if (has_acquisition_options(a))
             return usage_fail("save",
-                              "'%s' is a .qem file, re-saved as it is; --dataset, --scan-shape "
+                              "'%s' is a %s file, not an acquisition; --dataset, --scan-shape "
                               "and --raw-* apply to acquisitions",
-                              SAFE(in));
-        qem_file *f = open_deferred("save", in, NULL);
-        if (!f)
+                              SAFE(in), qem_file_kind_name(kind));
+        qem_container_options o;
+        qem_container_options_init(&o);
+        o.body_check = QEM_BODY_CHECK_ON_READ; /* the save reads every block */
+        o.load = QEM_LOAD_LATER;
+        qem_container *s = open_container("save", in, &o);
+        if (!s)
             return EXIT_FAILED;
-        qem_file_info info = {.struct_size = sizeof info};
-        const qem_status st = qem_get_info(f, &info, &e);
-        qem_close(f);
+        qem_container_info info = {.struct_size = sizeof info};
+        const qem_status st = qem_container_get_info(s, &info, &e);
+        qem_container_close(s);
         if (st != QEM_OK)
             return fail("save", &e);
         memcpy(shape, info.shape, 4 * sizeof *shape);
-        *stored = info.codec == QEM_CODEC_INTEGER ? info.dtype : QEM_DTYPE_FLOAT32;
+        *stored = info.working_dtype;
         return EXIT_OK;
     }
     qem_acquisition_options ao;
@@ -53,6 +58,34 @@ static int save_input(const args *a, const char *in, qem_acquisition **acq,
         return fail("save", &e);
     memcpy(shape, info.shape, 4 * sizeof *shape);
     *stored = info.stored_dtype;
+    return EXIT_OK;
+}
+
+/* "saved OUT (codec): N bytes of DTYPE data in M bytes (ratio R)". */
+static int print_saved(const char *out)
+{
+    qem_container_options o;
+    qem_container_options_init(&o);
+    o.body_check = QEM_BODY_CHECK_ON_READ; /* only sizes are needed */
+    qem_container *s = open_container("save", out, &o);
+    if (!s)
+        return EXIT_FAILED;
+    qem_error e = {0};
+    qem_container_info info = {.struct_size = sizeof info};
+    char *text = qem_container_get_info(s, &info, &e) == QEM_OK
+                     ? qem_container_details_json(s, &e)
+                     : NULL;
+    qem_container_close(s);
+    json_t *d = text ? json_loads(text, 0, NULL) : NULL;
+    qem_free(text);
+    if (!d)
+        return fail("save", &e);
+    const double logical = (double)json_integer_value(json_object_get(d, "logical_bytes"));
+    const double file = (double)json_integer_value(json_object_get(d, "file_bytes"));
+    printf("saved %s (%s): %.0f bytes of %s data in %.0f bytes (ratio %.2fx)\n", SAFE(out),
+           json_string_value(json_object_get(d, "codec")), logical,
+           qem_dtype_name(info.working_dtype), file, logical / file);
+    json_decref(d);
     return EXIT_OK;
 }
 
@@ -134,19 +167,7 @@ static int run_save(const args *a)
     free(calibration);
     if (code != EXIT_OK || given(a, OPT_QUIET))
         return code;
-    qem_file *f = open_deferred("save", out, NULL); /* only sizes are needed */
-    if (!f)
-        return EXIT_FAILED;
-    qem_file_info info = {.struct_size = sizeof info};
-    const qem_status got = qem_get_info(f, &info, &e);
-    qem_close(f);
-    if (got != QEM_OK)
-        return fail("save", &e);
-    printf("saved %s (%s): %llu bytes of %s data in %llu bytes (ratio %.2fx)\n", SAFE(out),
-           qem_codec_name(info.codec), (unsigned long long)info.logical_bytes,
-           qem_dtype_name(info.dtype), (unsigned long long)info.file_bytes,
-           (double)info.logical_bytes / (double)info.file_bytes);
-    return EXIT_OK;
+    return print_saved(out);
 }
 
 /* --- inspect ---------------------------------------------------------------- */
@@ -189,121 +210,62 @@ static int run_inspect(const args *a)
 static int run_info(const args *a)
 {
     const char *path = a->positional[0];
-    qem_file_kind kind;
-    if (!identify("info", path, &kind))
+    qem_container_options o;
+    qem_container_options_init(&o);
+    o.threads = threads_of(a);
+    o.expect_sha256 = text_of(a, OPT_EXPECT_SHA256);
+    o.load = QEM_LOAD_LATER; /* described cheaply; loaded only for what asks */
+    progress_state ps;
+    progress_setup(&ps, "loading", NULL, given(a, OPT_QUIET), &o.progress, &o.progress_user);
+    qem_container *s = open_container("info", path, &o);
+    if (!s)
         return EXIT_FAILED;
-    int rc = need_container("info", path, kind);
-    if (rc)
-        return rc;
     qem_error e = {0};
-    if (kind == QEM_KIND_PACK) {
-        qem_pack *p = NULL;
-        if (qem_pack_open(path, &p, &e) != QEM_OK)
-            return fail("info", &e);
-        if (given(a, OPT_TIMINGS) || given(a, OPT_EXPECT_SHA256)) {
-            qem_pack_load_options lo;
-            qem_pack_load_options_init(&lo);
-            lo.threads = threads_of(a);
-            lo.expect_sha256 = text_of(a, OPT_EXPECT_SHA256);
-            progress_state ps;
-            progress_setup(&ps, "loading shards", "shards", given(a, OPT_QUIET), &lo.progress,
-                           &lo.progress_user);
-            if (qem_pack_load(p, &lo, &e) != QEM_OK ||
-                (given(a, OPT_TIMINGS) && qem_pack_time_first_access(p, &e) != QEM_OK)) {
-                qem_pack_close(p);
-                return fail("info", &e);
-            }
-        }
-        char *text = qem_pack_summary_json(p, &e);
-        qem_pack_close(p);
-        return print_summary("info", text, &e, given(a, OPT_JSON), print_pack_summary);
-    }
-    if (given(a, OPT_TIMINGS))
+    qem_container_info info = {.struct_size = sizeof info};
+    qem_status st = qem_container_get_info(s, &info, &e);
+    if (st == QEM_OK && given(a, OPT_TIMINGS) && !info.has_load_phase) {
+        qem_container_close(s);
         return usage_fail("info",
-                          "--timings applies to packs, which have a load phase; '%s' is a .qem "
+                          "--timings applies to files with a load phase (packs); '%s' is a %s "
                           "file (time it with qem verify or qem export)",
-                          SAFE(path));
-    qem_file *f = NULL;
-    qem_open_options oo;
-    qem_open_options_init(&oo);
-    oo.threads = threads_of(a);
-    oo.expect_sha256 = text_of(a, OPT_EXPECT_SHA256);
-    if (qem_open(path, &oo, &f, &e) != QEM_OK)
-        return fail("info", &e);
-    char *text = qem_summary_json(f, &e);
-    qem_close(f);
-    return print_summary("info", text, &e, given(a, OPT_JSON), print_qem_summary);
+                          SAFE(path), qem_file_kind_name(info.kind));
+    }
+    if (st == QEM_OK && (given(a, OPT_TIMINGS) || given(a, OPT_EXPECT_SHA256)))
+        st = qem_container_load(s, &e);
+    if (st == QEM_OK && given(a, OPT_TIMINGS))
+        st = qem_container_time_first_access(s, &e);
+    char *text = st == QEM_OK ? qem_container_summary_json(s, &e) : NULL;
+    qem_container_close(s);
+    return print_summary("info", text, &e, given(a, OPT_JSON), print_container_summary);
 }
 
 /* --- verify ----------------------------------------------------------------- */
 
-static int verify_pack(const args *a)
-{
-    const char *path = a->positional[0];
-    const char *expect = text_of(a, OPT_EXPECT_SHA256);
-    qem_error e = {0};
-    qem_pack *p = NULL;
-    if (qem_pack_open(path, &p, &e) != QEM_OK)
-        return fail("verify", &e);
-    qem_pack_load_options lo;
-    qem_pack_load_options_init(&lo);
-    lo.threads = threads_of(a);
-    lo.expect_sha256 = expect;
-    lo.check_stored_digests = 1;
-    progress_state ps;
-    progress_setup(&ps, "verifying shards", "shards", given(a, OPT_QUIET), &lo.progress,
-                   &lo.progress_user);
-    if (qem_pack_load(p, &lo, &e) != QEM_OK) {
-        qem_pack_close(p);
-        return fail("verify", &e);
-    }
-    qem_pack_info info = {.struct_size = sizeof info};
-    const qem_status got = qem_pack_get_info(p, &info, &e);
-    qem_pack_close(p);
-    if (got != QEM_OK)
-        return fail("verify", &e);
-    printf("OK %s: %llu shards loaded, %llu payload digests verified%s\n", SAFE(path),
-           (unsigned long long)info.shard_count, (unsigned long long)info.digests_checked,
-           expect ? ", whole-file identity verified"
-           : info.profile == QEM_PACK_UINT8_BITPACKED
-               ? "; compact headers are not hashed by the index, give --expect-sha256 to "
-                 "qualify the file"
-               : "");
-    return EXIT_OK;
-}
-
 static int run_verify(const args *a)
 {
     const char *path = a->positional[0];
-    qem_file_kind kind;
-    if (!identify("verify", path, &kind))
-        return EXIT_FAILED;
-    int rc = need_container("verify", path, kind);
-    if (rc)
-        return rc;
-    if (kind == QEM_KIND_PACK)
-        return verify_pack(a);
-    const char *expect = text_of(a, OPT_EXPECT_SHA256);
-    qem_file *f = open_deferred("verify", path, expect);
-    if (!f)
+    qem_container_options o;
+    qem_container_options_init(&o);
+    o.threads = threads_of(a);
+    o.expect_sha256 = text_of(a, OPT_EXPECT_SHA256);
+    o.body_check = QEM_BODY_CHECK_ON_READ; /* verify checks every block once */
+    o.load = QEM_LOAD_LATER;                /* verify is the load */
+    qem_container *s = open_container("verify", path, &o);
+    if (!s)
         return EXIT_FAILED;
     qem_verify_options vo;
     qem_verify_options_init(&vo);
     vo.threads = threads_of(a);
     progress_state ps;
-    progress_setup(&ps, "verifying", "scan positions", given(a, OPT_QUIET), &vo.progress,
-                   &vo.progress_user);
+    progress_setup(&ps, "verifying", NULL, given(a, OPT_QUIET), &vo.progress, &vo.progress_user);
     qem_verify_report report = {.struct_size = sizeof report};
     qem_error e = {0};
-    qem_status st = qem_verify(f, &vo, &report, &e);
-    qem_close(f);
+    const qem_status st = qem_container_verify(s, &vo, &report, &e);
+    qem_container_close(s);
     if (st != QEM_OK)
         return fail("verify", &e);
-    printf("OK %s: %llu body blocks, %llu streams (%llu counts), %llu spatial sums verified%s\n",
-           SAFE(path), (unsigned long long)report.body_blocks_checked,
-           (unsigned long long)report.streams_decoded, (unsigned long long)report.samples_decoded,
-           (unsigned long long)report.spatial_values_checked,
-           expect ? ", whole-file identity verified" : "");
+    printf("OK %s: %s%s\n", SAFE(path), report.summary,
+           report.identity_needed ? " (give --expect-sha256)" : "");
     return EXIT_OK;
 }
 
@@ -321,9 +283,11 @@ static int run_export(const args *a)
     if (!s)
         return EXIT_FAILED;
     if (given(a, OPT_CODES)) {
-        qem_file *f = qem_container_file(s);
-        qem_file_info info = {.struct_size = sizeof info};
-        if (!f || qem_get_info(f, &info, NULL) != QEM_OK || info.codec != QEM_CODEC_SCALED) {
+        /* Codes: integer raw values standing for float32 working values
+         * (a scaled .qem file's calibrated codes). */
+        qem_container_info info = {.struct_size = sizeof info};
+        if (qem_container_get_info(s, &info, NULL) != QEM_OK ||
+            info.working_dtype != QEM_DTYPE_FLOAT32 || info.raw_dtype != QEM_DTYPE_UINT16) {
             qem_container_close(s);
             return usage_fail("export",
                               "--codes applies to scaled .qem files (their stored codes); use "

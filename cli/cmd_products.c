@@ -435,12 +435,13 @@ static int run_calibrate(const args *a)
         qem_file_kind kind;
         if (!identify("calibrate", src, &kind))
             return EXIT_FAILED;
-        int rc = need_container("calibrate", src, kind);
-        if (rc || (rc = kind == QEM_KIND_PACK
-                            ? need_destination("calibrate", out, "h5|hdf5",
-                                               "the copy of a pack is a pack")
-                            : need_destination("calibrate", out, "qem",
-                                               "the copy of a .qem file is a .qem file")))
+        char what[96];
+        snprintf(what, sizeof what, "a calibrated copy keeps its source's format, %s",
+                 qem_file_kind_name(kind));
+        int rc = qem_file_kind_is_container(kind)
+                     ? need_destination("calibrate", out, qem_file_kind_extensions(kind), what)
+                     : EXIT_OK; /* opening it says what it is instead */
+        if (rc)
             return rc;
     }
     product_run r;

@@ -65,44 +65,23 @@ int identify(const char *command, const char *path, qem_file_kind *kind)
     return 1;
 }
 
-int need_container(const char *command, const char *path, qem_file_kind kind)
+qem_container *open_container(const char *command, const char *path,
+                              const qem_container_options *options)
 {
-    if (kind == QEM_KIND_QEM || kind == QEM_KIND_PACK)
-        return EXIT_OK;
-    /* The library says what the file is instead. */
     qem_error e = {0};
     qem_container *s = NULL;
-    if (qem_container_open(path, NULL, &s, &e) == QEM_OK) {
-        qem_container_close(s);
-        return EXIT_OK;
-    }
-    return fail(command, &e);
-}
-
-qem_file *open_deferred(const char *command, const char *path, const char *expect_sha256)
-{
-    qem_error e = {0};
-    qem_file *f = NULL;
-    qem_open_options oo;
-    qem_open_options_init(&oo);
-    oo.body_check = QEM_BODY_CHECK_ON_READ;
-    oo.expect_sha256 = expect_sha256;
-    if (qem_open(path, &oo, &f, &e) != QEM_OK)
+    if (qem_container_open(path, options, &s, &e) != QEM_OK)
         fail(command, &e);
-    return f;
+    return s;
 }
 
 qem_container *open_source(const args *a)
 {
-    qem_error e = {0};
-    qem_container *s = NULL;
     qem_container_options so;
     qem_container_options_init(&so);
     so.threads = (int)a->v[OPT_THREADS].i[0];
     so.expect_sha256 = text_of(a, OPT_EXPECT_SHA256);
-    if (qem_container_open(a->positional[0], &so, &s, &e) != QEM_OK)
-        fail(a->command, &e);
-    return s;
+    return open_container(a->command, a->positional[0], &so);
 }
 
 char *read_text_file(const char *command, const char *what, const char *path)

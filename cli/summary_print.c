@@ -38,7 +38,7 @@ static void print_quantities(const char *title, const json_t *object)
     }
 }
 
-void print_qem_summary(const json_t *s)
+static void print_qem_summary(const json_t *s)
 {
     const json_t *shape = json_object_get(s, "shape");
     const json_t *sm = json_object_get(s, "scientific_metadata");
@@ -118,7 +118,7 @@ static void print_ms(const char *label, const json_t *v)
         printf("  %-26s %10s\n", label, "not run");
 }
 
-void print_pack_summary(const json_t *s)
+static void print_pack_summary(const json_t *s)
 {
     const json_t *shape = json_object_get(s, "shape");
     printf("%-18s %s\n", "file", json_string_value(json_object_get(s, "path")));
@@ -188,6 +188,16 @@ void print_pack_summary(const json_t *s)
 }
 
 /* The inspection report for people; --json prints the full object. */
+void print_container_summary(const json_t *s)
+{
+    /* Each format's summary names itself: a .qem file's its "container",
+     * a pack's its "format". */
+    if (json_object_get(s, "container"))
+        print_qem_summary(s);
+    else
+        print_pack_summary(s);
+}
+
 void print_inspection(const json_t *j)
 {
     const json_t *shape = json_object_get(j, "shape"), *bad = json_object_get(j, "bad_pixels");

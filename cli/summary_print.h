@@ -6,10 +6,9 @@
 
 #include "qem.h"
 
-/* `qem info` of a .qem file and of a pack (qem_summary_json and
- * qem_pack_summary_json, escaped). */
-void print_qem_summary(const json_t *summary);
-void print_pack_summary(const json_t *summary);
+/* `qem info` of a container (qem_container_summary_json, escaped): each
+ * format's summary laid out for reading. */
+void print_container_summary(const json_t *summary);
 /* `qem pack inspect` (qem_pack_inspection_json, escaped) and `qem pack plan`. */
 void print_inspection(const json_t *inspection);
 void print_plan(const qem_pack_plan *plan);

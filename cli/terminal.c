@@ -231,9 +231,12 @@ static int show_progress(void *user, uint64_t done, uint64_t total)
     if (done < total && now == p->last)
         return 0;
     p->last = now;
-    fprintf(stderr, "\r%s: %3d%% (%llu of %llu %s)", p->label,
-            total ? (int)(100 * (done > total ? total : done) / total) : 100,
-            (unsigned long long)done, (unsigned long long)total, p->unit);
+    const int percent = total ? (int)(100 * (done > total ? total : done) / total) : 100;
+    if (p->unit)
+        fprintf(stderr, "\r%s: %3d%% (%llu of %llu %s)", p->label, percent,
+                (unsigned long long)done, (unsigned long long)total, p->unit);
+    else /* units differ by format (bytes hashed, shards loaded) */
+        fprintf(stderr, "\r%s: %3d%%", p->label, percent);
     if (done >= total)
         fputc('\n', stderr);
     fflush(stderr);

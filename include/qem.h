@@ -341,10 +341,22 @@ QEM_API void qem_verify_options_init(qem_verify_options *options);
 
 typedef struct qem_verify_report {
     size_t struct_size; /* set by the caller */
+    /* .qem files */
     uint64_t body_blocks_checked;
     uint64_t streams_decoded;
     uint64_t spatial_values_checked;
     uint64_t samples_decoded;
+    /* packs: shards loaded, shard payload digests verified */
+    uint64_t shards_loaded;
+    uint64_t digests_checked;
+    /* The whole-file SHA-256 was checked against the expected identity;
+     * or, not checked, it is needed to qualify the file (a uint8 pack's
+     * index does not hash its compact headers). */
+    int identity_checked;
+    int identity_needed;
+    /* One line saying what was verified (qem_container_verify), e.g.
+     * "4 body blocks, 96 streams (...), 640 spatial sums verified". */
+    char summary[256];
 } qem_verify_report;
 
 /* Checks everything: every body block checksum, every count stream decoded
@@ -726,11 +738,6 @@ QEM_API qem_status qem_pack_produce(qem_pack_inspection *inspection,
 
 typedef struct qem_container qem_container;
 
-typedef enum qem_container_kind {
-    QEM_CONTAINER_QEM = 1,
-    QEM_CONTAINER_PACK = 2
-} qem_container_kind;
-
 typedef enum qem_values {
     /* Scientific working values: .qem counts, float32 bits or restored
      * scaled intensities; pack mask-applied working array. */
@@ -750,10 +757,17 @@ typedef enum qem_file_kind {
 } qem_file_kind;
 
 QEM_API qem_status qem_identify(const char *path, qem_file_kind *kind, qem_error *error);
+/* "qem", "pack", "npy", "hdf5" or "unknown". */
+QEM_API const char *qem_file_kind_name(qem_file_kind kind);
+/* 1 for the kinds qem_container_open reads (.qem files and packs). */
+QEM_API int qem_file_kind_is_container(qem_file_kind kind);
+/* The file-name extensions of a kind, '|'-separated ("qem", "h5|hdf5",
+ * "npy"); "" for QEM_KIND_UNKNOWN. A calibrated copy keeps its source's. */
+QEM_API const char *qem_file_kind_extensions(qem_file_kind kind);
 
 typedef struct qem_container_info {
     size_t struct_size; /* set by the caller */
-    qem_container_kind kind;
+    qem_file_kind kind; /* QEM_KIND_QEM or QEM_KIND_PACK */
     uint64_t shape[4];
     uint64_t scans, pixels;
     qem_dtype working_dtype;
@@ -762,10 +776,18 @@ typedef struct qem_container_info {
     /* The file records microscope calibration (a .qem file's scientific
      * metadata); a pack records none. */
     int calibration_available;
+    /* The format has a load phase (packs) and whether it has run: reads
+     * need loaded = 1. */
+    int has_load_phase;
+    int loaded;
 } qem_container_info;
 
-/* "qem" or "pack". */
-QEM_API const char *qem_container_kind_name(qem_container_kind kind);
+/* When a source's load phase runs (a pack's bounded lifecycle: every
+ * shard read, decoded and authenticated into the compact resident). */
+typedef enum qem_load {
+    QEM_LOAD_ON_OPEN = 0, /* ready to read when open returns */
+    QEM_LOAD_LATER = 1    /* nothing decoded yet; reads refused until loaded */
+} qem_load;
 
 typedef struct qem_container_options {
     size_t struct_size;
@@ -778,6 +800,10 @@ typedef struct qem_container_options {
     /* .qem: when body blocks are checked (default: while opening). A pack
      * authenticates every shard while it loads, whatever this says. */
     qem_body_check body_check;
+    /* When a format with a load phase (packs) loads: default while
+     * opening; QEM_LOAD_LATER opens cheaply for describing, summarising
+     * and verifying, and qem_container_load makes the source readable. */
+    qem_load load;
 } qem_container_options;
 
 QEM_API void qem_container_options_init(qem_container_options *options);
@@ -809,6 +835,20 @@ QEM_API char *qem_container_summary_json(const qem_container *source, qem_error 
  * pack "profile", "resident_bytes", "shard_count", "excluded_count",
  * "raw_access" and "source_identity_sha256". */
 QEM_API char *qem_container_details_json(const qem_container *source, qem_error *error);
+/* Runs the load phase of a source opened with QEM_LOAD_LATER (with the
+ * open's threads, expect_sha256 and progress); nothing to do for a loaded
+ * source or a format without one. On failure nothing is kept and the
+ * source stays unloaded. */
+QEM_API qem_status qem_container_load(qem_container *source, qem_error *error);
+/* Checks everything the format can prove and says what in `report` (may
+ * be NULL): a .qem file's body checksums, every stream decoded under every
+ * rule, values within the dtype, spatial sums recomputed, float bits
+ * against logical_sha256; a pack's full load with every digest, including
+ * those that only repeat the decoded ones. A pack is verified by loading
+ * it: open it with QEM_LOAD_LATER (a loaded pack is refused,
+ * QEM_E_INVALID_ARGUMENT). The open's expect_sha256 counts as checked. */
+QEM_API qem_status qem_container_verify(qem_container *source, const qem_verify_options *options,
+                                        qem_verify_report *report, qem_error *error);
 /* The underlying handle, or NULL when the source is of the other kind. */
 QEM_API qem_file *qem_container_file(qem_container *source);
 QEM_API qem_pack *qem_container_pack(qem_container *source);

@@ -103,6 +103,11 @@ QEM_API qem_status qem_pack_get_timings(const qem_pack *pack, qem_pack_timings *
  * loaded pack; the results land in qem_pack_timings. */
 QEM_API qem_status qem_pack_time_first_access(qem_pack *pack, qem_error *error);
 
+/* A source's first-access timings: a pack's (qem_pack_time_first_access,
+ * on a loaded pack; the phases then appear in its summary JSON).
+ * QEM_E_WRONG_CODEC for a format without a load phase. */
+QEM_API qem_status qem_container_time_first_access(qem_container *source, qem_error *error);
+
 /* Single-pattern reads of a .qem source served from its kept 512-scan
  * blocks (hits) or by decoding a block (misses); 0 and 0 for a pack, whose
  * resident needs no such cache. For the viewer's statistics and tests. */

@@ -41,7 +41,7 @@ static json_t *file_json(view_file *f, size_t index)
     json_object_set_new(j, "index", json_integer((json_int_t)index));
     json_object_set_new(j, "path", json_string(f->path));
     json_object_set_new(j, "name", json_string(f->name));
-    json_object_set_new(j, "kind", json_string(qem_container_kind_name(f->info.kind)));
+    json_object_set_new(j, "kind", json_string(qem_file_kind_name(f->info.kind)));
     json_object_set_new(j, "shape", shape);
     json_object_set_new(j, "dtype", json_string(qem_dtype_name(f->info.working_dtype)));
     json_object_set_new(j, "raw_dtype", json_string(qem_dtype_name(f->info.raw_dtype)));

@@ -16,7 +16,7 @@ typedef enum qem_product_data {
 } qem_product_data;
 
 typedef struct qem_representation_ops {
-    qem_container_kind kind;
+    qem_file_kind kind;
     void (*describe)(const void *impl, qem_container_info *info);
     /* Scans [first, first + count) of `values` into `out`, C order. */
     qem_status (*read)(void *impl, uint64_t first, uint64_t count, qem_values values, void *out,
@@ -28,6 +28,16 @@ typedef struct qem_representation_ops {
     qem_status (*export_npy)(void *impl, const char *dest, qem_values values, int threads,
                              qem_progress_fn progress, void *progress_user, qem_error *error);
     void (*close)(void *impl);
+    /* Optional: the load phase (packs), with the open's options; NULL for
+     * a format without one. */
+    qem_status (*load)(void *impl, const qem_container_options *options, qem_error *error);
+    /* Everything the format can prove; fills the report's counts and
+     * summary (identity_checked is the caller's). */
+    qem_status (*verify)(void *impl, const qem_container_options *options,
+                         const qem_verify_options *verify, qem_verify_report *report,
+                         qem_error *error);
+    /* Optional: first-access timings (a benchmark hook). */
+    qem_status (*time_first_access)(void *impl, qem_error *error);
 
     /* --- what products need ------------------------------------------- */
     qem_product_data (*data)(const void *impl);
@@ -73,6 +83,9 @@ struct qem_container {
     const qem_representation_ops *ops;
     void *impl;
     int threads;
+    /* The open's options, for a later load (expect_sha256 copied). */
+    qem_container_options options;
+    char expect_sha256[65];
 };
 
 /* The implementations, in lib/qem and lib/pack. */

@@ -33,6 +33,10 @@ qem_status qem_container_open(const char *path, const qem_container_options *opt
     qem_container_options_init(&o);
     QEM_TRY(qem_options_overlay(&o, sizeof o, options, "qem_container_options", error));
     QEM_TRY(qem_threads_check(o.threads, "qem_container_options.threads", error));
+    if (o.load != QEM_LOAD_ON_OPEN && o.load != QEM_LOAD_LATER)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "qem_container_options.load must be QEM_LOAD_ON_OPEN or QEM_LOAD_LATER, "
+                        "not %d", (int)o.load);
     /* The path is opened once: identified, then read, through one
      * descriptor, so what was identified is what is read. */
     int fd = -1;
@@ -44,7 +48,7 @@ qem_status qem_container_open(const char *path, const qem_container_options *opt
         close(fd);
         return st;
     }
-    if (kind != QEM_KIND_QEM && kind != QEM_KIND_PACK) {
+    if (!qem_file_kind_is_container(kind)) {
         close(fd);
         return qem_fail(error, QEM_E_NOT_QEM,
                         "'%s' is neither a .qem file nor a Lossless Pack Format v1 file (it is %s)",
@@ -60,17 +64,19 @@ qem_status qem_container_open(const char *path, const qem_container_options *opt
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     }
     s->threads = o.threads;
+    if (o.expect_sha256) {
+        /* Kept for a later load; a malformed one is refused where it is checked. */
+        snprintf(s->expect_sha256, sizeof s->expect_sha256, "%s", o.expect_sha256);
+        if (strlen(o.expect_sha256) >= sizeof s->expect_sha256)
+            s->expect_sha256[0] = 'x'; /* too long: never equal to a digest */
+        o.expect_sha256 = s->expect_sha256;
+    }
+    s->options = o;
     if (kind == QEM_KIND_PACK) {
         qem_pack *p = NULL;
-        qem_pack_load_options lo;
-        qem_pack_load_options_init(&lo);
-        lo.threads = o.threads;
-        lo.expect_sha256 = o.expect_sha256;
-        lo.progress = o.progress;
-        lo.progress_user = o.progress_user;
         st = qem_pack_open_descriptor(path, fd, &sb, &p, error);
-        if (st == QEM_OK)
-            st = qem_pack_load(p, &lo, error);
+        if (st == QEM_OK && o.load == QEM_LOAD_ON_OPEN)
+            st = qem_pack_representation.load(p, &s->options, error);
         s->ops = &qem_pack_representation;
         s->impl = p;
         if (st != QEM_OK)
@@ -135,18 +141,39 @@ char *qem_container_summary_json(const qem_container *s, qem_error *error)
     return s->ops->summary_json(s->impl, error);
 }
 
-const char *qem_container_kind_name(qem_container_kind kind)
+const char *qem_file_kind_name(qem_file_kind kind)
 {
-    return kind == QEM_CONTAINER_PACK ? "pack" : kind == QEM_CONTAINER_QEM ? "qem" : "unknown";
+    switch (kind) {
+    case QEM_KIND_QEM: return "qem";
+    case QEM_KIND_PACK: return "pack";
+    case QEM_KIND_NPY: return "npy";
+    case QEM_KIND_HDF5: return "hdf5";
+    default: return "unknown";
+    }
 }
 
+int qem_file_kind_is_container(qem_file_kind kind)
+{
+    return kind == QEM_KIND_QEM || kind == QEM_KIND_PACK;
+}
+
+const char *qem_file_kind_extensions(qem_file_kind kind)
+{
+    switch (kind) {
+    case QEM_KIND_QEM: return "qem";
+    case QEM_KIND_PACK:
+    case QEM_KIND_HDF5: return "h5|hdf5";
+    case QEM_KIND_NPY: return "npy";
+    default: return "";
+    }
+}
 qem_status qem_container_get_calibration(const qem_container *s, qem_calibration *out,
                                          qem_error *error)
 {
     qem_error_clear(error);
     if (!s)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_container_get_calibration: NULL source");
-    if (s->ops->kind == QEM_CONTAINER_QEM)
+    if (s->ops->kind == QEM_KIND_QEM)
         return qem_get_calibration(s->impl, out, error);
     qem_calibration none;
     memset(&none, 0, sizeof none); /* every quantity QEM_CALIBRATION_ABSENT */
@@ -163,21 +190,65 @@ char *qem_container_details_json(const qem_container *s, qem_error *error)
     return s->ops->details_json(s->impl, error);
 }
 
+qem_status qem_container_load(qem_container *s, qem_error *error)
+{
+    qem_error_clear(error);
+    if (!s)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_container_load: NULL source");
+    return s->ops->load ? s->ops->load(s->impl, &s->options, error) : QEM_OK;
+}
+
+qem_status qem_container_verify(qem_container *s, const qem_verify_options *options,
+                                qem_verify_report *out, qem_error *error)
+{
+    qem_error_clear(error);
+    if (!s)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_container_verify: NULL source");
+    qem_verify_options vo;
+    qem_verify_options_init(&vo);
+    QEM_TRY(qem_options_overlay(&vo, sizeof vo, options, "qem_verify_options", error));
+    QEM_TRY(qem_threads_check(vo.threads, "qem_verify_options.threads", error));
+    qem_verify_report report;
+    memset(&report, 0, sizeof report);
+    report.struct_size = sizeof report;
+    QEM_TRY(s->ops->verify(s->impl, &s->options, &vo, &report, error));
+    if (s->options.expect_sha256) {
+        report.identity_checked = 1;
+        const size_t used = strlen(report.summary);
+        snprintf(report.summary + used, sizeof report.summary - used,
+                 ", whole-file identity verified");
+    }
+    return out ? qem_result_deliver(out, &report, sizeof report, "qem_verify_report", error)
+               : QEM_OK;
+}
+
+qem_status qem_container_time_first_access(qem_container *s, qem_error *error)
+{
+    qem_error_clear(error);
+    if (!s)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "qem_container_time_first_access: NULL source");
+    if (!s->ops->time_first_access)
+        return qem_fail(error, QEM_E_WRONG_CODEC,
+                        "first-access timings apply to formats with a load phase (packs)");
+    return s->ops->time_first_access(s->impl, error);
+}
+
 void qem_container_pattern_cache_stats(const qem_container *s, uint64_t *hits, uint64_t *misses)
 {
-    const qem_file *f = s && s->ops->kind == QEM_CONTAINER_QEM ? s->impl : NULL;
+    const qem_file *f = s && s->ops->kind == QEM_KIND_QEM ? s->impl : NULL;
     *hits = f ? atomic_load(&f->pattern_hits) : 0;
     *misses = f ? atomic_load(&f->pattern_misses) : 0;
 }
 
 qem_file *qem_container_file(qem_container *s)
 {
-    return s && s->ops->kind == QEM_CONTAINER_QEM ? s->impl : NULL;
+    return s && s->ops->kind == QEM_KIND_QEM ? s->impl : NULL;
 }
 
 qem_pack *qem_container_pack(qem_container *s)
 {
-    return s && s->ops->kind == QEM_CONTAINER_PACK ? s->impl : NULL;
+    return s && s->ops->kind == QEM_KIND_PACK ? s->impl : NULL;
 }
 
 uint64_t qem_container_read_bound(const qem_container *s, qem_values values, uint64_t scans)

@@ -90,7 +90,7 @@ qem_status qem_pack_read_scans_threads(qem_pack *p, uint64_t first, uint64_t cou
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_pack_read_scans: NULL argument");
     if (!p->loaded)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT,
-                        "the pack is not loaded; call qem_pack_load first");
+                        "the pack is not loaded; load it first (qem_container_load)");
     if (values == QEM_PACK_RAW && p->raw_access == QEM_RAW_MASK_APPLIED_ONLY)
         return qem_fail(error, QEM_E_RAW_UNAVAILABLE,
                         "raw reconstruction needs retained excluded payloads (uint16/LZ4 with "

@@ -1,4 +1,6 @@
 /* A loaded pack behind the representation interface. */
+#include <stdio.h>
+
 #include "common/error.h"
 #include "common/json.h"
 #include "pack/pack_internal.h"
@@ -7,7 +9,7 @@
 static void describe(const void *impl, qem_container_info *info)
 {
     const qem_pack *p = impl;
-    info->kind = QEM_CONTAINER_PACK;
+    info->kind = QEM_KIND_PACK;
     for (int i = 0; i < 4; i++)
         info->shape[i] = p->shape[i];
     info->scans = p->scans;
@@ -15,6 +17,62 @@ static void describe(const void *impl, qem_container_info *info)
     info->working_dtype = p->working_dtype;
     info->raw_dtype = QEM_DTYPE_UINT16;
     info->raw_available = p->raw_access != QEM_RAW_MASK_APPLIED_ONLY;
+    info->has_load_phase = 1;
+    info->loaded = p->loaded;
+}
+
+static void load_options_of(const qem_container_options *o, qem_pack_load_options *lo)
+{
+    qem_pack_load_options_init(lo);
+    lo->threads = o->threads;
+    lo->expect_sha256 = o->expect_sha256;
+    lo->progress = o->progress;
+    lo->progress_user = o->progress_user;
+}
+
+static qem_status load_of(void *impl, const qem_container_options *options, qem_error *error)
+{
+    qem_pack_load_options lo;
+    load_options_of(options, &lo);
+    return qem_pack_load(impl, &lo, error);
+}
+
+/* A pack proves itself by loading: every descriptor or compact header,
+ * every LZ4 block, every shard digest, the stored ones too. */
+static qem_status verify_of(void *impl, const qem_container_options *options,
+                            const qem_verify_options *verify, qem_verify_report *report,
+                            qem_error *error)
+{
+    qem_pack *p = impl;
+    if (p->loaded)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "'%s' is already loaded; a pack is verified by its load: open it with "
+                        "QEM_LOAD_LATER",
+                        p->path);
+    qem_pack_load_options lo;
+    load_options_of(options, &lo);
+    lo.threads = verify->threads;
+    lo.progress = verify->progress;
+    lo.progress_user = verify->progress_user;
+    lo.check_stored_digests = 1;
+    QEM_TRY(qem_pack_load(p, &lo, error));
+    qem_pack_info pi = {.struct_size = sizeof pi};
+    QEM_TRY(qem_pack_get_info(p, &pi, error));
+    report->shards_loaded = pi.shard_count;
+    report->digests_checked = pi.digests_checked;
+    report->identity_needed = !options->expect_sha256 && pi.profile == QEM_PACK_UINT8_BITPACKED;
+    snprintf(report->summary, sizeof report->summary,
+             "%llu shards loaded, %llu payload digests verified%s",
+             (unsigned long long)pi.shard_count, (unsigned long long)pi.digests_checked,
+             report->identity_needed ? "; compact headers are not hashed by the index, only "
+                                       "the whole-file identity qualifies the file"
+                                     : "");
+    return QEM_OK;
+}
+
+static qem_status time_first_access_of(void *impl, qem_error *error)
+{
+    return qem_pack_time_first_access(impl, error);
 }
 
 static qem_status read(void *impl, uint64_t first, uint64_t count, qem_values values, void *out,
@@ -167,12 +225,15 @@ static char *details_json_of(const void *impl, qem_error *error)
 }
 
 const qem_representation_ops qem_pack_representation = {
-    .kind = QEM_CONTAINER_PACK,
+    .kind = QEM_KIND_PACK,
     .describe = describe,
     .read = read,
     .window = window,
     .export_npy = NULL,
     .close = close_pack,
+    .load = load_of,
+    .verify = verify_of,
+    .time_first_access = time_first_access_of,
     .data = data_of,
     .valid = valid_of,
     .weighted_sums = weighted_sums,

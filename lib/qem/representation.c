@@ -27,7 +27,7 @@ static qem_dtype dtype_of(const qem_file *f, qem_values values)
 static void describe(const void *impl, qem_container_info *info)
 {
     const qem_file *f = impl;
-    info->kind = QEM_CONTAINER_QEM;
+    info->kind = QEM_KIND_QEM;
     for (int i = 0; i < 4; i++)
         info->shape[i] = f->shape[i];
     info->scans = f->scans;
@@ -36,6 +36,7 @@ static void describe(const void *impl, qem_container_info *info)
     info->raw_dtype = dtype_of(f, QEM_VALUES_RAW);
     info->raw_available = 1;
     info->calibration_available = 1;
+    info->loaded = 1; /* no load phase: readable once open */
 }
 
 /* One pattern through the file's block cache (see qem_file): the block of
@@ -231,6 +232,21 @@ static const char *header_json_of(const void *impl, size_t *length)
     return qem_header_json(impl, length);
 }
 
+static qem_status verify_of(void *impl, const qem_container_options *options,
+                            const qem_verify_options *verify, qem_verify_report *report,
+                            qem_error *error)
+{
+    (void)options;
+    QEM_TRY(qem_verify(impl, verify, report, error));
+    snprintf(report->summary, sizeof report->summary,
+             "%llu body blocks, %llu streams (%llu counts), %llu spatial sums verified",
+             (unsigned long long)report->body_blocks_checked,
+             (unsigned long long)report->streams_decoded,
+             (unsigned long long)report->samples_decoded,
+             (unsigned long long)report->spatial_values_checked);
+    return QEM_OK;
+}
+
 static char *summary_json_of(const void *impl, qem_error *error)
 {
     return qem_summary_json(impl, error);
@@ -264,12 +280,13 @@ static char *details_json_of(const void *impl, qem_error *error)
 }
 
 const qem_representation_ops qem_file_representation = {
-    .kind = QEM_CONTAINER_QEM,
+    .kind = QEM_KIND_QEM,
     .describe = describe,
     .read = read,
     .window = window,
     .export_npy = export_npy,
     .close = close_file,
+    .verify = verify_of,
     .data = data_of,
     .valid = valid_of,
     .weighted_sums = weighted_sums,

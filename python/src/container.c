@@ -145,7 +145,7 @@ static PyObject *container_info(ext_container *self, PyObject *noargs)
     const qem_dtype read_dtype = self->values == QEM_VALUES_RAW ? i->raw_dtype : i->working_dtype;
     PyObject *d = Py_BuildValue(
         "{s:s, s:(KKKK), s:K, s:K, s:z, s:z, s:z, s:O}", "format",
-        qem_container_kind_name(i->kind), "shape", (unsigned long long)i->shape[0],
+        qem_file_kind_name(i->kind), "shape", (unsigned long long)i->shape[0],
         (unsigned long long)i->shape[1], (unsigned long long)i->shape[2],
         (unsigned long long)i->shape[3], "scans", (unsigned long long)i->scans, "pixels",
         (unsigned long long)i->pixels, "dtype", dtype_str(read_dtype), "working_dtype",

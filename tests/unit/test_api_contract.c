@@ -329,13 +329,13 @@ static void test_result_structs(void)
         /* Calibration: a .qem file's own; a pack records none. */
         qem_container_info ci = {.struct_size = sizeof ci};
         CHECK_OK(qem_container_get_info(pc, &ci, &e), &e);
-        CHECK(!ci.calibration_available && !strcmp(qem_container_kind_name(ci.kind), "pack"));
+        CHECK(!ci.calibration_available && !strcmp(qem_file_kind_name(ci.kind), "pack"));
         qem_calibration cc = {.struct_size = sizeof cc};
         CHECK_OK(qem_container_get_calibration(pc, &cc, &e), &e);
         CHECK(cc.scan_step[0].source == QEM_CALIBRATION_ABSENT &&
               cc.voltage.source == QEM_CALIBRATION_ABSENT);
         CHECK_OK(qem_container_get_info(src, &ci, &e), &e);
-        CHECK(ci.calibration_available && !strcmp(qem_container_kind_name(ci.kind), "qem"));
+        CHECK(ci.calibration_available && !strcmp(qem_file_kind_name(ci.kind), "qem"));
         qem_calibration cf = {.struct_size = sizeof cf};
         cc.struct_size = sizeof cc;
         CHECK_OK(qem_container_get_calibration(src, &cc, &e), &e);
