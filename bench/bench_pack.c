@@ -120,11 +120,11 @@ static int time_load(const char *path, int threads, load_run *r)
 {
     qem_error e = {0};
     qem_pack *p = NULL;
-    qem_pack_load_options o;
-    qem_pack_load_options_init(&o);
+    qem_pack_options o;
+    qem_pack_options_init(&o);
     o.threads = threads;
     const double t0 = now();
-    if (qem_pack_open(path, &p, &e) != QEM_OK || qem_pack_load(p, &o, &e) != QEM_OK) {
+    if (qem_pack_open(path, NULL, &p, &e) != QEM_OK || qem_pack_load(p, &o, &e) != QEM_OK) {
         qem_pack_close(p);
         return die("pack load", &e);
     }

@@ -294,14 +294,14 @@ static int run_export(const args *a)
                               "--raw for the stored values of this file");
         }
     }
+    qem_export_options xo;
+    qem_export_options_init(&xo);
+    xo.values = given(a, OPT_RAW) || given(a, OPT_CODES) ? QEM_VALUES_RAW : QEM_VALUES_WORKING;
     progress_state ps;
-    qem_progress_fn fn;
-    void *user;
-    progress_setup(&ps, "exporting", "scan positions", given(a, OPT_QUIET), &fn, &user);
+    progress_setup(&ps, "exporting", "scan positions", given(a, OPT_QUIET), &xo.progress,
+                   &xo.progress_user);
     qem_error e = {0};
-    const qem_values values =
-        given(a, OPT_RAW) || given(a, OPT_CODES) ? QEM_VALUES_RAW : QEM_VALUES_WORKING;
-    qem_status st = qem_container_export_npy(s, out, values, fn, user, &e);
+    qem_status st = qem_container_export_npy(s, out, &xo, &e);
     qem_container_close(s);
     return st == QEM_OK ? EXIT_OK : fail("export", &e);
 }

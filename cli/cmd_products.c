@@ -450,8 +450,9 @@ static int run_calibrate(const args *a)
     qem_error e = {0};
     qem_detector_calibration cal = {.struct_size = sizeof cal};
     qem_detector_calibration recorded = {.struct_size = sizeof recorded};
-    int has_recorded = 0;
-    if (qem_products_file_calibration(r.products, &recorded, &has_recorded, &e) != QEM_OK ||
+    const qem_status got = qem_products_file_calibration(r.products, &recorded, &e);
+    const int has_recorded = got == QEM_OK;
+    if ((got != QEM_OK && got != QEM_E_NOT_RECORDED) ||
         qem_products_estimate_calibration(r.products, &cal, &e) != QEM_OK) {
         run_close(&r);
         return fail("calibrate", &e);

@@ -28,6 +28,10 @@
  *    takes its size in bytes; *_bound() helpers give that size where it is
  *    not obvious (UINT64_MAX where the size does not fit in 64 bits). A
  *    buffer too small is QEM_E_BUFFER_TOO_SMALL, and nothing is written.
+ *  - What a file may lack has a `has_*` flag in its info struct, and the
+ *    call that gets it returns QEM_E_NOT_RECORDED where the file lacks it
+ *    (one calibrated quantity a file does not state is
+ *    QEM_CALIBRATION_ABSENT inside a qem_calibration).
  *  - A read handle may be used from several threads at once.
  *  - Test and benchmark hooks (forced decode paths, the dense reference
  *    path, timing probes, fault injection) are not here: they are in
@@ -52,9 +56,9 @@ extern "C" {
 #endif
 
 #define QEM_VERSION_MAJOR 0
-#define QEM_VERSION_MINOR 1
+#define QEM_VERSION_MINOR 2
 #define QEM_VERSION_PATCH 0
-#define QEM_VERSION_STRING "0.1.0"
+#define QEM_VERSION_STRING "0.2.0"
 /* One comparable number: MAJOR * 10000 + MINOR * 100 + PATCH. */
 #define QEM_VERSION_NUMBER (QEM_VERSION_MAJOR * 10000 + QEM_VERSION_MINOR * 100 + QEM_VERSION_PATCH)
 
@@ -107,7 +111,8 @@ typedef enum qem_status {
     QEM_E_PACK_DESCRIPTOR = 35, /* pack: widths, descriptors or compact headers invalid [format] */
     QEM_E_PACK_LZ4 = 36, /* pack: an LZ4 block does not decode exactly [format] */
     QEM_E_PACK_DIGEST = 37, /* pack: a shard digest mismatch [checksum] */
-    QEM_E_RAW_UNAVAILABLE = 38, /* raw values cannot be reconstructed from this file [unsupported] */
+    QEM_E_NOT_RECORDED = 38, /* the file does not record this: raw values, a dark plane, a
+                              * detector calibration, a semi-angle [unsupported] */
     QEM_E_PACK_CALIBRATION = 39, /* pack: detector_calibration invalid [format] */
     QEM_E_FILE_DIGEST = 40, /* whole-file SHA-256 differs from the expected identity [checksum] */
     QEM_E_INSUFFICIENT_MEMORY = 41, /* the plan needs more memory than is available [limit] */
@@ -180,11 +185,6 @@ typedef enum qem_codec {
 /* The codec identifier as written in files. */
 QEM_API const char *qem_codec_name(qem_codec codec);
 
-/* ------------------------------------------------------------------------ */
-/* Reading .qem files                                                       */
-
-typedef struct qem_file qem_file;
-
 typedef enum qem_body_check {
     /* Check every 64 MiB body block's SHA-256 while opening (default). */
     QEM_BODY_CHECK_ON_OPEN = 0,
@@ -200,6 +200,547 @@ typedef enum qem_body_check {
  * cannot start threads there); exec'd programs and spawned processes are
  * unaffected. */
 #define QEM_MAX_THREADS 1024
+
+/* Releases memory the library returned. */
+QEM_API void qem_free(void *pointer);
+
+/* Calibration, as the file's scientific metadata gives it: a recorded
+ * value (axes sampling, electron_microscope) or a user override, which
+ * takes precedence in calculations but never replaces the record. Values
+ * are in canonical units; quantities a file does not state are ABSENT,
+ * never zero, and units qem does not know are never used. */
+typedef enum qem_calibration_source {
+    QEM_CALIBRATION_ABSENT = 0,
+    QEM_CALIBRATION_RECORDED = 1,
+    QEM_CALIBRATION_OVERRIDE = 2
+} qem_calibration_source;
+
+/* Never grows (no struct_size). */
+typedef struct qem_quantity {
+    double value;
+    char unit[16]; /* "angstrom", "mrad", "1/angstrom", "kV", "us", "mm" */
+    qem_calibration_source source;
+} qem_quantity;
+
+typedef struct qem_calibration {
+    size_t struct_size;            /* set by the caller */
+    qem_quantity scan_step[2];     /* row, column: angstrom */
+    qem_quantity detector_step[2]; /* row, column: mrad or 1/angstrom */
+    qem_quantity voltage;          /* accelerating voltage, kV */
+    qem_quantity semiangle;        /* convergence semi-angle, mrad */
+    qem_quantity dwell;            /* dwell time per scan position, us */
+    qem_quantity camera_length;    /* mm */
+} qem_calibration;
+
+/* When a source's load phase runs (a pack's bounded lifecycle: every
+ * shard read, decoded and authenticated into the compact resident). */
+typedef enum qem_load {
+    QEM_LOAD_ON_OPEN = 0, /* ready to read when open returns */
+    QEM_LOAD_LATER = 1    /* nothing decoded yet; reads refused until loaded */
+} qem_load;
+
+/* ------------------------------------------------------------------------ */
+/* Reading any file: the container (.qem files and packs alike)           */
+/*                                                                          */
+/* The main reading handle: every front-end (the qem command, its viewer,   */
+/* the Python package) reads through it alone. What only one format has is  */
+/* in that format's section further down.                                   */
+
+typedef struct qem_container qem_container;
+/* The format handles, for what only one format has (sections below). */
+typedef struct qem_file qem_file;
+typedef struct qem_pack qem_pack;
+
+typedef enum qem_values {
+    /* Scientific working values: .qem counts, float32 bits or restored
+     * scaled intensities; pack mask-applied working array. */
+    QEM_VALUES_WORKING = 0,
+    /* Raw values: .qem counts, float32 bits or stored scaled codes; pack
+     * raw uint16 reconstruction (refused where the file does not admit it). */
+    QEM_VALUES_RAW = 1
+} qem_values;
+
+/* What a file is, from its signature (never its name). */
+typedef enum qem_file_kind {
+    QEM_KIND_UNKNOWN = 0,
+    QEM_KIND_QEM = 1,
+    QEM_KIND_PACK = 2,
+    QEM_KIND_NPY = 3,
+    QEM_KIND_HDF5 = 4 /* an HDF5 file that is not a pack */
+} qem_file_kind;
+
+QEM_API qem_status qem_identify(const char *path, qem_file_kind *kind, qem_error *error);
+/* "qem", "pack", "npy", "hdf5" or "unknown". */
+QEM_API const char *qem_file_kind_name(qem_file_kind kind);
+/* 1 for the kinds qem_container_open reads (.qem files and packs). */
+QEM_API int qem_file_kind_is_container(qem_file_kind kind);
+/* The file-name extensions of a kind, '|'-separated ("qem", "h5|hdf5",
+ * "npy"); "" for QEM_KIND_UNKNOWN. A calibrated copy keeps its source's. */
+QEM_API const char *qem_file_kind_extensions(qem_file_kind kind);
+
+typedef struct qem_container_info {
+    size_t struct_size; /* set by the caller */
+    qem_file_kind kind; /* QEM_KIND_QEM or QEM_KIND_PACK */
+    uint64_t shape[4];
+    uint64_t scans, pixels;
+    qem_dtype working_dtype;
+    qem_dtype raw_dtype;
+    int has_raw;
+    /* The file records microscope calibration (a .qem file's scientific
+     * metadata); a pack records none. */
+    int has_calibration;
+    /* The format has a load phase (packs) and whether it has run: reads
+     * need loaded = 1. */
+    int has_load_phase;
+    int loaded;
+} qem_container_info;
+
+typedef struct qem_container_options {
+    size_t struct_size;
+    int threads;               /* 0 = OpenMP default */
+    const char *expect_sha256; /* required whole-file identity (both formats), or NULL */
+    /* Packs: per loaded shard (0 done while expect_sha256 is hashed); .qem:
+     * as qem_open_options.progress. Nonzero cancels. */
+    qem_progress_fn progress;
+    void *progress_user;
+    /* .qem: when body blocks are checked (default: while opening). A pack
+     * authenticates every shard while it loads, whatever this says. */
+    qem_body_check body_check;
+    /* When a format with a load phase (packs) loads: default while
+     * opening; QEM_LOAD_LATER opens cheaply for describing, summarising
+     * and verifying, and qem_container_load makes the source readable. */
+    qem_load load;
+} qem_container_options;
+
+QEM_API void qem_container_options_init(qem_container_options *options);
+
+typedef struct qem_verify_options {
+    size_t struct_size;
+    int threads; /* 0 = OpenMP default */
+    qem_progress_fn progress;
+    void *progress_user;
+} qem_verify_options;
+
+QEM_API void qem_verify_options_init(qem_verify_options *options);
+
+typedef struct qem_verify_report {
+    size_t struct_size; /* set by the caller */
+    /* .qem files */
+    uint64_t body_blocks_checked;
+    uint64_t streams_decoded;
+    uint64_t spatial_values_checked;
+    uint64_t samples_decoded;
+    /* packs: shards loaded, shard payload digests verified */
+    uint64_t shards_loaded;
+    uint64_t digests_checked;
+    /* The whole-file SHA-256 was checked against the expected identity;
+     * or, not checked, it is needed to qualify the file (a uint8 pack's
+     * index does not hash its compact headers). */
+    int identity_checked;
+    int identity_needed;
+    /* One line saying what was verified (qem_container_verify), e.g.
+     * "4 body blocks, 96 streams (...), 640 spatial sums verified". */
+    char summary[256];
+} qem_verify_report;
+
+/* Key of the detector calibration `qem calibrate` records in a .qem file's
+ * scientific_metadata.extensions. */
+#define QEM_DETECTOR_CALIBRATION_KEY "qem.detector_calibration"
+
+/* Detector calibration bound to the source (manifest detector_calibration). */
+typedef struct qem_detector_calibration {
+    size_t struct_size;               /* set by the caller */
+    double center_row, center_column; /* pixels, (row, column) */
+    double bright_field_radius;       /* pixels */
+    char method[128];
+    int has_dpc;                      /* rotation and exchange both present */
+    double dpc_rotation_degrees;
+    int dpc_component_order_exchanged;
+} qem_detector_calibration;
+
+/* Opens a .qem file or a pack, recognised by signature. A pack is loaded
+ * (the whole bounded lifecycle) before this returns. */
+QEM_API qem_status qem_container_open(const char *path, const qem_container_options *options,
+                                   qem_container **out, qem_error *error);
+QEM_API void qem_container_close(qem_container *source);
+QEM_API qem_status qem_container_get_info(const qem_container *source, qem_container_info *info,
+                                       qem_error *error);
+/* The calibration the source records (qem_get_calibration for a .qem
+ * file; quantities it does not state are QEM_CALIBRATION_ABSENT);
+ * QEM_E_NOT_RECORDED where has_calibration is 0 (a pack). */
+QEM_API qem_status qem_container_get_calibration(const qem_container *source,
+                                                 qem_calibration *calibration, qem_error *error);
+/* The file's own JSON description, NUL-terminated and valid while the
+ * source is open: a .qem file's header, a pack's manifest. `length`, if
+ * not NULL, gets its length. */
+QEM_API const char *qem_container_header_json(const qem_container *source, size_t *length);
+/* The file's summary as JSON (what `qem info --json` prints for it), to be
+ * released with qem_free; NULL on failure. */
+QEM_API char *qem_container_summary_json(const qem_container *source, qem_error *error);
+/* What only the source's format has, as one JSON object, to be released
+ * with qem_free (NULL on failure). Both formats give "file_bytes",
+ * "logical_bytes" and "chunks" ([first, end) scans of each chunk or shard,
+ * the windows reads are cheapest in); a .qem file adds "codec",
+ * "valid_pixels", "chunk_count", "has_dark" (0/1) and "spatial_fields"; a
+ * pack "profile", "resident_bytes", "shard_count", "excluded_count",
+ * "raw_access" and "source_identity_sha256". */
+QEM_API char *qem_container_details_json(const qem_container *source, qem_error *error);
+/* Runs the load phase of a source opened with QEM_LOAD_LATER (with the
+ * open's threads, expect_sha256 and progress); nothing to do for a loaded
+ * source or a format without one. On failure nothing is kept and the
+ * source stays unloaded. */
+QEM_API qem_status qem_container_load(qem_container *source, qem_error *error);
+/* Checks everything the format can prove and says what in `report` (may
+ * be NULL): a .qem file's body checksums, every stream decoded under every
+ * rule, values within the dtype, spatial sums recomputed, float bits
+ * against logical_sha256; a pack's full load with every digest, including
+ * those that only repeat the decoded ones. A pack is verified by loading
+ * it: open it with QEM_LOAD_LATER (a loaded pack is refused,
+ * QEM_E_INVALID_ARGUMENT). The open's expect_sha256 counts as checked. */
+QEM_API qem_status qem_container_verify(qem_container *source, const qem_verify_options *options,
+                                        qem_verify_report *report, qem_error *error);
+/* The underlying handle, or NULL when the source is of the other kind. */
+QEM_API qem_file *qem_container_file(qem_container *source);
+QEM_API qem_pack *qem_container_pack(qem_container *source);
+
+QEM_API uint64_t qem_container_read_bound(const qem_container *source, qem_values values,
+                                       uint64_t scans);
+/* Reads scans [first, first + count) of `values`, C order. */
+QEM_API qem_status qem_container_read(qem_container *source, uint64_t first, uint64_t count,
+                                   qem_values values, void *out, size_t out_size,
+                                   qem_error *error);
+typedef struct qem_export_options {
+    size_t struct_size;
+    int threads;       /* 0 = the open's */
+    qem_values values; /* what to write (raw: a scaled file's stored codes) */
+    qem_progress_fn progress;
+    void *progress_user;
+} qem_export_options;
+
+QEM_API void qem_export_options_init(qem_export_options *options);
+
+/* Writes `values` of every scan as a 4D .npy, one chunk or shard at a
+ * time: .qem counts, original float32 bits (proven against logical_sha256
+ * before the file appears), restored float32 values or stored codes of a
+ * scaled file; a pack's working array or raw reconstruction. Nothing
+ * appears on failure or cancellation. */
+QEM_API qem_status qem_container_export_npy(qem_container *source, const char *dest,
+                                            const qem_export_options *options, qem_error *error);
+
+/* ------------------------------------------------------------------------ */
+/* Products: computed from the encoded data, never from a dense cube        */
+
+/* A product session over one open source (which must outlive it). It
+ * holds the detector validity, the dark plane of float data and nothing
+ * of the scans. Rules: doc/products.md. */
+typedef struct qem_products qem_products;
+
+typedef struct qem_products_options {
+    size_t struct_size;
+    int threads;               /* 0 = the source's */
+    qem_progress_fn progress;  /* per window of scans */
+    void *progress_user;
+} qem_products_options;
+
+QEM_API void qem_products_options_init(qem_products_options *options);
+QEM_API qem_status qem_products_open(qem_container *source, const qem_products_options *options,
+                                     qem_products **out, qem_error *error);
+QEM_API void qem_products_close(qem_products *products);
+
+/* A product array owned by the caller after a successful call; release
+ * with qem_image_free. Never grows (no struct_size). */
+typedef struct qem_image {
+    qem_dtype dtype;
+    unsigned ndim;       /* 2, or 3 with shape[2] components */
+    uint64_t shape[3];
+    void *data;
+} qem_image;
+
+QEM_API void qem_image_free(qem_image *image);
+
+/* Detector pixels that take part (1) or never do (0): mask_size >= pixels. */
+QEM_API qem_status qem_products_valid(const qem_products *products, uint8_t *mask,
+                                      size_t mask_size, qem_error *error);
+
+/* --- masks ---------------------------------------------------------------- */
+
+typedef enum qem_detector {
+    QEM_DETECTOR_BF = 1,      /* [0, r] */
+    QEM_DETECTOR_ABF = 2,     /* [r/2, r] */
+    QEM_DETECTOR_ADF = 3,     /* [r, 2r], or [inner, outer] */
+    QEM_DETECTOR_HAADF = 4,   /* [2r, 4r] */
+    QEM_DETECTOR_DF = 5,      /* [r, infinity) */
+    QEM_DETECTOR_ANNULUS = 6  /* [inner, outer] */
+} qem_detector;
+
+/* A named detector as a user asks for it: the one description both mask
+ * calls take. Resolved (qem_products_resolve_detector) as `qem virtual`
+ * resolves it: a centre or radius left NaN comes from the file's detector
+ * calibration, else from the mean-diffraction-half-maximum estimate; with
+ * unit_mrad a NaN radius is the convergence semi-angle (the bright-field
+ * disk edge) and the bright-field radius in pixels converts mrad to
+ * pixels. inner and outer (both, or both NaN) bound adf and annulus. */
+typedef struct qem_detector_request {
+    size_t struct_size;
+    qem_detector detector;
+    double center_row, center_column; /* detector pixels; NaN = resolved */
+    double radius;                    /* NaN = resolved */
+    double inner, outer;              /* NaN = none */
+    int unit_mrad;                    /* radius/inner/outer in mrad */
+    double semiangle_mrad;            /* NaN or 0 = the file's */
+} qem_detector_request;
+
+QEM_API void qem_detector_request_init(qem_detector_request *request);
+
+/* The mask of a detector given in full (mask_size >= pixels bytes): the
+ * centre must be given (QEM_E_INVALID_ARGUMENT otherwise), a NaN radius is
+ * none (bounds alone); pixels whose squared distance from the centre, in
+ * double precision, lies in [lo^2, hi^2], both ends inclusive;
+ * invalid/excluded pixels cleared. mrad radii are converted with
+ * px = mrad * radius_px / semiangle, radius_px the bright-field radius in
+ * pixels. */
+QEM_API qem_status qem_products_detector_mask(const qem_products *products,
+                                              const qem_detector_request *request,
+                                              double radius_px, uint8_t *mask,
+                                              size_t mask_size, qem_error *error);
+
+typedef struct qem_detector_resolution {
+    size_t struct_size;               /* set by the caller */
+    double center_row, center_column; /* used */
+    double radius;                    /* used (NaN: bounds in pixels made it unused) */
+    int unit_mrad;
+    /* "given", "file detector calibration" or
+     * "estimate (mean-diffraction-half-maximum)" */
+    char origin[48];
+    uint64_t mask_pixels;             /* pixels selected */
+} qem_detector_resolution;
+
+/* The named detector's mask (mask_size >= pixels), invalid pixels
+ * cleared; `resolution` (may be NULL) says what was used. */
+QEM_API qem_status qem_products_resolve_detector(qem_products *products,
+                                                 const qem_detector_request *request,
+                                                 uint8_t *mask, size_t mask_size,
+                                                 qem_detector_resolution *resolution,
+                                                 qem_error *error);
+/* A 0/1 .npy mask of the detector's shape, invalid pixels cleared. */
+QEM_API qem_status qem_products_mask_from_npy(const qem_products *products, const char *path,
+                                              uint8_t *mask, size_t mask_size, qem_error *error);
+
+/* --- exact primitives (partition scans, merge by addition) --------------- */
+
+/* Integer data (counts, or scaled codes): out[k * count + i] = sum over
+ * valid pixels p of weights[k][p] * value(first + i, p), exact
+ * (out_size >= 8 * planes * count bytes). */
+QEM_API qem_status qem_products_weighted_sums(qem_products *products, uint64_t first,
+                                              uint64_t count, const int32_t *const *weights,
+                                              unsigned planes, int64_t *out, size_t out_size,
+                                              qem_error *error);
+/* Integer data: adds sum over scans [first, first + count) of each valid
+ * pixel's value into sums[p] (sums_size >= 8 * pixels bytes); invalid
+ * pixels add 0. */
+QEM_API qem_status qem_products_pixel_sums(qem_products *products, uint64_t first,
+                                           uint64_t count, uint64_t *sums, size_t sums_size,
+                                           qem_error *error);
+
+/* --- products -------------------------------------------------------------- */
+
+/* Virtual image (scan rows x columns) over a 0/1 mask: counts give exact
+ * uint32 (or uint64 when mask pixels x dtype maximum exceeds 2^32 - 1);
+ * float data a Neumaier-compensated float32 sum of (value - dark); scaled
+ * codes float32(scale * sum(codes) + offset * n). */
+QEM_API qem_status qem_products_virtual(qem_products *products, const uint8_t *mask,
+                                        qem_image *image, qem_error *error);
+/* Mean diffraction pattern, float32: counts exact total / N in float64,
+ * rounded once; float data compensated; invalid pixels 0. */
+QEM_API qem_status qem_products_mean(qem_products *products, qem_image *image,
+                                     qem_error *error);
+/* The pattern at flat scan `scan`: counts in their dtype, float data as
+ * float32 (value - dark), scaled data restored; invalid pixels 0. */
+QEM_API qem_status qem_products_frame(qem_products *products, uint64_t scan, qem_image *image,
+                                      qem_error *error);
+
+typedef enum qem_reduce {
+    QEM_REDUCE_SUM = 0,  /* counts: uint64 exact; float: float32 */
+    QEM_REDUCE_MEAN = 1, /* float32 */
+    QEM_REDUCE_MAX = 2   /* counts: uint64 exact; float: float32 */
+} qem_reduce;
+
+/* Reduction over the scan rectangle [row0, row1) x [col0, col1). */
+QEM_API qem_status qem_products_region(qem_products *products, uint64_t row0, uint64_t row1,
+                                       uint64_t col0, uint64_t col1, qem_reduce reduce,
+                                       qem_image *image, qem_error *error);
+
+/* Centre of mass per scan in absolute detector coordinates (rows x cols x
+ * 2 float32, row component first) over `mask` (NULL: every valid pixel):
+ * exact integer moments / total in float64, rounded once; a zero-total or
+ * non-finite frame is NaN and left out of the scan mean that
+ * `subtract_mean` removes (the DPC components). */
+QEM_API qem_status qem_products_com(qem_products *products, const uint8_t *mask,
+                                    int subtract_mean, qem_image *image, qem_error *error);
+
+typedef struct qem_dpc_result {
+    size_t struct_size;   /* set by the caller */
+    double rotation_degrees;
+    int components_exchanged;
+    uint64_t ffts;        /* 2-D FFTs performed */
+    qem_image com;        /* mean-subtracted CoM, rows x cols x 2 */
+    qem_image aligned;    /* rotated (and exchanged) components */
+    qem_image phase;      /* iDPC, rows x cols float32 */
+} qem_dpc_result;
+
+/* Rotation search (180 angles over [0, pi], with and without exchange,
+ * minimum mean squared interior curl, first minimum wins) unless
+ * `fixed_rotation_degrees` is finite, then iDPC by an FFT Poisson solve. */
+QEM_API qem_status qem_products_dpc(qem_products *products, const uint8_t *mask,
+                                    double fixed_rotation_degrees, qem_dpc_result *result,
+                                    qem_error *error);
+QEM_API void qem_dpc_result_free(qem_dpc_result *result);
+
+/* --- partitioned products (a cluster's tasks; see doc/distributed.md) ---- */
+
+/* Each covers scans [first, first + count) only; partitions of the scan
+ * merge into the whole-scan product.
+ *
+ * The virtual image of those scans (1 x count, the dtype qem_products_virtual
+ * gives): per-scan values, so concatenating partitions is bit for bit the
+ * whole image for every kind of data. */
+QEM_API qem_status qem_products_virtual_part(qem_products *products, const uint8_t *mask,
+                                             uint64_t first, uint64_t count, qem_image *image,
+                                             qem_error *error);
+/* The absolute centre of mass of those scans (1 x count x 2 float32), as
+ * qem_products_com computes it per scan; subtracting the scan mean is the
+ * caller's, over the whole scan. */
+QEM_API qem_status qem_products_com_part(qem_products *products, const uint8_t *mask,
+                                         uint64_t first, uint64_t count, qem_image *image,
+                                         qem_error *error);
+/* The sum (and, when `max` is not NULL, the maximum) of those scans'
+ * patterns per detector pixel, invalid pixels 0: counts as exact uint64
+ * (merge by addition and max); float data as float64 (sum, compensation)
+ * pairs of a Neumaier sum (rows x cols x 2; scaled data: compensation 0)
+ * and a float32 max. */
+QEM_API qem_status qem_products_patterns_part(qem_products *products, uint64_t first,
+                                              uint64_t count, qem_image *sum, qem_image *max,
+                                              qem_error *error);
+
+/* "mean-diffraction-half-maximum": pixels at or above half the maximum of
+ * the mean pattern; centre = their intensity-weighted centroid; radius =
+ * sqrt(count / pi). */
+QEM_API qem_status qem_products_estimate_calibration(qem_products *products,
+                                                     qem_detector_calibration *calibration,
+                                                     qem_error *error);
+/* The detector calibration the file records (QEM_E_NOT_RECORDED where it
+ * records none). */
+QEM_API qem_status qem_products_file_calibration(const qem_products *products,
+                                                 qem_detector_calibration *calibration,
+                                                 qem_error *error);
+/* The convergence semi-angle the file states, in mrad (QEM_E_NOT_RECORDED
+ * where it states none). */
+QEM_API qem_status qem_products_semiangle(const qem_products *products, double *mrad,
+                                          qem_error *error);
+
+/* --- writing products ------------------------------------------------------ */
+
+/* Writes an image by the path's extension: .npy (exact dtype), .tif/.tiff
+ * (32-bit float; 3-D arrays one page per component), .png (8-bit, 2-D,
+ * 0.5/99.5 percentile contrast). Atomic; never overwrites. */
+QEM_API qem_status qem_image_write(const qem_image *image, const char *path, qem_error *error);
+/* "npy", "tiff", "png", or NULL for an extension qem does not write. */
+QEM_API const char *qem_image_format(const char *path);
+
+/* A new copy of `src` recording `calibration`: a pack gets its manifest's
+ * source-bound detector_calibration (payload bytes unchanged), a .qem file
+ * is re-saved with scientific_metadata.extensions["qem.detector_calibration"].
+ * The original is never modified; `dest` must not exist. */
+QEM_API qem_status qem_write_calibrated_copy(const char *src, const char *dest,
+                                             const qem_detector_calibration *calibration,
+                                             qem_error *error);
+
+/* --- detector sessions --------------------------------------------------- */
+
+/* One mask applied to one or more sources (a tilt series): all sources
+ * change together or none does. */
+typedef struct qem_detector_session qem_detector_session;
+
+typedef struct qem_session_stats {
+    size_t struct_size;          /* set by the caller */
+    uint64_t sources;
+    uint64_t resident_bytes;     /* summed over the sources */
+    uint64_t pixels_changed;     /* last update: pixels whose membership changed */
+    int full_recomputation;      /* last update recomputed everything */
+    uint64_t ffts;               /* FFTs performed by the last update (0 here) */
+} qem_session_stats;
+
+/* Refuses duplicate sources (the same file twice) and differing detector
+ * shapes. The products handles must outlive the session. */
+QEM_API qem_status qem_detector_session_create(qem_products *const *products, size_t count,
+                                               qem_detector_session **out, qem_error *error);
+QEM_API void qem_detector_session_free(qem_detector_session *session);
+/* Sets the mask: full computation (first time), or an update that adds and
+ * subtracts only the pixels whose membership changed (integer data; float
+ * data recompute). The new images replace the old only when every source
+ * succeeded. */
+QEM_API qem_status qem_detector_session_set_mask(qem_detector_session *session,
+                                                 const uint8_t *mask, qem_error *error);
+/* A copy of source `index`'s current image. */
+QEM_API qem_status qem_detector_session_image(const qem_detector_session *session, size_t index,
+                                              qem_image *image, qem_error *error);
+QEM_API qem_status qem_detector_session_stats(const qem_detector_session *session,
+                                              qem_session_stats *stats, qem_error *error);
+
+/* ------------------------------------------------------------------------ */
+/* .npy files                                                               */
+
+typedef struct qem_npy qem_npy;
+
+typedef struct qem_npy_info {
+    size_t struct_size;  /* set by the caller */
+    qem_dtype dtype;
+    char descr[16];      /* the header's descr, e.g. "<u2" */
+    unsigned ndim;
+    uint64_t shape[8];
+    uint64_t data_offset; /* byte offset of the first element */
+    uint64_t elements;
+    unsigned version_major, version_minor; /* .npy format version */
+} qem_npy_info;
+
+/* Opens a C-order little-endian .npy of uint8 (|u1, also bool |b1),
+ * uint16 (<u2) or float32 (<f4). Fortran order, big-endian and other dtypes
+ * are refused with guidance; so is a file shorter than its header says. */
+QEM_API qem_status qem_npy_open(const char *path, qem_npy **out, qem_error *error);
+QEM_API void qem_npy_close(qem_npy *npy);
+QEM_API qem_status qem_npy_get_info(const qem_npy *npy, qem_npy_info *info, qem_error *error);
+/* Reads `count` elements starting at element `first` (flat C order) into
+ * `out` (out_size bytes, at least count * the element size). */
+QEM_API qem_status qem_npy_read(qem_npy *npy, uint64_t first, uint64_t count, void *out,
+                                size_t out_size, qem_error *error);
+
+/* Reads a 2D detector mask of the given shape (bool or uint8, values 0/1
+ * only) into `mask` (mask_size >= rows * columns bytes, 1 = set). */
+QEM_API qem_status qem_npy_read_mask(const char *path, uint64_t rows, uint64_t columns,
+                                     uint8_t *mask, size_t mask_size, qem_error *error);
+
+/* The header qem's .npy writers put before an array of `dtype` and `shape`
+ * (magic, version 1.0, the dictionary, spaces up to a 64-byte boundary and
+ * '\n'), for .npy bodies built in memory: written into `header`
+ * (header_size bytes; QEM_NPY_HEADER_MAX holds any shape), its length in
+ * *length. The array's C-order bytes follow it. */
+#define QEM_NPY_HEADER_MAX 640
+QEM_API qem_status qem_npy_header(qem_dtype dtype, unsigned ndim, const uint64_t *shape,
+                                  void *header, size_t header_size, size_t *length,
+                                  qem_error *error);
+
+/* Streaming .npy writer, published atomically like .qem files. */
+typedef struct qem_npy_writer qem_npy_writer;
+QEM_API qem_status qem_npy_writer_create(const char *dest, qem_dtype dtype, unsigned ndim,
+                                         const uint64_t *shape, qem_npy_writer **out,
+                                         qem_error *error);
+QEM_API qem_status qem_npy_writer_append(qem_npy_writer *writer, const void *data, uint64_t count,
+                                         qem_error *error);
+QEM_API qem_status qem_npy_writer_finish(qem_npy_writer *writer, qem_error *error);
+QEM_API void qem_npy_writer_free(qem_npy_writer *writer);
+
+/* ------------------------------------------------------------------------ */
+/* .qem files: what only they have (open them as containers to read)     */
 
 /* Count streams decode side by side in SIMD lanes on the widest path the
  * CPU has (AVX-512, AVX2, else scalar); every path gives the same values
@@ -258,37 +799,6 @@ QEM_API const char *qem_header_json(const qem_file *file, size_t *length);
  * NULL (QEM_E_NO_MEMORY in `error`). */
 QEM_API char *qem_summary_json(const qem_file *file, qem_error *error);
 
-/* Releases memory the library returned. */
-QEM_API void qem_free(void *pointer);
-
-/* Calibration, as the file's scientific metadata gives it: a recorded
- * value (axes sampling, electron_microscope) or a user override, which
- * takes precedence in calculations but never replaces the record. Values
- * are in canonical units; quantities a file does not state are ABSENT,
- * never zero, and units qem does not know are never used. */
-typedef enum qem_calibration_source {
-    QEM_CALIBRATION_ABSENT = 0,
-    QEM_CALIBRATION_RECORDED = 1,
-    QEM_CALIBRATION_OVERRIDE = 2
-} qem_calibration_source;
-
-/* Never grows (no struct_size). */
-typedef struct qem_quantity {
-    double value;
-    char unit[16]; /* "angstrom", "mrad", "1/angstrom", "kV", "us", "mm" */
-    qem_calibration_source source;
-} qem_quantity;
-
-typedef struct qem_calibration {
-    size_t struct_size;            /* set by the caller */
-    qem_quantity scan_step[2];     /* row, column: angstrom */
-    qem_quantity detector_step[2]; /* row, column: mrad or 1/angstrom */
-    qem_quantity voltage;          /* accelerating voltage, kV */
-    qem_quantity semiangle;        /* convergence semi-angle, mrad */
-    qem_quantity dwell;            /* dwell time per scan position, us */
-    qem_quantity camera_length;    /* mm */
-} qem_calibration;
-
 /* Effective calibration of an open file (overrides applied). */
 QEM_API qem_status qem_get_calibration(const qem_file *file, qem_calibration *calibration,
                                        qem_error *error);
@@ -326,38 +836,9 @@ QEM_API qem_status qem_read_codes(qem_file *file, uint64_t first_scan, uint64_t 
 
 /* The float codec's recorded mean-dark plane (pixels floats: plane_size
  * is at least 4 * pixels bytes). Raw reads never subtract it; products do,
- * once. QEM_E_INVALID_ARGUMENT if none. */
+ * once. QEM_E_NOT_RECORDED where has_dark is 0. */
 QEM_API qem_status qem_get_dark(const qem_file *file, float *plane, size_t plane_size,
                                 qem_error *error);
-
-typedef struct qem_verify_options {
-    size_t struct_size;
-    int threads; /* 0 = OpenMP default */
-    qem_progress_fn progress;
-    void *progress_user;
-} qem_verify_options;
-
-QEM_API void qem_verify_options_init(qem_verify_options *options);
-
-typedef struct qem_verify_report {
-    size_t struct_size; /* set by the caller */
-    /* .qem files */
-    uint64_t body_blocks_checked;
-    uint64_t streams_decoded;
-    uint64_t spatial_values_checked;
-    uint64_t samples_decoded;
-    /* packs: shards loaded, shard payload digests verified */
-    uint64_t shards_loaded;
-    uint64_t digests_checked;
-    /* The whole-file SHA-256 was checked against the expected identity;
-     * or, not checked, it is needed to qualify the file (a uint8 pack's
-     * index does not hash its compact headers). */
-    int identity_checked;
-    int identity_needed;
-    /* One line saying what was verified (qem_container_verify), e.g.
-     * "4 body blocks, 96 streams (...), 640 spatial sums verified". */
-    char summary[256];
-} qem_verify_report;
 
 /* Checks everything: every body block checksum, every count stream decoded
  * to completion with all rANS rules, every value within the dtype, and every
@@ -365,6 +846,108 @@ typedef struct qem_verify_report {
  * `report` may be NULL. */
 QEM_API qem_status qem_verify(qem_file *file, const qem_verify_options *options,
                               qem_verify_report *report, qem_error *error);
+
+/* ------------------------------------------------------------------------ */
+/* Packs (Lossless Pack Format v1): what only they have                    */
+
+typedef enum qem_pack_profile {
+    QEM_PACK_UINT16_LZ4 = 1,      /* exact uint16, 128-scan tiles, raw LZ4 blocks */
+    QEM_PACK_UINT8_BITPACKED = 3  /* exact uint8, 32-scan tiles, direct bit-packing */
+} qem_pack_profile;
+
+/* How raw (unmasked) values of excluded detector pixels can be recovered. */
+typedef enum qem_raw_access {
+    QEM_RAW_EXACT_NO_EXCLUSIONS = 1,   /* nothing is excluded */
+    QEM_RAW_RETAINED_PAYLOAD = 2,      /* uint16/LZ4: retained_exactly_in_payload */
+    QEM_RAW_EXCLUSION_CONSTANTS = 3,   /* uint8: authenticated constant raw values */
+    QEM_RAW_MASK_APPLIED_ONLY = 4      /* legacy: raw reconstruction refused */
+} qem_raw_access;
+
+typedef struct qem_pack_info {
+    size_t struct_size; /* set by the caller */
+    qem_pack_profile profile;
+    uint64_t shape[4];
+    uint64_t scans, pixels;
+    uint64_t shard_count, scans_per_shard;
+    qem_dtype working_dtype; /* what mask-applied reads return */
+    uint64_t excluded_count;
+    qem_raw_access raw_access;
+    uint64_t file_bytes;
+    uint64_t resident_bytes; /* payload + tile widths and pixel starts (uint16) or
+                              * compact headers (uint8) once loaded */
+    int loaded;
+    int has_detector_calibration;
+    char source_identity_sha256[65];
+    uint64_t digests_checked; /* once loaded: shard payload digests verified */
+} qem_pack_info;
+
+typedef struct qem_pack_options {
+    size_t struct_size;
+    int threads; /* 0 = OpenMP default */
+    /* Whole-file SHA-256 (64 hex digits) the file must have, or NULL. The
+     * uint8/bitpacked index does not hash its compact headers, so
+     * qualifying such a file needs this identity. */
+    const char *expect_sha256;
+    /* Per shard, called one at a time (from a loading thread); cancel =
+     * nothing is loaded. */
+    qem_progress_fn progress;
+    void *progress_user;
+    /* Also check digests that only repeat what the decoded digests prove
+     * (the uint16 profile's payload_compressed_sha256); qem verify does. */
+    int check_stored_digests;
+    /* qem_pack_open: load before returning (default), or open only. */
+    qem_load load;
+} qem_pack_options;
+
+QEM_API void qem_pack_options_init(qem_pack_options *options);
+
+/* Opens a pack: prelude, manifest CRC before parsing, manifest agreement
+ * with the binary index, every byte range inside the file and disjoint,
+ * raw access mode and detector calibration; then, as `options` say, the
+ * load (qem_pack_load with these options). `options` NULL opens only,
+ * cheaply: nothing is decoded. */
+QEM_API qem_status qem_pack_open(const char *path, const qem_pack_options *options,
+                                 qem_pack **out, qem_error *error);
+
+/* The bounded resident lifecycle: one shard at a time per thread (whole
+ * shards per thread when there are enough, else one shard's blocks across
+ * the threads), read, check descriptors or compact headers, decode,
+ * authenticate, keep only the compact payload. The source becomes loaded
+ * only after every shard passed; on failure or cancellation nothing is
+ * kept, and the error names the first failing shard. */
+QEM_API qem_status qem_pack_load(qem_pack *pack, const qem_pack_options *options,
+                                 qem_error *error);
+QEM_API void qem_pack_close(qem_pack *pack);
+
+QEM_API qem_status qem_pack_get_info(const qem_pack *pack, qem_pack_info *info, qem_error *error);
+/* Excluded detector pixels, row-major indices, ascending (excluded_count
+ * values: pixels_size is at least 4 * excluded_count bytes). */
+QEM_API qem_status qem_pack_get_excluded(const qem_pack *pack, uint32_t *pixels,
+                                         size_t pixels_size, qem_error *error);
+/* QEM_E_NOT_RECORDED where has_detector_calibration is 0. */
+QEM_API qem_status qem_pack_get_detector_calibration(const qem_pack *pack,
+                                                     qem_detector_calibration *calibration,
+                                                     qem_error *error);
+/* The exact manifest bytes (JSON). */
+QEM_API const char *qem_pack_manifest_json(const qem_pack *pack, size_t *length);
+
+/* Bytes for `scans` scan positions of `values`: QEM_VALUES_WORKING, the
+ * mask-applied working array (excluded pixels read 0, in the working
+ * dtype); QEM_VALUES_RAW, the raw uint16 reconstruction from retained
+ * samples or exclusion constants (QEM_E_NOT_RECORDED where the file does
+ * not admit it). */
+QEM_API uint64_t qem_pack_read_bound(const qem_pack *pack, qem_values values, uint64_t scans);
+
+/* Reads scans [first, first + count) of a loaded pack, C order. */
+QEM_API qem_status qem_pack_read_scans(qem_pack *pack, uint64_t first, uint64_t count,
+                                       qem_values values, void *out, size_t out_size,
+                                       qem_error *error);
+
+/* A JSON summary of a pack (prelude, profile, schema, shape, shards,
+ * working dtype, exclusions, raw access, sizes, identity, calibration and,
+ * once loaded, the phase timings). Release with qem_free(); NULL with
+ * QEM_E_NO_MEMORY in `error`. */
+QEM_API char *qem_pack_summary_json(const qem_pack *pack, qem_error *error);
 
 /* ------------------------------------------------------------------------ */
 /* Writing .qem files (all three codecs; the codec follows from the data)  */
@@ -463,126 +1046,6 @@ QEM_API qem_status qem_encode_scans(qem_dtype dtype, const uint64_t shape[4],
  * after which only qem_writer_free remains. */
 QEM_API qem_status qem_writer_append_encoded(qem_writer *writer, const void *blob,
                                              size_t blob_size, qem_error *error);
-
-/* ------------------------------------------------------------------------ */
-/* Lossless Pack Format v1 (HDF5 container with a user-block index)          */
-
-typedef struct qem_pack qem_pack;
-
-typedef enum qem_pack_profile {
-    QEM_PACK_UINT16_LZ4 = 1,      /* exact uint16, 128-scan tiles, raw LZ4 blocks */
-    QEM_PACK_UINT8_BITPACKED = 3  /* exact uint8, 32-scan tiles, direct bit-packing */
-} qem_pack_profile;
-
-/* How raw (unmasked) values of excluded detector pixels can be recovered. */
-typedef enum qem_raw_access {
-    QEM_RAW_EXACT_NO_EXCLUSIONS = 1,   /* nothing is excluded */
-    QEM_RAW_RETAINED_PAYLOAD = 2,      /* uint16/LZ4: retained_exactly_in_payload */
-    QEM_RAW_EXCLUSION_CONSTANTS = 3,   /* uint8: authenticated constant raw values */
-    QEM_RAW_MASK_APPLIED_ONLY = 4      /* legacy: raw reconstruction refused */
-} qem_raw_access;
-
-typedef struct qem_pack_info {
-    size_t struct_size; /* set by the caller */
-    qem_pack_profile profile;
-    uint64_t shape[4];
-    uint64_t scans, pixels;
-    uint64_t shard_count, scans_per_shard;
-    qem_dtype working_dtype; /* what mask-applied reads return */
-    uint64_t excluded_count;
-    qem_raw_access raw_access;
-    uint64_t file_bytes;
-    uint64_t resident_bytes; /* payload + tile widths and pixel starts (uint16) or
-                              * compact headers (uint8) once loaded */
-    int loaded;
-    int has_detector_calibration;
-    char source_identity_sha256[65];
-    uint64_t digests_checked; /* once loaded: shard payload digests verified */
-} qem_pack_info;
-
-/* Key of the detector calibration `qem calibrate` records in a .qem file's
- * scientific_metadata.extensions. */
-#define QEM_DETECTOR_CALIBRATION_KEY "qem.detector_calibration"
-
-/* Detector calibration bound to the source (manifest detector_calibration). */
-typedef struct qem_detector_calibration {
-    size_t struct_size;               /* set by the caller */
-    double center_row, center_column; /* pixels, (row, column) */
-    double bright_field_radius;       /* pixels */
-    char method[128];
-    int has_dpc;                      /* rotation and exchange both present */
-    double dpc_rotation_degrees;
-    int dpc_component_order_exchanged;
-} qem_detector_calibration;
-
-typedef struct qem_pack_load_options {
-    size_t struct_size;
-    int threads; /* 0 = OpenMP default */
-    /* Whole-file SHA-256 (64 hex digits) the file must have, or NULL. The
-     * uint8/bitpacked index does not hash its compact headers, so
-     * qualifying such a file needs this identity. */
-    const char *expect_sha256;
-    /* Per shard, called one at a time (from a loading thread); cancel =
-     * nothing is loaded. */
-    qem_progress_fn progress;
-    void *progress_user;
-    /* Also check digests that only repeat what the decoded digests prove
-     * (the uint16 profile's payload_compressed_sha256); qem verify does. */
-    int check_stored_digests;
-} qem_pack_load_options;
-
-QEM_API void qem_pack_load_options_init(qem_pack_load_options *options);
-
-/* Opens a pack cheaply: prelude, manifest CRC before parsing, manifest
- * agreement with the binary index, every byte range inside the file and
- * disjoint, raw access mode and detector calibration. Nothing is decoded. */
-QEM_API qem_status qem_pack_open(const char *path, qem_pack **out, qem_error *error);
-
-/* The bounded resident lifecycle: one shard at a time per thread (whole
- * shards per thread when there are enough, else one shard's blocks across
- * the threads), read, check descriptors or compact headers, decode,
- * authenticate, keep only the compact payload. The source becomes loaded
- * only after every shard passed; on failure or cancellation nothing is
- * kept, and the error names the first failing shard. */
-QEM_API qem_status qem_pack_load(qem_pack *pack, const qem_pack_load_options *options,
-                                 qem_error *error);
-QEM_API void qem_pack_close(qem_pack *pack);
-
-QEM_API qem_status qem_pack_get_info(const qem_pack *pack, qem_pack_info *info, qem_error *error);
-/* Excluded detector pixels, row-major indices, ascending (excluded_count
- * values: pixels_size is at least 4 * excluded_count bytes). */
-QEM_API qem_status qem_pack_get_excluded(const qem_pack *pack, uint32_t *pixels,
-                                         size_t pixels_size, qem_error *error);
-/* QEM_E_INVALID_ARGUMENT when the manifest carries none. */
-QEM_API qem_status qem_pack_get_detector_calibration(const qem_pack *pack,
-                                                     qem_detector_calibration *calibration,
-                                                     qem_error *error);
-/* The exact manifest bytes (JSON). */
-QEM_API const char *qem_pack_manifest_json(const qem_pack *pack, size_t *length);
-
-typedef enum qem_pack_values {
-    /* The scientific working array: excluded pixels read 0; elements in
-     * the working dtype (uint8 or uint16). */
-    QEM_PACK_MASK_APPLIED = 0,
-    /* The raw uint16 reconstruction: retained samples or exclusion
-     * constants; refused (QEM_E_RAW_UNAVAILABLE) where the file does not
-     * admit it. */
-    QEM_PACK_RAW = 1
-} qem_pack_values;
-
-/* Bytes for `scans` scan positions of `values`. */
-QEM_API uint64_t qem_pack_read_bound(const qem_pack *pack, qem_pack_values values, uint64_t scans);
-
-/* Reads scans [first, first + count) of a loaded pack, C order. */
-QEM_API qem_status qem_pack_read_scans(qem_pack *pack, uint64_t first, uint64_t count,
-                                       qem_pack_values values, void *out, size_t out_size,
-                                       qem_error *error);
-
-/* A JSON summary of a pack (prelude, profile, schema, shape, shards,
- * working dtype, exclusions, raw access, sizes, identity, calibration and,
- * once loaded, the phase timings). Release with qem_free(); NULL with
- * QEM_E_NO_MEMORY in `error`. */
-QEM_API char *qem_pack_summary_json(const qem_pack *pack, qem_error *error);
 
 /* ------------------------------------------------------------------------ */
 /* Acquisitions: the detector files both writers read                       */
@@ -734,455 +1197,6 @@ QEM_API qem_status qem_pack_produce(qem_pack_inspection *inspection,
                                     const qem_pack_produce_options *options, qem_error *error);
 
 /* ------------------------------------------------------------------------ */
-/* Any source: the representation interface shared by .qem and packs       */
-
-typedef struct qem_container qem_container;
-
-typedef enum qem_values {
-    /* Scientific working values: .qem counts, float32 bits or restored
-     * scaled intensities; pack mask-applied working array. */
-    QEM_VALUES_WORKING = 0,
-    /* Raw values: .qem counts, float32 bits or stored scaled codes; pack
-     * raw uint16 reconstruction (refused where the file does not admit it). */
-    QEM_VALUES_RAW = 1
-} qem_values;
-
-/* What a file is, from its signature (never its name). */
-typedef enum qem_file_kind {
-    QEM_KIND_UNKNOWN = 0,
-    QEM_KIND_QEM = 1,
-    QEM_KIND_PACK = 2,
-    QEM_KIND_NPY = 3,
-    QEM_KIND_HDF5 = 4 /* an HDF5 file that is not a pack */
-} qem_file_kind;
-
-QEM_API qem_status qem_identify(const char *path, qem_file_kind *kind, qem_error *error);
-/* "qem", "pack", "npy", "hdf5" or "unknown". */
-QEM_API const char *qem_file_kind_name(qem_file_kind kind);
-/* 1 for the kinds qem_container_open reads (.qem files and packs). */
-QEM_API int qem_file_kind_is_container(qem_file_kind kind);
-/* The file-name extensions of a kind, '|'-separated ("qem", "h5|hdf5",
- * "npy"); "" for QEM_KIND_UNKNOWN. A calibrated copy keeps its source's. */
-QEM_API const char *qem_file_kind_extensions(qem_file_kind kind);
-
-typedef struct qem_container_info {
-    size_t struct_size; /* set by the caller */
-    qem_file_kind kind; /* QEM_KIND_QEM or QEM_KIND_PACK */
-    uint64_t shape[4];
-    uint64_t scans, pixels;
-    qem_dtype working_dtype;
-    qem_dtype raw_dtype;
-    int raw_available;
-    /* The file records microscope calibration (a .qem file's scientific
-     * metadata); a pack records none. */
-    int calibration_available;
-    /* The format has a load phase (packs) and whether it has run: reads
-     * need loaded = 1. */
-    int has_load_phase;
-    int loaded;
-} qem_container_info;
-
-/* When a source's load phase runs (a pack's bounded lifecycle: every
- * shard read, decoded and authenticated into the compact resident). */
-typedef enum qem_load {
-    QEM_LOAD_ON_OPEN = 0, /* ready to read when open returns */
-    QEM_LOAD_LATER = 1    /* nothing decoded yet; reads refused until loaded */
-} qem_load;
-
-typedef struct qem_container_options {
-    size_t struct_size;
-    int threads;               /* 0 = OpenMP default */
-    const char *expect_sha256; /* required whole-file identity (both formats), or NULL */
-    /* Packs: per loaded shard (0 done while expect_sha256 is hashed); .qem:
-     * as qem_open_options.progress. Nonzero cancels. */
-    qem_progress_fn progress;
-    void *progress_user;
-    /* .qem: when body blocks are checked (default: while opening). A pack
-     * authenticates every shard while it loads, whatever this says. */
-    qem_body_check body_check;
-    /* When a format with a load phase (packs) loads: default while
-     * opening; QEM_LOAD_LATER opens cheaply for describing, summarising
-     * and verifying, and qem_container_load makes the source readable. */
-    qem_load load;
-} qem_container_options;
-
-QEM_API void qem_container_options_init(qem_container_options *options);
-
-/* Opens a .qem file or a pack, recognised by signature. A pack is loaded
- * (the whole bounded lifecycle) before this returns. */
-QEM_API qem_status qem_container_open(const char *path, const qem_container_options *options,
-                                   qem_container **out, qem_error *error);
-QEM_API void qem_container_close(qem_container *source);
-QEM_API qem_status qem_container_get_info(const qem_container *source, qem_container_info *info,
-                                       qem_error *error);
-/* The calibration the source records (qem_get_calibration for a .qem
- * file); every quantity QEM_CALIBRATION_ABSENT where
- * calibration_available is 0. */
-QEM_API qem_status qem_container_get_calibration(const qem_container *source,
-                                                 qem_calibration *calibration, qem_error *error);
-/* The file's own JSON description, NUL-terminated and valid while the
- * source is open: a .qem file's header, a pack's manifest. `length`, if
- * not NULL, gets its length. */
-QEM_API const char *qem_container_header_json(const qem_container *source, size_t *length);
-/* The file's summary as JSON (what `qem info --json` prints for it), to be
- * released with qem_free; NULL on failure. */
-QEM_API char *qem_container_summary_json(const qem_container *source, qem_error *error);
-/* What only the source's format has, as one JSON object, to be released
- * with qem_free (NULL on failure). Both formats give "file_bytes",
- * "logical_bytes" and "chunks" ([first, end) scans of each chunk or shard,
- * the windows reads are cheapest in); a .qem file adds "codec",
- * "valid_pixels", "chunk_count", "has_dark" (0/1) and "spatial_fields"; a
- * pack "profile", "resident_bytes", "shard_count", "excluded_count",
- * "raw_access" and "source_identity_sha256". */
-QEM_API char *qem_container_details_json(const qem_container *source, qem_error *error);
-/* Runs the load phase of a source opened with QEM_LOAD_LATER (with the
- * open's threads, expect_sha256 and progress); nothing to do for a loaded
- * source or a format without one. On failure nothing is kept and the
- * source stays unloaded. */
-QEM_API qem_status qem_container_load(qem_container *source, qem_error *error);
-/* Checks everything the format can prove and says what in `report` (may
- * be NULL): a .qem file's body checksums, every stream decoded under every
- * rule, values within the dtype, spatial sums recomputed, float bits
- * against logical_sha256; a pack's full load with every digest, including
- * those that only repeat the decoded ones. A pack is verified by loading
- * it: open it with QEM_LOAD_LATER (a loaded pack is refused,
- * QEM_E_INVALID_ARGUMENT). The open's expect_sha256 counts as checked. */
-QEM_API qem_status qem_container_verify(qem_container *source, const qem_verify_options *options,
-                                        qem_verify_report *report, qem_error *error);
-/* The underlying handle, or NULL when the source is of the other kind. */
-QEM_API qem_file *qem_container_file(qem_container *source);
-QEM_API qem_pack *qem_container_pack(qem_container *source);
-
-QEM_API uint64_t qem_container_read_bound(const qem_container *source, qem_values values,
-                                       uint64_t scans);
-/* Reads scans [first, first + count) of `values`, C order. */
-QEM_API qem_status qem_container_read(qem_container *source, uint64_t first, uint64_t count,
-                                   qem_values values, void *out, size_t out_size,
-                                   qem_error *error);
-/* Writes `values` of every scan as a 4D .npy, one bounded window at a time. */
-QEM_API qem_status qem_container_export_npy(qem_container *source, const char *dest, qem_values values,
-                                         qem_progress_fn progress, void *progress_user,
-                                         qem_error *error);
-
-/* ------------------------------------------------------------------------ */
-/* .npy files                                                               */
-
-typedef struct qem_npy qem_npy;
-
-typedef struct qem_npy_info {
-    size_t struct_size;  /* set by the caller */
-    qem_dtype dtype;
-    char descr[16];      /* the header's descr, e.g. "<u2" */
-    unsigned ndim;
-    uint64_t shape[8];
-    uint64_t data_offset; /* byte offset of the first element */
-    uint64_t elements;
-    unsigned version_major, version_minor; /* .npy format version */
-} qem_npy_info;
-
-/* Opens a C-order little-endian .npy of uint8 (|u1, also bool |b1),
- * uint16 (<u2) or float32 (<f4). Fortran order, big-endian and other dtypes
- * are refused with guidance; so is a file shorter than its header says. */
-QEM_API qem_status qem_npy_open(const char *path, qem_npy **out, qem_error *error);
-QEM_API void qem_npy_close(qem_npy *npy);
-QEM_API qem_status qem_npy_get_info(const qem_npy *npy, qem_npy_info *info, qem_error *error);
-/* Reads `count` elements starting at element `first` (flat C order) into
- * `out` (out_size bytes, at least count * the element size). */
-QEM_API qem_status qem_npy_read(qem_npy *npy, uint64_t first, uint64_t count, void *out,
-                                size_t out_size, qem_error *error);
-
-/* Reads a 2D detector mask of the given shape (bool or uint8, values 0/1
- * only) into `mask` (mask_size >= rows * columns bytes, 1 = set). */
-QEM_API qem_status qem_npy_read_mask(const char *path, uint64_t rows, uint64_t columns,
-                                     uint8_t *mask, size_t mask_size, qem_error *error);
-
-/* The header qem's .npy writers put before an array of `dtype` and `shape`
- * (magic, version 1.0, the dictionary, spaces up to a 64-byte boundary and
- * '\n'), for .npy bodies built in memory: written into `header`
- * (header_size bytes; QEM_NPY_HEADER_MAX holds any shape), its length in
- * *length. The array's C-order bytes follow it. */
-#define QEM_NPY_HEADER_MAX 640
-QEM_API qem_status qem_npy_header(qem_dtype dtype, unsigned ndim, const uint64_t *shape,
-                                  void *header, size_t header_size, size_t *length,
-                                  qem_error *error);
-
-/* Streaming .npy writer, published atomically like .qem files. */
-typedef struct qem_npy_writer qem_npy_writer;
-QEM_API qem_status qem_npy_writer_create(const char *dest, qem_dtype dtype, unsigned ndim,
-                                         const uint64_t *shape, qem_npy_writer **out,
-                                         qem_error *error);
-QEM_API qem_status qem_npy_writer_append(qem_npy_writer *writer, const void *data, uint64_t count,
-                                         qem_error *error);
-QEM_API qem_status qem_npy_writer_finish(qem_npy_writer *writer, qem_error *error);
-QEM_API void qem_npy_writer_free(qem_npy_writer *writer);
-
-/* ------------------------------------------------------------------------ */
-/* Products: computed from the encoded data, never from a dense cube        */
-
-/* A product session over one open source (which must outlive it). It
- * holds the detector validity, the dark plane of float data and nothing
- * of the scans. Rules: doc/products.md. */
-typedef struct qem_products qem_products;
-
-typedef struct qem_products_options {
-    size_t struct_size;
-    int threads;               /* 0 = the source's */
-    qem_progress_fn progress;  /* per window of scans */
-    void *progress_user;
-} qem_products_options;
-
-QEM_API void qem_products_options_init(qem_products_options *options);
-QEM_API qem_status qem_products_open(qem_container *source, const qem_products_options *options,
-                                     qem_products **out, qem_error *error);
-QEM_API void qem_products_close(qem_products *products);
-
-/* A product array owned by the caller after a successful call; release
- * with qem_image_free. Never grows (no struct_size). */
-typedef struct qem_image {
-    qem_dtype dtype;
-    unsigned ndim;       /* 2, or 3 with shape[2] components */
-    uint64_t shape[3];
-    void *data;
-} qem_image;
-
-QEM_API void qem_image_free(qem_image *image);
-
-/* Detector pixels that take part (1) or never do (0): mask_size >= pixels. */
-QEM_API qem_status qem_products_valid(const qem_products *products, uint8_t *mask,
-                                      size_t mask_size, qem_error *error);
-
-/* --- masks ---------------------------------------------------------------- */
-
-typedef enum qem_detector {
-    QEM_DETECTOR_BF = 1,      /* [0, r] */
-    QEM_DETECTOR_ABF = 2,     /* [r/2, r] */
-    QEM_DETECTOR_ADF = 3,     /* [r, 2r], or [inner, outer] */
-    QEM_DETECTOR_HAADF = 4,   /* [2r, 4r] */
-    QEM_DETECTOR_DF = 5,      /* [r, infinity) */
-    QEM_DETECTOR_ANNULUS = 6  /* [inner, outer] */
-} qem_detector;
-
-typedef struct qem_detector_geometry {
-    size_t struct_size;
-    qem_detector detector;
-    double center_row, center_column; /* detector pixels */
-    double radius;                    /* bright-field radius r */
-    double inner, outer;              /* ADF override (both > 0) or annulus */
-    int unit_mrad;                    /* radius/inner/outer in mrad */
-    double semiangle_mrad;            /* 0 = the file's (needed for mrad) */
-} qem_detector_geometry;
-
-QEM_API void qem_detector_geometry_init(qem_detector_geometry *geometry);
-
-/* Named detector mask (mask_size >= pixels bytes): pixels whose squared
- * distance from the centre, in double precision, lies in [lo^2, hi^2],
- * both ends inclusive; invalid/excluded pixels cleared. mrad radii are
- * converted with px = mrad * radius_px / semiangle, radius_px the
- * bright-field radius in pixels (`radius_px` argument). */
-QEM_API qem_status qem_products_detector_mask(const qem_products *products,
-                                              const qem_detector_geometry *geometry,
-                                              double radius_px, uint8_t *mask,
-                                              size_t mask_size, qem_error *error);
-/* A named detector as a user asks for it, resolved as `qem virtual`
- * resolves it: a centre or radius left NaN comes from the file's detector
- * calibration, else from the mean-diffraction-half-maximum estimate; with
- * unit_mrad a NaN radius is the convergence semi-angle (the bright-field
- * disk edge) and the bright-field radius in pixels converts mrad to
- * pixels. inner and outer (both, or both NaN) bound adf and annulus. */
-typedef struct qem_detector_request {
-    size_t struct_size;
-    qem_detector detector;
-    double center_row, center_column; /* detector pixels; NaN = resolved */
-    double radius;                    /* NaN = resolved */
-    double inner, outer;              /* NaN = none */
-    int unit_mrad;                    /* radius/inner/outer in mrad */
-    double semiangle_mrad;            /* NaN or 0 = the file's */
-} qem_detector_request;
-
-QEM_API void qem_detector_request_init(qem_detector_request *request);
-
-typedef struct qem_detector_resolution {
-    size_t struct_size;               /* set by the caller */
-    double center_row, center_column; /* used */
-    double radius;                    /* used (NaN: bounds in pixels made it unused) */
-    int unit_mrad;
-    /* "given", "file detector calibration" or
-     * "estimate (mean-diffraction-half-maximum)" */
-    char origin[48];
-    uint64_t mask_pixels;             /* pixels selected */
-} qem_detector_resolution;
-
-/* The named detector's mask (mask_size >= pixels), invalid pixels
- * cleared; `resolution` (may be NULL) says what was used. */
-QEM_API qem_status qem_products_resolve_detector(qem_products *products,
-                                                 const qem_detector_request *request,
-                                                 uint8_t *mask, size_t mask_size,
-                                                 qem_detector_resolution *resolution,
-                                                 qem_error *error);
-/* A 0/1 .npy mask of the detector's shape, invalid pixels cleared. */
-QEM_API qem_status qem_products_mask_from_npy(const qem_products *products, const char *path,
-                                              uint8_t *mask, size_t mask_size, qem_error *error);
-
-/* --- exact primitives (partition scans, merge by addition) --------------- */
-
-/* Integer data (counts, or scaled codes): out[k * count + i] = sum over
- * valid pixels p of weights[k][p] * value(first + i, p), exact
- * (out_size >= 8 * planes * count bytes). */
-QEM_API qem_status qem_products_weighted_sums(qem_products *products, uint64_t first,
-                                              uint64_t count, const int32_t *const *weights,
-                                              unsigned planes, int64_t *out, size_t out_size,
-                                              qem_error *error);
-/* Integer data: adds sum over scans [first, first + count) of each valid
- * pixel's value into sums[p] (sums_size >= 8 * pixels bytes); invalid
- * pixels add 0. */
-QEM_API qem_status qem_products_pixel_sums(qem_products *products, uint64_t first,
-                                           uint64_t count, uint64_t *sums, size_t sums_size,
-                                           qem_error *error);
-
-/* --- products -------------------------------------------------------------- */
-
-/* Virtual image (scan rows x columns) over a 0/1 mask: counts give exact
- * uint32 (or uint64 when mask pixels x dtype maximum exceeds 2^32 - 1);
- * float data a Neumaier-compensated float32 sum of (value - dark); scaled
- * codes float32(scale * sum(codes) + offset * n). */
-QEM_API qem_status qem_products_virtual(qem_products *products, const uint8_t *mask,
-                                        qem_image *image, qem_error *error);
-/* Mean diffraction pattern, float32: counts exact total / N in float64,
- * rounded once; float data compensated; invalid pixels 0. */
-QEM_API qem_status qem_products_mean(qem_products *products, qem_image *image,
-                                     qem_error *error);
-/* The pattern at flat scan `scan`: counts in their dtype, float data as
- * float32 (value - dark), scaled data restored; invalid pixels 0. */
-QEM_API qem_status qem_products_frame(qem_products *products, uint64_t scan, qem_image *image,
-                                      qem_error *error);
-
-typedef enum qem_reduce {
-    QEM_REDUCE_SUM = 0,  /* counts: uint64 exact; float: float32 */
-    QEM_REDUCE_MEAN = 1, /* float32 */
-    QEM_REDUCE_MAX = 2   /* counts: uint64 exact; float: float32 */
-} qem_reduce;
-
-/* Reduction over the scan rectangle [row0, row1) x [col0, col1). */
-QEM_API qem_status qem_products_region(qem_products *products, uint64_t row0, uint64_t row1,
-                                       uint64_t col0, uint64_t col1, qem_reduce reduce,
-                                       qem_image *image, qem_error *error);
-
-/* Centre of mass per scan in absolute detector coordinates (rows x cols x
- * 2 float32, row component first) over `mask` (NULL: every valid pixel):
- * exact integer moments / total in float64, rounded once; a zero-total or
- * non-finite frame is NaN and left out of the scan mean that
- * `subtract_mean` removes (the DPC components). */
-QEM_API qem_status qem_products_com(qem_products *products, const uint8_t *mask,
-                                    int subtract_mean, qem_image *image, qem_error *error);
-
-typedef struct qem_dpc_result {
-    size_t struct_size;   /* set by the caller */
-    double rotation_degrees;
-    int components_exchanged;
-    uint64_t ffts;        /* 2-D FFTs performed */
-    qem_image com;        /* mean-subtracted CoM, rows x cols x 2 */
-    qem_image aligned;    /* rotated (and exchanged) components */
-    qem_image phase;      /* iDPC, rows x cols float32 */
-} qem_dpc_result;
-
-/* Rotation search (180 angles over [0, pi], with and without exchange,
- * minimum mean squared interior curl, first minimum wins) unless
- * `fixed_rotation_degrees` is finite, then iDPC by an FFT Poisson solve. */
-QEM_API qem_status qem_products_dpc(qem_products *products, const uint8_t *mask,
-                                    double fixed_rotation_degrees, qem_dpc_result *result,
-                                    qem_error *error);
-QEM_API void qem_dpc_result_free(qem_dpc_result *result);
-
-/* --- partitioned products (a cluster's tasks; see doc/distributed.md) ---- */
-
-/* Each covers scans [first, first + count) only; partitions of the scan
- * merge into the whole-scan product.
- *
- * The virtual image of those scans (1 x count, the dtype qem_products_virtual
- * gives): per-scan values, so concatenating partitions is bit for bit the
- * whole image for every kind of data. */
-QEM_API qem_status qem_products_virtual_part(qem_products *products, const uint8_t *mask,
-                                             uint64_t first, uint64_t count, qem_image *image,
-                                             qem_error *error);
-/* The absolute centre of mass of those scans (1 x count x 2 float32), as
- * qem_products_com computes it per scan; subtracting the scan mean is the
- * caller's, over the whole scan. */
-QEM_API qem_status qem_products_com_part(qem_products *products, const uint8_t *mask,
-                                         uint64_t first, uint64_t count, qem_image *image,
-                                         qem_error *error);
-/* The sum (and, when `max` is not NULL, the maximum) of those scans'
- * patterns per detector pixel, invalid pixels 0: counts as exact uint64
- * (merge by addition and max); float data as float64 (sum, compensation)
- * pairs of a Neumaier sum (rows x cols x 2; scaled data: compensation 0)
- * and a float32 max. */
-QEM_API qem_status qem_products_patterns_part(qem_products *products, uint64_t first,
-                                              uint64_t count, qem_image *sum, qem_image *max,
-                                              qem_error *error);
-
-/* "mean-diffraction-half-maximum": pixels at or above half the maximum of
- * the mean pattern; centre = their intensity-weighted centroid; radius =
- * sqrt(count / pi). */
-QEM_API qem_status qem_products_estimate_calibration(qem_products *products,
-                                                     qem_detector_calibration *calibration,
-                                                     qem_error *error);
-/* The file's own detector calibration: *found = 1 and `calibration`
- * filled if it records one, else *found = 0. */
-QEM_API qem_status qem_products_file_calibration(const qem_products *products,
-                                                 qem_detector_calibration *calibration,
-                                                 int *found, qem_error *error);
-/* The file's convergence semi-angle: 1 if it states one. */
-QEM_API int qem_products_semiangle(const qem_products *products, double *mrad);
-
-/* --- writing products ------------------------------------------------------ */
-
-/* Writes an image by the path's extension: .npy (exact dtype), .tif/.tiff
- * (32-bit float; 3-D arrays one page per component), .png (8-bit, 2-D,
- * 0.5/99.5 percentile contrast). Atomic; never overwrites. */
-QEM_API qem_status qem_image_write(const qem_image *image, const char *path, qem_error *error);
-/* "npy", "tiff", "png", or NULL for an extension qem does not write. */
-QEM_API const char *qem_image_format(const char *path);
-
-/* A new copy of `src` recording `calibration`: a pack gets its manifest's
- * source-bound detector_calibration (payload bytes unchanged), a .qem file
- * is re-saved with scientific_metadata.extensions["qem.detector_calibration"].
- * The original is never modified; `dest` must not exist. */
-QEM_API qem_status qem_write_calibrated_copy(const char *src, const char *dest,
-                                             const qem_detector_calibration *calibration,
-                                             qem_error *error);
-
-/* --- detector sessions --------------------------------------------------- */
-
-/* One mask applied to one or more sources (a tilt series): all sources
- * change together or none does. */
-typedef struct qem_detector_session qem_detector_session;
-
-typedef struct qem_session_stats {
-    size_t struct_size;          /* set by the caller */
-    uint64_t sources;
-    uint64_t resident_bytes;     /* summed over the sources */
-    uint64_t pixels_changed;     /* last update: pixels whose membership changed */
-    int full_recomputation;      /* last update recomputed everything */
-    uint64_t ffts;               /* FFTs performed by the last update (0 here) */
-} qem_session_stats;
-
-/* Refuses duplicate sources (the same file twice) and differing detector
- * shapes. The products handles must outlive the session. */
-QEM_API qem_status qem_detector_session_create(qem_products *const *products, size_t count,
-                                               qem_detector_session **out, qem_error *error);
-QEM_API void qem_detector_session_free(qem_detector_session *session);
-/* Sets the mask: full computation (first time), or an update that adds and
- * subtracts only the pixels whose membership changed (integer data; float
- * data recompute). The new images replace the old only when every source
- * succeeded. */
-QEM_API qem_status qem_detector_session_set_mask(qem_detector_session *session,
-                                                 const uint8_t *mask, qem_error *error);
-/* A copy of source `index`'s current image. */
-QEM_API qem_status qem_detector_session_image(const qem_detector_session *session, size_t index,
-                                              qem_image *image, qem_error *error);
-QEM_API qem_status qem_detector_session_stats(const qem_detector_session *session,
-                                              qem_session_stats *stats, qem_error *error);
-
-/* ------------------------------------------------------------------------ */
 /* Whole-file conveniences (what the CLI uses)                              */
 
 /* Saves `source` as .qem, reading one window of scans at a time:
@@ -1212,24 +1226,6 @@ QEM_API qem_status qem_save_file(const char *source, const char *dest,
 QEM_API qem_status qem_dark_from_npy(const char *path, uint64_t rows, uint64_t columns,
                                      float *plane, size_t plane_size, char *identity,
                                      size_t identity_size, qem_error *error);
-
-typedef struct qem_export_options {
-    size_t struct_size;
-    int threads;
-    /* Scaled files: write the stored uint16 codes instead of the restored
-     * float32 values. */
-    int scaled_codes;
-    qem_progress_fn progress;
-    void *progress_user;
-} qem_export_options;
-
-QEM_API void qem_export_options_init(qem_export_options *options);
-
-/* Writes the decoded array as a 4D .npy, one chunk at a time: counts
- * (integer), original float32 bits (float; proven against logical_sha256
- * before the file appears) or restored float32 values (scaled). */
-QEM_API qem_status qem_export_npy(qem_file *file, const char *dest,
-                                  const qem_export_options *options, qem_error *error);
 
 #ifdef __cplusplus
 }

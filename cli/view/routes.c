@@ -70,7 +70,7 @@ static json_t *file_json(view_file *f, size_t index)
     json_object_set_new(j, "logical_bytes",
                         json_integer((json_int_t)(f->info.scans * f->info.pixels *
                                                   qem_dtype_size(f->info.raw_dtype))));
-    if (f->info.calibration_available) {
+    if (f->info.has_calibration) {
         qem_calibration c = {.struct_size = sizeof c};
         qem_container_get_calibration(f->source, &c, NULL);
         json_object_set_new(
@@ -86,9 +86,7 @@ static json_t *file_json(view_file *f, size_t index)
         json_object_set_new(j, "calibration", json_null());
     }
     qem_detector_calibration dc = {.struct_size = sizeof dc};
-    int recorded = 0;
-    qem_products_file_calibration(f->products, &dc, &recorded, NULL);
-    if (recorded)
+    if (qem_products_file_calibration(f->products, &dc, NULL) == QEM_OK)
         json_object_set_new(j, "detector_calibration",
                             json_pack("{s:[f,f], s:f, s:s}", "center", dc.center_row,
                                       dc.center_column, "radius", dc.bright_field_radius,
@@ -97,7 +95,9 @@ static json_t *file_json(view_file *f, size_t index)
         json_object_set_new(j, "detector_calibration", json_null());
     double semi = 0;
     json_object_set_new(j, "semiangle_mrad",
-                        qem_products_semiangle(f->products, &semi) ? json_real(semi) : json_null());
+                        qem_products_semiangle(f->products, &semi, NULL) == QEM_OK
+                            ? json_real(semi)
+                            : json_null());
     json_object_set_new(j, "summary", summary);
     return j;
 }
@@ -318,18 +318,18 @@ static qem_status series_mask(view_server *s, size_t base, const view_detector_p
         return QEM_OK;
     }
     /* The geometry the base file's resolution used, in its own scale. */
-    qem_detector_geometry g;
-    qem_detector_geometry_init(&g);
+    qem_detector_request g;
+    qem_detector_request_init(&g);
     g.detector = (qem_detector)p->kind;
     g.center_row = out->named.center_row;
     g.center_column = out->named.center_column;
-    g.radius = isnan(out->named.radius) ? 0 : out->named.radius;
-    g.inner = p->have_inner ? p->inner : 0;
-    g.outer = p->have_outer ? p->outer : 0;
+    g.radius = out->named.radius; /* NaN: unused */
+    g.inner = p->have_inner ? p->inner : NAN;
+    g.outer = p->have_outer ? p->outer : NAN;
     g.unit_mrad = p->unit_mrad;
     g.semiangle_mrad = p->have_semiangle ? p->semiangle : 0;
     if (g.unit_mrad && !(g.semiangle_mrad > 0))
-        qem_products_semiangle(f->products, &g.semiangle_mrad);
+        qem_products_semiangle(f->products, &g.semiangle_mrad, NULL);
     uint8_t *other = malloc((size_t)pixels);
     if (!other)
         return view_fail(e, QEM_E_NO_MEMORY, "out of memory for a detector mask");

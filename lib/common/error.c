@@ -46,7 +46,7 @@ const char *qem_strerror(qem_status status)
     case QEM_E_PACK_DESCRIPTOR: return "invalid pack widths, descriptors or compact headers";
     case QEM_E_PACK_LZ4: return "pack LZ4 block does not decode exactly";
     case QEM_E_PACK_DIGEST: return "pack shard digest mismatch";
-    case QEM_E_RAW_UNAVAILABLE: return "raw values are not reconstructible from this file";
+    case QEM_E_NOT_RECORDED: return "the file does not record this";
     case QEM_E_PACK_CALIBRATION: return "invalid pack detector calibration";
     case QEM_E_FILE_DIGEST: return "whole-file SHA-256 differs from the expected identity";
     case QEM_E_INSUFFICIENT_MEMORY: return "not enough memory for the plan";
@@ -77,7 +77,7 @@ qem_status_group qem_status_group_of(qem_status status)
     case QEM_E_UNSUPPORTED:
     case QEM_E_NOT_YET:
     case QEM_E_WRONG_CODEC:
-    case QEM_E_RAW_UNAVAILABLE:
+    case QEM_E_NOT_RECORDED:
     case QEM_E_NONCONSTANT_EXCLUDED: return QEM_GROUP_UNSUPPORTED;
     case QEM_E_NO_MEMORY:
     case QEM_E_LIMIT:

@@ -25,8 +25,8 @@ typedef struct qem_representation_ops {
     uint64_t (*window)(const void *impl, uint64_t first);
     /* Optional: a whole-file export that can prove more than windows can
      * (a float .qem checks logical_sha256 before publishing). */
-    qem_status (*export_npy)(void *impl, const char *dest, qem_values values, int threads,
-                             qem_progress_fn progress, void *progress_user, qem_error *error);
+    qem_status (*export_npy)(void *impl, const char *dest, const qem_export_options *options,
+                             qem_error *error);
     void (*close)(void *impl);
     /* Optional: the load phase (packs), with the open's options; NULL for
      * a format without one. */

@@ -173,11 +173,12 @@ qem_status qem_container_get_calibration(const qem_container *s, qem_calibration
     qem_error_clear(error);
     if (!s)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_container_get_calibration: NULL source");
-    if (s->ops->kind == QEM_KIND_QEM)
-        return qem_get_calibration(s->impl, out, error);
-    qem_calibration none;
-    memset(&none, 0, sizeof none); /* every quantity QEM_CALIBRATION_ABSENT */
-    return qem_result_deliver(out, &none, sizeof none, "qem_calibration", error);
+    if (s->ops->kind != QEM_KIND_QEM)
+        return qem_fail(error, QEM_E_NOT_RECORDED,
+                        "a %s records no microscope calibration (a .qem file's scientific "
+                        "metadata holds it)",
+                        qem_file_kind_name(s->ops->kind));
+    return qem_get_calibration(s->impl, out, error);
 }
 
 char *qem_container_details_json(const qem_container *s, qem_error *error)
@@ -270,23 +271,32 @@ qem_status qem_container_read(qem_container *s, uint64_t first, uint64_t count, 
     return s->ops->read(s->impl, first, count, values, out, out_size, s->threads, error);
 }
 
-static qem_status qem_container_export_npy_body(qem_container *s, const char *dest, qem_values values,
-                                 qem_progress_fn progress, void *progress_user, qem_error *error)
+static qem_status export_npy_body(qem_container *s, const char *dest,
+                                  const qem_export_options *options, qem_error *error)
 {
     qem_error_clear(error);
     if (!s || !dest)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_container_export_npy: NULL argument");
+    qem_export_options o;
+    qem_export_options_init(&o);
+    QEM_TRY(qem_options_overlay(&o, sizeof o, options, "qem_export_options", error));
+    QEM_TRY(qem_threads_check(o.threads, "qem_export_options.threads", error));
+    if (o.values != QEM_VALUES_WORKING && o.values != QEM_VALUES_RAW)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "qem_export_options.values must be QEM_VALUES_WORKING or QEM_VALUES_RAW");
+    if (!o.threads)
+        o.threads = s->threads;
     if (s->ops->export_npy)
-        return s->ops->export_npy(s->impl, dest, values, s->threads, progress, progress_user,
-                                  error);
+        return s->ops->export_npy(s->impl, dest, &o, error);
+    const qem_values values = o.values;
     qem_container_info info;
     memset(&info, 0, sizeof info);
     s->ops->describe(s->impl, &info);
     const qem_dtype dtype = values == QEM_VALUES_RAW ? info.raw_dtype : info.working_dtype;
-    if (values == QEM_VALUES_RAW && !info.raw_available) {
+    if (values == QEM_VALUES_RAW && !info.has_raw) {
         /* Let the container say why, before any file exists. */
         uint8_t probe[8];
-        QEM_TRY(s->ops->read(s->impl, 0, 0, values, probe, 0, s->threads, error));
+        QEM_TRY(s->ops->read(s->impl, 0, 0, values, probe, 0, o.threads, error));
     }
     uint64_t largest = 0;
     for (uint64_t at = 0; at < info.scans;) {
@@ -302,11 +312,11 @@ static qem_status qem_container_export_npy_body(qem_container *s, const char *de
     qem_status st = qem_npy_writer_create(dest, dtype, 4, info.shape, &w, error);
     for (uint64_t at = 0; st == QEM_OK && at < info.scans;) {
         const uint64_t n = s->ops->window(s->impl, at);
-        st = s->ops->read(s->impl, at, n, values, buffer, bytes, s->threads, error);
+        st = s->ops->read(s->impl, at, n, values, buffer, bytes, o.threads, error);
         if (st == QEM_OK)
             st = qem_npy_writer_append(w, buffer, n * info.pixels, error);
         at += n;
-        if (st == QEM_OK && progress && progress(progress_user, at, info.scans))
+        if (st == QEM_OK && o.progress && o.progress(o.progress_user, at, info.scans))
             st = qem_fail(error, QEM_E_CANCELLED, "export cancelled; nothing was written");
     }
     if (st == QEM_OK)
@@ -316,10 +326,10 @@ static qem_status qem_container_export_npy_body(qem_container *s, const char *de
     return st;
 }
 
-qem_status qem_container_export_npy(qem_container *s, const char *dest, qem_values values,
-                                 qem_progress_fn progress, void *progress_user, qem_error *error)
+qem_status qem_container_export_npy(qem_container *s, const char *dest,
+                                    const qem_export_options *options, qem_error *error)
 {
-    const qem_status st = qem_container_export_npy_body(s, dest, values, progress, progress_user, error);
+    const qem_status st = export_npy_body(s, dest, options, error);
     qem_error_name_destination(error, dest);
     return st;
 }

@@ -55,9 +55,9 @@ static inline void next_tile(const qem_pack *p, const pack_shard *sh, uint64_t p
     }
 }
 
-uint64_t qem_pack_read_bound(const qem_pack *p, qem_pack_values values, uint64_t scans)
+uint64_t qem_pack_read_bound(const qem_pack *p, qem_values values, uint64_t scans)
 {
-    const size_t item = values == QEM_PACK_RAW ? 2 : qem_dtype_size(p->working_dtype);
+    const size_t item = values == QEM_VALUES_RAW ? 2 : qem_dtype_size(p->working_dtype);
     return qem_bytes_bound(scans, p->pixels, item);
 }
 
@@ -75,14 +75,14 @@ static uint16_t raw_constant(const qem_pack *p, uint64_t pixel)
     return p->raw_constants[lo];
 }
 
-qem_status qem_pack_read_scans(qem_pack *p, uint64_t first, uint64_t count, qem_pack_values values,
+qem_status qem_pack_read_scans(qem_pack *p, uint64_t first, uint64_t count, qem_values values,
                                void *out, size_t out_size, qem_error *error)
 {
     return qem_pack_read_scans_threads(p, first, count, values, out, out_size, 0, error);
 }
 
 qem_status qem_pack_read_scans_threads(qem_pack *p, uint64_t first, uint64_t count,
-                                       qem_pack_values values, void *out, size_t out_size,
+                                       qem_values values, void *out, size_t out_size,
                                        int threads, qem_error *error)
 {
     qem_error_clear(error);
@@ -91,8 +91,8 @@ qem_status qem_pack_read_scans_threads(qem_pack *p, uint64_t first, uint64_t cou
     if (!p->loaded)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT,
                         "the pack is not loaded; load it first (qem_container_load)");
-    if (values == QEM_PACK_RAW && p->raw_access == QEM_RAW_MASK_APPLIED_ONLY)
-        return qem_fail(error, QEM_E_RAW_UNAVAILABLE,
+    if (values == QEM_VALUES_RAW && p->raw_access == QEM_RAW_MASK_APPLIED_ONLY)
+        return qem_fail(error, QEM_E_NOT_RECORDED,
                         "raw reconstruction needs retained excluded payloads (uint16/LZ4 with "
                         "masked_detector_payload_policy retained_exactly_in_payload) or "
                         "authenticated exclusion constants (uint8/bitpacked with "
@@ -107,7 +107,7 @@ qem_status qem_pack_read_scans_threads(qem_pack *p, uint64_t first, uint64_t cou
         return qem_fail(error, QEM_E_BUFFER_TOO_SMALL,
                         "output buffer of %zu bytes is smaller than the %llu needed", out_size,
                         (unsigned long long)qem_pack_read_bound(p, values, count));
-    const int raw = values == QEM_PACK_RAW;
+    const int raw = values == QEM_VALUES_RAW;
     const int u8 = !raw && p->working_dtype == QEM_DTYPE_UINT8;
     const uint64_t P = p->pixels, end = first + count;
     const uint64_t tile_scans = p->profile == QEM_PACK_UINT16_LZ4 ? PACK_V1_TILE : PACK_V3_TILE;
@@ -342,7 +342,7 @@ qem_status qem_pack_time_first_access(qem_pack *p, qem_error *error)
         dp && all && image ? QEM_OK : qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     if (st == QEM_OK) {
         qem_pack_now(&t0);
-        st = qem_pack_read_scans(p, 0, 1, QEM_PACK_MASK_APPLIED, dp, (size_t)p->pixels * item,
+        st = qem_pack_read_scans(p, 0, 1, QEM_VALUES_WORKING, dp, (size_t)p->pixels * item,
                                  error);
         p->timings.first_diffraction = qem_pack_elapsed_ms(&t0);
     }

@@ -370,7 +370,7 @@ static qem_status verify_written(const qem_publish *pub, const pack_calibration_
         path = proc;
     }
     qem_pack *q = NULL;
-    QEM_TRY(qem_pack_open(path, &q, error));
+    QEM_TRY(qem_pack_open(path, NULL, &q, error));
     qem_detector_calibration got = {.struct_size = sizeof got};
     int same = qem_pack_get_detector_calibration(q, &got, NULL) == QEM_OK &&
                got.center_row == cal->center_row && got.center_column == cal->center_col &&
@@ -395,7 +395,7 @@ qem_status qem_pack_write_calibrated_copy(const char *src, const char *dest,
                         "qem_pack_write_calibrated_copy: NULL argument");
     QEM_TRY(check_values(cal, error));
     qem_pack *p = NULL;
-    QEM_TRY(qem_pack_open(src, &p, error));
+    QEM_TRY(qem_pack_open(src, NULL, &p, error));
 
     qem_status st = QEM_OK;
     uint8_t *block = NULL, *rebuilt = NULL;

@@ -25,7 +25,7 @@
 #include "common/threads.h"
 #include "pack/pack_internal.h"
 
-void qem_pack_load_options_init(qem_pack_load_options *o)
+void qem_pack_options_init(qem_pack_options *o)
 {
     memset(o, 0, sizeof *o);
     o->struct_size = sizeof *o;
@@ -473,7 +473,7 @@ static qem_status load_shard(load_state *L, uint64_t s, qem_error *error)
  * Otherwise one shard at a time, its blocks decoded by all but one thread
  * while that one hashes. Shards are claimed in order and the lowest failing
  * shard is reported, so the error does not depend on the thread count. */
-static qem_status load_shards(load_state *L, const qem_pack_load_options *o, qem_error *error)
+static qem_status load_shards(load_state *L, const qem_pack_options *o, qem_error *error)
 {
     const uint64_t shards = L->p->shard_count;
     const int threads = L->threads;
@@ -573,15 +573,15 @@ static qem_status load_shards(load_state *L, const qem_pack_load_options *o, qem
     return st;
 }
 
-qem_status qem_pack_load(qem_pack *p, const qem_pack_load_options *options, qem_error *error)
+qem_status qem_pack_load(qem_pack *p, const qem_pack_options *options, qem_error *error)
 {
     qem_error_clear(error);
     if (!p)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_pack_load: NULL pack");
-    qem_pack_load_options o;
-    qem_pack_load_options_init(&o);
-    QEM_TRY(qem_options_overlay(&o, sizeof o, options, "qem_pack_load_options", error));
-    QEM_TRY(qem_threads_check(o.threads, "qem_pack_load_options.threads", error));
+    qem_pack_options o;
+    qem_pack_options_init(&o);
+    QEM_TRY(qem_options_overlay(&o, sizeof o, options, "qem_pack_options", error));
+    QEM_TRY(qem_threads_check(o.threads, "qem_pack_options.threads", error));
     if (p->loaded)
         return QEM_OK;
     load_state L = {0};

@@ -16,6 +16,7 @@
 #include "common/fileio.h"
 #include "common/json.h"
 #include "common/sha256.h"
+#include "common/threads.h"
 #include "pack/pack_internal.h"
 
 void qem_pack_now(struct timespec *t)
@@ -675,16 +676,37 @@ static qem_status check_manifest(qem_pack *p, qem_error *error)
     return check_calibration(p, m, error);
 }
 
-qem_status qem_pack_open(const char *path, qem_pack **out, qem_error *error)
+qem_status qem_pack_open(const char *path, const qem_pack_options *options, qem_pack **out,
+                         qem_error *error)
 {
     qem_error_clear(error);
     if (!path || !out)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_pack_open: NULL argument");
     *out = NULL;
+    qem_pack_options o;
+    qem_pack_options_init(&o);
+    if (options) {
+        QEM_TRY(qem_options_overlay(&o, sizeof o, options, "qem_pack_options", error));
+        QEM_TRY(qem_threads_check(o.threads, "qem_pack_options.threads", error));
+        if (o.load != QEM_LOAD_ON_OPEN && o.load != QEM_LOAD_LATER)
+            return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                            "qem_pack_options.load must be QEM_LOAD_ON_OPEN or QEM_LOAD_LATER, "
+                            "not %d", (int)o.load);
+    }
     int fd = -1;
     struct stat sb;
     QEM_TRY(qem_open_input(path, &fd, &sb, error));
-    return qem_pack_open_descriptor(path, fd, &sb, out, error);
+    qem_pack *p = NULL;
+    QEM_TRY(qem_pack_open_descriptor(path, fd, &sb, &p, error));
+    if (options && o.load == QEM_LOAD_ON_OPEN) {
+        const qem_status st = qem_pack_load(p, &o, error);
+        if (st != QEM_OK) {
+            qem_pack_close(p);
+            return st;
+        }
+    }
+    *out = p;
+    return QEM_OK;
 }
 
 qem_status qem_pack_open_descriptor(const char *path, int fd, const struct stat *sb,
@@ -801,8 +823,8 @@ qem_status qem_pack_get_detector_calibration(const qem_pack *p, qem_detector_cal
     if (!p)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "NULL pack");
     if (!p->has_calibration)
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
-                        "'%s' records no detector calibration", p->path);
+        return qem_fail(error, QEM_E_NOT_RECORDED, "'%s' records no detector calibration",
+                        p->path);
     return qem_result_deliver(c, &p->calibration, sizeof p->calibration,
                               "qem_detector_calibration", error);
 }

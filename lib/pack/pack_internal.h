@@ -109,7 +109,7 @@ qem_status qem_pack_pixel_sums(const qem_pack *pack, uint64_t first, uint64_t co
 
 /* qem_pack_read_scans on `threads` threads (0: OpenMP's default). */
 qem_status qem_pack_read_scans_threads(qem_pack *pack, uint64_t first, uint64_t count,
-                                       qem_pack_values values, void *out, size_t out_size,
+                                       qem_values values, void *out, size_t out_size,
                                        int threads, qem_error *error);
 
 /* Exact out[k * count + i] = sum over admitted pixels p of weights[k][p] *

@@ -16,14 +16,14 @@ static void describe(const void *impl, qem_container_info *info)
     info->pixels = p->pixels;
     info->working_dtype = p->working_dtype;
     info->raw_dtype = QEM_DTYPE_UINT16;
-    info->raw_available = p->raw_access != QEM_RAW_MASK_APPLIED_ONLY;
+    info->has_raw = p->raw_access != QEM_RAW_MASK_APPLIED_ONLY;
     info->has_load_phase = 1;
     info->loaded = p->loaded;
 }
 
-static void load_options_of(const qem_container_options *o, qem_pack_load_options *lo)
+static void load_options_of(const qem_container_options *o, qem_pack_options *lo)
 {
-    qem_pack_load_options_init(lo);
+    qem_pack_options_init(lo);
     lo->threads = o->threads;
     lo->expect_sha256 = o->expect_sha256;
     lo->progress = o->progress;
@@ -32,7 +32,7 @@ static void load_options_of(const qem_container_options *o, qem_pack_load_option
 
 static qem_status load_of(void *impl, const qem_container_options *options, qem_error *error)
 {
-    qem_pack_load_options lo;
+    qem_pack_options lo;
     load_options_of(options, &lo);
     return qem_pack_load(impl, &lo, error);
 }
@@ -49,7 +49,7 @@ static qem_status verify_of(void *impl, const qem_container_options *options,
                         "'%s' is already loaded; a pack is verified by its load: open it with "
                         "QEM_LOAD_LATER",
                         p->path);
-    qem_pack_load_options lo;
+    qem_pack_options lo;
     load_options_of(options, &lo);
     lo.threads = verify->threads;
     lo.progress = verify->progress;
@@ -80,7 +80,7 @@ static qem_status read(void *impl, uint64_t first, uint64_t count, qem_values va
 {
     qem_error_clear(error);
     return qem_pack_read_scans_threads(
-        impl, first, count, values == QEM_VALUES_RAW ? QEM_PACK_RAW : QEM_PACK_MASK_APPLIED, out,
+        impl, first, count, values == QEM_VALUES_RAW ? QEM_VALUES_RAW : QEM_VALUES_WORKING, out,
         out_size, threads, error);
 }
 

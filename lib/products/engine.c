@@ -141,23 +141,28 @@ qem_status qem_prod_check_buffer(size_t size, uint64_t count, size_t item, const
 }
 
 qem_status qem_products_file_calibration(const qem_products *p, qem_detector_calibration *c,
-                                         int *found, qem_error *error)
+                                         qem_error *error)
 {
     qem_error_clear(error);
-    if (!p || !found)
+    if (!p)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_products_file_calibration: NULL");
     QEM_TRY(qem_result_check(c, "qem_detector_calibration", error));
     qem_detector_calibration recorded;
     memset(&recorded, 0, sizeof recorded);
-    *found = p->ops->detector_calibration(p->impl, &recorded);
-    return *found ? qem_result_deliver(c, &recorded, sizeof recorded, "qem_detector_calibration",
-                                       error)
-                  : QEM_OK;
+    if (!p->ops->detector_calibration(p->impl, &recorded))
+        return qem_fail(error, QEM_E_NOT_RECORDED, "the file records no detector calibration");
+    return qem_result_deliver(c, &recorded, sizeof recorded, "qem_detector_calibration", error);
 }
 
-int qem_products_semiangle(const qem_products *p, double *mrad)
+qem_status qem_products_semiangle(const qem_products *p, double *mrad, qem_error *error)
 {
-    return p->ops->semiangle_mrad(p->impl, mrad);
+    qem_error_clear(error);
+    if (!p || !mrad)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_products_semiangle: NULL");
+    if (!p->ops->semiangle_mrad(p->impl, mrad))
+        return qem_fail(error, QEM_E_NOT_RECORDED,
+                        "the file states no convergence semi-angle");
+    return QEM_OK;
 }
 
 uint32_t qem_prod_max_value(const qem_products *p)

@@ -12,12 +12,15 @@
 #include "common/options.h"
 #include "products/products.h"
 
-void qem_detector_geometry_init(qem_detector_geometry *g)
-{
-    memset(g, 0, sizeof *g);
-    g->struct_size = sizeof *g;
-    g->detector = QEM_DETECTOR_BF;
-}
+/* A named detector with every number known: what a request resolves to. */
+typedef struct mask_geometry {
+    qem_detector detector;
+    double center_row, center_column; /* detector pixels */
+    double radius;                    /* bright-field radius r (0: unused) */
+    double inner, outer;              /* band (both 0: none) */
+    int unit_mrad;
+    double semiangle_mrad; /* 0 = the file's */
+} mask_geometry;
 
 static const char *detector_name(qem_detector d)
 {
@@ -32,17 +35,11 @@ static const char *detector_name(qem_detector d)
     return "unknown";
 }
 
-qem_status qem_products_detector_mask(const qem_products *p, const qem_detector_geometry *geometry,
-                                      double radius_px, uint8_t *mask, size_t mask_size,
-                                      qem_error *error)
+static qem_status mask_of(const qem_products *p, const mask_geometry *geometry, double radius_px,
+                          uint8_t *mask, size_t mask_size, qem_error *error)
 {
-    qem_error_clear(error);
-    if (!p || !geometry || !mask)
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_products_detector_mask: NULL");
     QEM_TRY(qem_prod_check_buffer(mask_size, p->pixels, 1, "the mask", error));
-    qem_detector_geometry g;
-    qem_detector_geometry_init(&g);
-    QEM_TRY(qem_options_overlay(&g, sizeof g, geometry, "qem_detector_geometry", error));
+    const mask_geometry g = *geometry;
     if (!isfinite(g.center_row) || !isfinite(g.center_column))
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "the detector centre must be finite");
     double semi = g.semiangle_mrad;
@@ -102,6 +99,34 @@ qem_status qem_products_detector_mask(const qem_products *p, const qem_detector_
     return QEM_OK;
 }
 
+qem_status qem_products_detector_mask(const qem_products *p, const qem_detector_request *request,
+                                      double radius_px, uint8_t *mask, size_t mask_size,
+                                      qem_error *error)
+{
+    qem_error_clear(error);
+    if (!p || !request || !mask)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_products_detector_mask: NULL");
+    qem_detector_request q;
+    qem_detector_request_init(&q);
+    QEM_TRY(qem_options_overlay(&q, sizeof q, request, "qem_detector_request", error));
+    QEM_TRY(qem_prod_check_buffer(mask_size, p->pixels, 1, "the mask", error));
+    if (isnan(q.center_row) || isnan(q.center_column))
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "qem_products_detector_mask needs the detector centre "
+                        "(qem_products_resolve_detector resolves a missing one)");
+    const mask_geometry g = {
+        .detector = q.detector,
+        .center_row = q.center_row,
+        .center_column = q.center_column,
+        .radius = isnan(q.radius) ? 0 : q.radius,
+        .inner = isnan(q.inner) ? 0 : q.inner,
+        .outer = isnan(q.outer) ? 0 : q.outer,
+        .unit_mrad = q.unit_mrad,
+        .semiangle_mrad = isnan(q.semiangle_mrad) ? 0 : q.semiangle_mrad,
+    };
+    return mask_of(p, &g, radius_px, mask, mask_size, error);
+}
+
 qem_status qem_products_mask_from_npy(const qem_products *p, const char *path, uint8_t *mask,
                                       size_t mask_size, qem_error *error)
 {
@@ -155,25 +180,24 @@ qem_status qem_products_resolve_detector(qem_products *p, const qem_detector_req
     qem_detector_calibration cal = {.struct_size = sizeof cal};
     const char *origin = "given";
     if (!have_center || !(have_radius || bounds) || q.unit_mrad) {
-        int recorded = 0;
-        QEM_TRY(qem_products_file_calibration(p, &cal, &recorded, error));
-        if (recorded) {
+        const qem_status got = qem_products_file_calibration(p, &cal, error);
+        if (got != QEM_OK && got != QEM_E_NOT_RECORDED)
+            return got;
+        if (got == QEM_OK) {
             origin = "file detector calibration";
         } else {
             QEM_TRY(qem_products_estimate_calibration(p, &cal, error));
             origin = "estimate (mean-diffraction-half-maximum)";
         }
     }
-    qem_detector_geometry g;
-    qem_detector_geometry_init(&g);
-    g.detector = q.detector;
+    mask_geometry g = {.detector = q.detector};
     g.center_row = have_center ? q.center_row : cal.center_row;
     g.center_column = have_center ? q.center_column : cal.center_column;
     g.unit_mrad = q.unit_mrad;
     double semi = q.semiangle_mrad > 0 ? q.semiangle_mrad : 0;
     g.semiangle_mrad = semi;
     if (g.unit_mrad && !(semi > 0))
-        qem_products_semiangle(p, &semi);
+        qem_products_semiangle(p, &semi, NULL); /* none: stays 0, refused below */
     const int radius_unused = bounds && have_center && !have_radius && !g.unit_mrad;
     g.radius = have_radius     ? q.radius
                : g.unit_mrad   ? semi
@@ -183,7 +207,7 @@ qem_status qem_products_resolve_detector(qem_products *p, const qem_detector_req
     g.outer = bounds ? q.outer : 0;
     const double radius_px =
         have_center && have_radius && !g.unit_mrad ? q.radius : cal.bright_field_radius;
-    QEM_TRY(qem_products_detector_mask(p, &g, radius_px, mask, mask_size, error));
+    QEM_TRY(mask_of(p, &g, radius_px, mask, mask_size, error));
     qem_detector_resolution r;
     memset(&r, 0, sizeof r);
     r.center_row = g.center_row;

@@ -158,12 +158,12 @@ void qem_export_options_init(qem_export_options *o)
     o->struct_size = sizeof *o;
 }
 
-static qem_status qem_export_npy_body(qem_file *f, const char *dest, const qem_export_options *options,
-                          qem_error *error)
+static qem_status export_npy_body(qem_file *f, const char *dest, const qem_export_options *options,
+                                  qem_error *error)
 {
     qem_error_clear(error);
     if (!f || !dest)
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_export_npy: NULL argument");
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_container_export_npy: NULL argument");
     qem_export_options local;
     qem_export_options_init(&local);
     QEM_TRY(qem_options_overlay(&local, sizeof local, options, "qem_export_options", error));
@@ -171,7 +171,7 @@ static qem_status qem_export_npy_body(qem_file *f, const char *dest, const qem_e
     options = &local;
     /* Scaled files export restored float32 values unless codes are asked for. */
     const qem_output kind = f->codec != QEM_CODEC_SCALED ? QEM_OUTPUT_NATIVE
-                            : options->scaled_codes  ? QEM_OUTPUT_CODES
+                            : options->values == QEM_VALUES_RAW ? QEM_OUTPUT_CODES
                                                      : QEM_OUTPUT_VALUES;
     const qem_dtype dtype = kind == QEM_OUTPUT_CODES ? QEM_DTYPE_UINT16 : f->dtype;
     uint64_t largest = 0;
@@ -216,10 +216,10 @@ static qem_status qem_export_npy_body(qem_file *f, const char *dest, const qem_e
     return st;
 }
 
-qem_status qem_export_npy(qem_file *f, const char *dest, const qem_export_options *options,
-                          qem_error *error)
+qem_status qem_file_export_npy(qem_file *f, const char *dest, const qem_export_options *options,
+                               qem_error *error)
 {
-    const qem_status st = qem_export_npy_body(f, dest, options, error);
+    const qem_status st = export_npy_body(f, dest, options, error);
     qem_error_name_destination(error, dest);
     return st;
 }

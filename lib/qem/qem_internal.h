@@ -232,6 +232,11 @@ qem_status qem_decode_block(const qem_file *file, const qem_chunk_view *view, ui
                             qem_error *error);
 
 /* Compares a digest of the decoded float32 bits with logical_sha256. */
+/* Writes the decoded array as a 4D .npy, one chunk at a time: counts,
+ * float32 bits (proven against logical_sha256 before the file appears),
+ * restored scaled values or (values RAW) a scaled file's codes. */
+qem_status qem_file_export_npy(qem_file *file, const char *dest,
+                               const qem_export_options *options, qem_error *error);
 qem_status qem_logical_digest_check(const qem_file *file, const uint8_t digest[32],
                                     qem_error *error);
 

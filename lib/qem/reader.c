@@ -319,7 +319,7 @@ qem_status qem_get_dark(const qem_file *f, float *plane, size_t plane_size, qem_
     if (!f || !plane)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_get_dark: NULL argument");
     if (!f->dark)
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "'%s' records no mean-dark plane",
+        return qem_fail(error, QEM_E_NOT_RECORDED, "'%s' records no mean-dark plane",
                         f->path);
     if (plane_size / sizeof *plane < f->pixels)
         return qem_fail(error, QEM_E_BUFFER_TOO_SMALL,

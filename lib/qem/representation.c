@@ -34,8 +34,8 @@ static void describe(const void *impl, qem_container_info *info)
     info->pixels = f->pixels;
     info->working_dtype = dtype_of(f, QEM_VALUES_WORKING);
     info->raw_dtype = dtype_of(f, QEM_VALUES_RAW);
-    info->raw_available = 1;
-    info->calibration_available = 1;
+    info->has_raw = 1;
+    info->has_calibration = 1;
     info->loaded = 1; /* no load phase: readable once open */
 }
 
@@ -112,16 +112,10 @@ static uint64_t window(const void *impl, uint64_t first)
     return c->first + c->scans - first;
 }
 
-static qem_status export_npy(void *impl, const char *dest, qem_values values, int threads,
-                             qem_progress_fn progress, void *progress_user, qem_error *error)
+static qem_status export_npy(void *impl, const char *dest, const qem_export_options *options,
+                             qem_error *error)
 {
-    qem_export_options o;
-    qem_export_options_init(&o);
-    o.threads = threads;
-    o.scaled_codes = values == QEM_VALUES_RAW;
-    o.progress = progress;
-    o.progress_user = progress_user;
-    return qem_export_npy(impl, dest, &o, error);
+    return qem_file_export_npy(impl, dest, options, error);
 }
 
 static void close_file(void *impl)

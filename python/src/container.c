@@ -85,14 +85,14 @@ static int container_init(ext_container *self, PyObject *args, PyObject *kwargs)
     self->info.struct_size = sizeof self->info;
     qem_container_get_info(c, &self->info, NULL);
     self->values = raw ? QEM_VALUES_RAW : QEM_VALUES_WORKING;
-    if (raw && !self->info.raw_available) {
+    if (raw && !self->info.has_raw) {
         /* The library's own reason, from a one-scan raw read. */
         const size_t bytes = (size_t)qem_container_read_bound(c, QEM_VALUES_RAW, 1);
         void *one = malloc(bytes ? bytes : 1);
         st = one ? qem_container_read(c, 0, 1, QEM_VALUES_RAW, one, bytes, &e) : QEM_E_NO_MEMORY;
         free(one);
         if (st == QEM_OK) {
-            e.status = QEM_E_RAW_UNAVAILABLE;
+            e.status = QEM_E_NOT_RECORDED;
             snprintf(e.message, sizeof e.message, "raw values are not available in this file");
         }
         qem_container_close(c);
@@ -149,8 +149,8 @@ static PyObject *container_info(ext_container *self, PyObject *noargs)
         (unsigned long long)i->shape[1], (unsigned long long)i->shape[2],
         (unsigned long long)i->shape[3], "scans", (unsigned long long)i->scans, "pixels",
         (unsigned long long)i->pixels, "dtype", dtype_str(read_dtype), "working_dtype",
-        dtype_str(i->working_dtype), "raw_dtype", dtype_str(i->raw_dtype), "raw_available",
-        i->raw_available ? Py_True : Py_False);
+        dtype_str(i->working_dtype), "raw_dtype", dtype_str(i->raw_dtype), "has_raw",
+        i->has_raw ? Py_True : Py_False);
     if (!d)
         return NULL;
     /* What only the format has comes from the library as JSON, decoded by
@@ -222,7 +222,7 @@ static PyObject *container_calibration(ext_container *self, PyObject *noargs)
     if (ext_container_enter(self) < 0)
         return NULL;
     ext_container_leave(self);
-    if (!self->info.calibration_available)
+    if (!self->info.has_calibration)
         return PyDict_New(); /* the file records no microscope calibration (a pack) */
     qem_calibration c = {.struct_size = sizeof c};
     qem_error e = {0};
@@ -644,11 +644,13 @@ static PyObject *detector_calibration(ext_container *self, int estimate)
         qem_detector_calibration c = {.struct_size = sizeof c};
         qem_error e = {0};
         qem_status st;
-        int found = 1;
         Py_BEGIN_ALLOW_THREADS
         st = estimate ? qem_products_estimate_calibration(p, &c, &e)
-                      : qem_products_file_calibration(p, &c, &found, &e);
+                      : qem_products_file_calibration(p, &c, &e);
         Py_END_ALLOW_THREADS
+        const int found = st != QEM_E_NOT_RECORDED;
+        if (!found)
+            st = QEM_OK;
         qem_products_close(p);
         if (ext_progress_raise(&pr))
             r = NULL;
@@ -684,7 +686,8 @@ static PyObject *container_semiangle(ext_container *self, PyObject *noargs)
     PyObject *r = NULL;
     if (p) {
         double mrad = 0;
-        r = qem_products_semiangle(p, &mrad) ? PyFloat_FromDouble(mrad) : Py_NewRef(Py_None);
+        r = qem_products_semiangle(p, &mrad, NULL) == QEM_OK ? PyFloat_FromDouble(mrad)
+                                                              : Py_NewRef(Py_None);
         qem_products_close(p);
     }
     ext_container_leave(self);

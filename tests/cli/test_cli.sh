@@ -14,7 +14,7 @@ expect 0 "--help" -- "$QEM" --help
 contains "$T/out" "save SRC OUT.qem"
 contains "$T/out" "dp FILE (--scan"
 expect 0 "--version" -- "$QEM" --version
-contains "$T/out" "qem 0.1.0"
+contains "$T/out" "qem 0.2.0"
 expect 0 "help save" -- "$QEM" help save
 contains "$T/out" "--chunk-scans"
 expect 0 "save --help" -- "$QEM" save --help

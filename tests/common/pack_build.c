@@ -175,7 +175,7 @@ qem_status pack_open_load(const char *path, qem_error *error, int *loaded)
 {
     qem_pack *p = NULL;
     *loaded = 0;
-    qem_status st = qem_pack_open(path, &p, error);
+    qem_status st = qem_pack_open(path, NULL, &p, error);
     if (st == QEM_OK)
         st = qem_pack_load(p, NULL, error);
     if (p) {

@@ -49,20 +49,20 @@ void fuzz_pack_exercise(const char *path)
 {
     qem_error e;
     qem_pack *p = NULL;
-    if (qem_pack_open(path, &p, &e) != QEM_OK)
+    if (qem_pack_open(path, NULL, &p, &e) != QEM_OK)
         return;
-    qem_pack_load_options lo;
-    qem_pack_load_options_init(&lo);
+    qem_pack_options lo;
+    qem_pack_options_init(&lo);
     lo.check_stored_digests = 1;
     if (qem_pack_load(p, &lo, &e) == QEM_OK) {
         qem_pack_info info = {.struct_size = sizeof info};
         qem_pack_get_info(p, &info, NULL);
         if (info.scans * info.pixels <= FUZZ_MAX_VALUES && info.pixels) {
-            const size_t bytes = (size_t)qem_pack_read_bound(p, QEM_PACK_RAW, info.scans);
+            const size_t bytes = (size_t)qem_pack_read_bound(p, QEM_VALUES_RAW, info.scans);
             void *out = malloc(bytes ? bytes : 1);
             if (out) {
-                qem_pack_read_scans(p, 0, info.scans, QEM_PACK_MASK_APPLIED, out, bytes, &e);
-                qem_pack_read_scans(p, 0, info.scans, QEM_PACK_RAW, out, bytes, &e);
+                qem_pack_read_scans(p, 0, info.scans, QEM_VALUES_WORKING, out, bytes, &e);
+                qem_pack_read_scans(p, 0, info.scans, QEM_VALUES_RAW, out, bytes, &e);
             }
             free(out);
         }

@@ -61,7 +61,7 @@ static void check_fixture(const char *name)
     CHECK_OK(qem_npy_open(fixture_path(rel), &npy, &e), &e);
     snprintf(rel, sizeof rel, "pack/%s.h5", name);
     qem_pack *p = NULL;
-    CHECK_OK(qem_pack_open(fixture_path(rel), &p, &e), &e);
+    CHECK_OK(qem_pack_open(fixture_path(rel), NULL, &p, &e), &e);
     if (!facts || !excl || !npy || !p)
         goto out;
     qem_pack_info info = {.struct_size = sizeof info};
@@ -81,7 +81,7 @@ static void check_fixture(const char *name)
 
     /* Reading before loading is refused; then the whole lifecycle. */
     uint16_t one[4];
-    CHECK_STATUS(qem_pack_read_scans(p, 0, 1, QEM_PACK_MASK_APPLIED, one, sizeof one, &e),
+    CHECK_STATUS(qem_pack_read_scans(p, 0, 1, QEM_VALUES_WORKING, one, sizeof one, &e),
                  QEM_E_INVALID_ARGUMENT, &e);
     CHECK_OK(qem_pack_load(p, NULL, &e), &e);
     qem_pack_get_info(p, &info, NULL);
@@ -103,9 +103,9 @@ static void check_fixture(const char *name)
     check_reencode(p, fixture_path(rel), source, excluded);
 
     /* Mask-applied working array, in the working dtype. */
-    size_t bytes = (size_t)qem_pack_read_bound(p, QEM_PACK_MASK_APPLIED, info.scans);
+    size_t bytes = (size_t)qem_pack_read_bound(p, QEM_VALUES_WORKING, info.scans);
     uint8_t *got = malloc(bytes);
-    CHECK_OK(qem_pack_read_scans(p, 0, info.scans, QEM_PACK_MASK_APPLIED, got, bytes, &e), &e);
+    CHECK_OK(qem_pack_read_scans(p, 0, info.scans, QEM_VALUES_WORKING, got, bytes, &e), &e);
     int wrong = 0;
     for (uint64_t k = 0; k < n; k++) {
         uint32_t want = excluded[k % P] ? 0 : source[k];
@@ -117,12 +117,12 @@ static void check_fixture(const char *name)
     /* Raw reconstruction, where admitted. */
     const int raw_ok = json_is_true(json_object_get(facts, "raw_reconstruction_available"));
     uint16_t *raw = malloc((size_t)n * 2);
-    qem_status st = qem_pack_read_scans(p, 0, info.scans, QEM_PACK_RAW, raw, (size_t)n * 2, &e);
+    qem_status st = qem_pack_read_scans(p, 0, info.scans, QEM_VALUES_RAW, raw, (size_t)n * 2, &e);
     if (raw_ok) {
         CHECK_OK(st, &e);
         CHECK(memcmp(raw, source, (size_t)n * 2) == 0);
     } else {
-        CHECK_STATUS(st, QEM_E_RAW_UNAVAILABLE, &e);
+        CHECK_STATUS(st, QEM_E_NOT_RECORDED, &e);
         CHECK_EQ_U64(info.raw_access, QEM_RAW_MASK_APPLIED_ONLY);
     }
 
@@ -133,7 +133,7 @@ static void check_fixture(const char *name)
         uint64_t scan = (uint64_t)json_integer_value(json_object_get(sel, "flat_scan"));
         uint16_t *dp = malloc((size_t)P * 2);
         uint8_t *dp8 = malloc((size_t)P * 2);
-        CHECK_OK(qem_pack_read_scans(p, scan, 1, QEM_PACK_MASK_APPLIED, dp8, (size_t)P * 2, &e), &e);
+        CHECK_OK(qem_pack_read_scans(p, scan, 1, QEM_VALUES_WORKING, dp8, (size_t)P * 2, &e), &e);
         json_t *rows = json_object_get(sel, "mask_applied");
         int bad = 0;
         for (uint64_t px = 0; px < P; px++) {
@@ -144,7 +144,7 @@ static void check_fixture(const char *name)
         }
         json_t *rrows = json_object_get(sel, "raw");
         if (json_is_array(rrows)) {
-            CHECK_OK(qem_pack_read_scans(p, scan, 1, QEM_PACK_RAW, dp, (size_t)P * 2, &e), &e);
+            CHECK_OK(qem_pack_read_scans(p, scan, 1, QEM_VALUES_RAW, dp, (size_t)P * 2, &e), &e);
             for (uint64_t px = 0; px < P; px++)
                 bad += (json_int_t)dp[px] !=
                        json_integer_value(json_array_get(
@@ -190,7 +190,7 @@ static void check_fixture(const char *name)
         CHECK(dc.has_dpc && dc.dpc_rotation_degrees ==
                                 json_number_value(json_object_get(cal, "dpc_rotation_degrees")));
     } else {
-        CHECK_STATUS(qem_pack_get_detector_calibration(p, &dc, NULL), QEM_E_INVALID_ARGUMENT, NULL);
+        CHECK_STATUS(qem_pack_get_detector_calibration(p, &dc, NULL), QEM_E_NOT_RECORDED, NULL);
     }
     free(source);
     free(excluded);
@@ -240,7 +240,7 @@ static void check_corrupt(void)
             snprintf(rel, sizeof rel, "pack/corrupt/%s", file);
             qem_error e = {0};
             qem_pack *p = NULL;
-            qem_status st = qem_pack_open(fixture_path(rel), &p, &e);
+            qem_status st = qem_pack_open(fixture_path(rel), NULL, &p, &e);
             if (st != expected[k].at_open)
                 fprintf(stderr, "corrupt '%s' (open)\n", file);
             CHECK_STATUS(st, expected[k].at_open, &e);
@@ -254,10 +254,10 @@ static void check_corrupt(void)
                 qem_pack_get_info(p, &info, NULL);
                 CHECK(!info.loaded);
                 uint8_t dp[8];
-                CHECK_STATUS(qem_pack_read_scans(p, 0, 1, QEM_PACK_MASK_APPLIED, dp, 0, &e),
+                CHECK_STATUS(qem_pack_read_scans(p, 0, 1, QEM_VALUES_WORKING, dp, 0, &e),
                              QEM_E_INVALID_ARGUMENT, &e);
                 qem_pack_close(p);
-                qem_pack_open(fixture_path(rel), &p, &e);
+                qem_pack_open(fixture_path(rel), NULL, &p, &e);
                 qem_pack_load(p, NULL, &e);
                 qem_pack_close(p);
             }

@@ -26,7 +26,7 @@ for f in include/qem.h include/qem_experimental.h lib/libqem.a lib/libqem.so lib
     [ -e "$T/prefix/$f" ] || { echo "install: $f missing" >&2; exit 1; }
 done
 soname=$(readelf -d "$T/prefix/lib/libqem.so" | sed -n 's/.*SONAME.*\[\(.*\)\]/\1/p')
-[ "$soname" = "libqem.so.0" ] || { echo "install: SONAME is '$soname'" >&2; exit 1; }
+[ "$soname" = "libqem.so.1" ] || { echo "install: SONAME is '$soname'" >&2; exit 1; }
 # The installed command and libraries search only absolute folders.
 sh "$ROOT/tests/install/check_runpaths.sh" --run "$T/prefix/bin/qem" "$T/prefix" >/dev/null
 # Both installed libraries define only qem_/QEM_ global names.

@@ -4,6 +4,7 @@
 #include <stddef.h>
 
 #include "test_util.h"
+#include "qem/qem_internal.h" /* qem_file_export_npy */
 
 int main(void)
 {
@@ -62,7 +63,7 @@ int main(void)
     CHECK_STATUS(qem_verify(f, &vo, NULL, &e), QEM_E_INVALID_ARGUMENT, &e);
     qem_export_options xo;
     memset(&xo, 0, sizeof xo);
-    CHECK_STATUS(qem_export_npy(f, test_path("a.npy"), &xo, &e), QEM_E_INVALID_ARGUMENT, &e);
+    CHECK_STATUS(qem_file_export_npy(f, test_path("a.npy"), &xo, &e), QEM_E_INVALID_ARGUMENT, &e);
     CHECK(!file_exists(test_path("a.npy")));
 
     /* The summary is JSON with the facts a person asks for first. */

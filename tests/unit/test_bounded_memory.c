@@ -192,14 +192,14 @@ int main(void)
 
         qem_pack *p = NULL;
         qem_npy *a = NULL;
-        CHECK_OK(qem_pack_open(pack, &p, &e), &e);
+        CHECK_OK(qem_pack_open(pack, NULL, &p, &e), &e);
         CHECK_OK(qem_pack_load(p, NULL, &e), &e);
         CHECK_OK(qem_npy_open(src, &a, &e), &e);
         uint16_t *x = malloc((size_t)P * 256 * 2), *y = malloc((size_t)P * 256 * 2);
         int differ = 0;
         for (uint64_t s = 0; p && a && s < scans; s += 256) {
             CHECK_OK(qem_npy_read(a, s * P, 256 * P, x, npy_read_size(a, 256 * P), &e), &e);
-            CHECK_OK(qem_pack_read_scans(p, s, 256, QEM_PACK_RAW, y, (size_t)P * 256 * 2, &e),
+            CHECK_OK(qem_pack_read_scans(p, s, 256, QEM_VALUES_RAW, y, (size_t)P * 256 * 2, &e),
                      &e);
             differ += memcmp(x, y, (size_t)P * 256 * 2) != 0;
         }

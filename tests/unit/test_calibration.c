@@ -182,7 +182,7 @@ static json_t *manifest_of(const char *path)
 {
     qem_pack *p = NULL;
     qem_error err;
-    if (qem_pack_open(path, &p, &err) != QEM_OK)
+    if (qem_pack_open(path, NULL, &p, &err) != QEM_OK)
         return NULL;
     size_t n = 0;
     const char *text = qem_pack_manifest_json(p, &n);
@@ -192,7 +192,7 @@ static json_t *manifest_of(const char *path)
 }
 
 /* All scans of a loaded pack in `values`; NULL when the file refuses. */
-static uint8_t *read_all(qem_pack *p, qem_pack_values values, uint64_t *bytes)
+static uint8_t *read_all(qem_pack *p, qem_values values, uint64_t *bytes)
 {
     qem_pack_info info = {.struct_size = sizeof info};
     qem_pack_get_info(p, &info, NULL);
@@ -211,8 +211,8 @@ static void check_copy(const char *orig, const char *copy, const pack_calibratio
 {
     qem_error err;
     qem_pack *a = NULL, *b = NULL;
-    CHECK_OK(qem_pack_open(orig, &a, &err), &err);
-    CHECK_OK(qem_pack_open(copy, &b, &err), &err);
+    CHECK_OK(qem_pack_open(orig, NULL, &a, &err), &err);
+    CHECK_OK(qem_pack_open(copy, NULL, &b, &err), &err);
     if (!a || !b) {
         qem_pack_close(a);
         qem_pack_close(b);
@@ -239,10 +239,10 @@ static void check_copy(const char *orig, const char *copy, const pack_calibratio
     CHECK_OK(qem_pack_load(b, NULL, &err), &err);
     for (int v = 0; v < 2; v++) {
         uint64_t na = 0, nb = 0;
-        uint8_t *ra = read_all(a, (qem_pack_values)v, &na);
-        uint8_t *rb = read_all(b, (qem_pack_values)v, &nb);
+        uint8_t *ra = read_all(a, (qem_values)v, &na);
+        uint8_t *rb = read_all(b, (qem_values)v, &nb);
         CHECK((ra == NULL) == (rb == NULL));
-        if (v == QEM_PACK_MASK_APPLIED)
+        if (v == QEM_VALUES_WORKING)
             CHECK(ra != NULL);
         if (ra && rb)
             CHECK(na == nb && memcmp(ra, rb, (size_t)na) == 0);
@@ -325,7 +325,7 @@ static void test_copy_fixtures(void)
 
         qem_pack *p = NULL;
         qem_error err;
-        CHECK_OK(qem_pack_open(src, &p, &err), &err);
+        CHECK_OK(qem_pack_open(src, NULL, &p, &err), &err);
         if (!p)
             continue;
         qem_pack_info info = {.struct_size = sizeof info};
@@ -406,8 +406,8 @@ static void test_manifest_splice(void)
     qem_error err;
     CHECK_OK(qem_pack_write_calibrated_copy(src, dest, &cal, &err), &err);
     qem_pack *a = NULL, *b = NULL;
-    CHECK_OK(qem_pack_open(src, &a, &err), &err);
-    CHECK_OK(qem_pack_open(dest, &b, &err), &err);
+    CHECK_OK(qem_pack_open(src, NULL, &a, &err), &err);
+    CHECK_OK(qem_pack_open(dest, NULL, &b, &err), &err);
     if (!a || !b) {
         qem_pack_close(a);
         qem_pack_close(b);
@@ -503,7 +503,7 @@ static void test_copy_refusals(void)
     CHECK(write_variant("pack/v1_u16_4x32_16x16.h5", extra, 0, full));
     free(extra);
     qem_pack *p = NULL;
-    CHECK_OK(qem_pack_open(full, &p, &err), &err);
+    CHECK_OK(qem_pack_open(full, NULL, &p, &err), &err);
     qem_pack_close(p);
     CHECK_STATUS(qem_pack_write_calibrated_copy(full, never, &cal, &err), QEM_E_LIMIT, &err);
     CHECK(!file_exists(never));
@@ -523,7 +523,7 @@ static void test_copy_refusals(void)
     char stray[768];
     snprintf(stray, sizeof stray, "%s", test_path("stray.h5"));
     CHECK(write_variant("pack/v3_upstream_test_writer_notes_v3.h5", "\"note\":1", 60000, stray));
-    CHECK_OK(qem_pack_open(stray, &p, &err), &err);
+    CHECK_OK(qem_pack_open(stray, NULL, &p, &err), &err);
     qem_pack_close(p);
     CHECK_STATUS(qem_pack_write_calibrated_copy(stray, never, &cal, &err), QEM_E_UNSUPPORTED, &err);
     CHECK(!file_exists(never));

@@ -73,8 +73,8 @@ static void check_file(const char *path)
     qem_container_info info = {.struct_size = sizeof info};
     qem_container_get_info(src, &info, NULL);
     uint8_t *disk = calloc((size_t)info.pixels, 1), *ring = calloc((size_t)info.pixels, 1);
-    qem_detector_geometry g;
-    qem_detector_geometry_init(&g);
+    qem_detector_request g;
+    qem_detector_request_init(&g);
     g.center_row = (double)info.shape[2] / 2;
     g.center_column = (double)info.shape[3] / 2;
     g.radius = 9;

@@ -228,10 +228,10 @@ static qem_status pack_decode(const char *path, const char *expect, decoded *d, 
     if (d)
         memset(d, 0, sizeof *d);
     qem_pack *p = NULL;
-    qem_status st = qem_pack_open(path, &p, e);
+    qem_status st = qem_pack_open(path, NULL, &p, e);
     if (st == QEM_OK) {
-        qem_pack_load_options lo;
-        qem_pack_load_options_init(&lo);
+        qem_pack_options lo;
+        qem_pack_options_init(&lo);
         lo.threads = 1;
         lo.expect_sha256 = expect;
         lo.check_stored_digests = expect != NULL;
@@ -248,7 +248,7 @@ static qem_status pack_decode(const char *path, const char *expect, decoded *d, 
     if (st == QEM_OK) {
         qem_container_info info = {.struct_size = sizeof info};
         qem_container_get_info(src, &info, NULL);
-        for (int i = 0; i < 1 + !!info.raw_available && st == QEM_OK; i++) {
+        for (int i = 0; i < 1 + !!info.has_raw && st == QEM_OK; i++) {
             const qem_values v = i ? QEM_VALUES_RAW : QEM_VALUES_WORKING;
             const uint64_t bytes = qem_container_read_bound(src, v, info.scans);
             if (bytes == 0 || bytes > DECODE_CAP) {

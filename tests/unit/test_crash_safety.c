@@ -312,10 +312,10 @@ static int pack_complete(const char *pack, const char *receipt, qem_pack_profile
     CHECK(out_sha && !strcmp(out_sha, sha));
     qem_error e = {0};
     qem_pack *p = NULL;
-    CHECK_OK(qem_pack_open(pack, &p, &e), &e);
+    CHECK_OK(qem_pack_open(pack, NULL, &p, &e), &e);
     if (p) {
-        qem_pack_load_options lo;
-        qem_pack_load_options_init(&lo);
+        qem_pack_options lo;
+        qem_pack_options_init(&lo);
         lo.expect_sha256 = out_sha;
         lo.check_stored_digests = 1;
         CHECK_OK(qem_pack_load(p, &lo, &e), &e);
@@ -323,7 +323,7 @@ static int pack_complete(const char *pack, const char *receipt, qem_pack_profile
         qem_pack_get_info(p, &info, NULL);
         CHECK(info.loaded && info.profile == profile);
         memset(readback, 0, SAMPLES * 2);
-        CHECK_OK(qem_pack_read_scans(p, 0, SCANS, QEM_PACK_RAW, readback, SAMPLES * 2, &e), &e);
+        CHECK_OK(qem_pack_read_scans(p, 0, SCANS, QEM_VALUES_RAW, readback, SAMPLES * 2, &e), &e);
         CHECK(memcmp(readback, source, SAMPLES * 2) == 0);
     }
     qem_pack_close(p);

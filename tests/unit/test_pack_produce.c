@@ -144,7 +144,7 @@ static void produce_and_check(source_case *sc, qem_pack_profile profile)
     /* Our reader loads it exactly. */
     const uint64_t excluded = sc->has_mask || excluded_by_option ? 2 : 0;
     qem_pack *p = NULL;
-    CHECK_OK(qem_pack_open(dest, &p, &e), &e);
+    CHECK_OK(qem_pack_open(dest, NULL, &p, &e), &e);
     if (!p)
         return;
     CHECK_OK(qem_pack_load(p, NULL, &e), &e);
@@ -156,10 +156,10 @@ static void produce_and_check(source_case *sc, qem_pack_profile profile)
                                   : profile == QEM_PACK_UINT16_LZ4 ? QEM_RAW_RETAINED_PAYLOAD
                                                                    : QEM_RAW_EXCLUSION_CONSTANTS);
     uint16_t raw[SCANS * PIXELS];
-    CHECK_OK(qem_pack_read_scans(p, 0, SCANS, QEM_PACK_RAW, raw, sizeof raw, &e), &e);
+    CHECK_OK(qem_pack_read_scans(p, 0, SCANS, QEM_VALUES_RAW, raw, sizeof raw, &e), &e);
     CHECK(memcmp(raw, data, sizeof raw) == 0);
     uint8_t work[SCANS * PIXELS * 2];
-    CHECK_OK(qem_pack_read_scans(p, 0, SCANS, QEM_PACK_MASK_APPLIED, work, sizeof work, &e), &e);
+    CHECK_OK(qem_pack_read_scans(p, 0, SCANS, QEM_VALUES_WORKING, work, sizeof work, &e), &e);
     int wrong = 0;
     uint16_t working16[SCANS * PIXELS];
     uint8_t working8[SCANS * PIXELS];
@@ -323,10 +323,10 @@ static void refusals(source_case *npy)
         CHECK_OK(qem_pack_produce(in, &po, dest, NULL, &e), &e);
         qem_pack_inspection_free(in);
         qem_pack *p = NULL;
-        CHECK_OK(qem_pack_open(dest, &p, &e), &e);
+        CHECK_OK(qem_pack_open(dest, NULL, &p, &e), &e);
         CHECK_OK(qem_pack_load(p, NULL, &e), &e);
         uint16_t back[SCANS * PIXELS];
-        CHECK_OK(qem_pack_read_scans(p, 0, SCANS, QEM_PACK_RAW, back, sizeof back, &e), &e);
+        CHECK_OK(qem_pack_read_scans(p, 0, SCANS, QEM_VALUES_RAW, back, sizeof back, &e), &e);
         CHECK(memcmp(back, widened, sizeof back) == 0);
         qem_pack_close(p);
         json_t *m = manifest_of(dest);
@@ -352,10 +352,10 @@ static void refusals(source_case *npy)
     CHECK_OK(qem_pack_produce(in, &po, dest, NULL, &e), &e);
     qem_pack_inspection_free(in);
     qem_pack *p = NULL;
-    CHECK_OK(qem_pack_open(dest, &p, &e), &e);
+    CHECK_OK(qem_pack_open(dest, NULL, &p, &e), &e);
     CHECK_OK(qem_pack_load(p, NULL, &e), &e);
     uint16_t back[15 * PIXELS];
-    CHECK_OK(qem_pack_read_scans(p, 0, 15, QEM_PACK_RAW, back, sizeof back, &e), &e);
+    CHECK_OK(qem_pack_read_scans(p, 0, 15, QEM_VALUES_RAW, back, sizeof back, &e), &e);
     CHECK(memcmp(back, widened, sizeof back) == 0);
     qem_pack_close(p);
     CHECK(python_check(dest));
@@ -414,12 +414,12 @@ static void multi_shard(uint64_t sr, uint64_t sc, qem_pack_profile profile, uint
     const uint64_t end = metadata_end(dest);
     CHECK(end > 0 && end <= plan.metadata_max_bytes);
     qem_pack *p = NULL;
-    CHECK_OK(qem_pack_open(dest, &p, &e), &e);
+    CHECK_OK(qem_pack_open(dest, NULL, &p, &e), &e);
     CHECK_OK(qem_pack_load(p, NULL, &e), &e);
     /* Read across the shard boundary in odd-sized pieces. */
     for (uint64_t at = 0; at < scans;) {
         const uint64_t count = at + 999 < scans ? 999 : scans - at;
-        CHECK_OK(qem_pack_read_scans(p, at, count, QEM_PACK_RAW, back + at * PIXELS,
+        CHECK_OK(qem_pack_read_scans(p, at, count, QEM_VALUES_RAW, back + at * PIXELS,
                                      count * PIXELS * 2, &e),
                  &e);
         at += count;
@@ -477,9 +477,9 @@ static void metadata_beyond_64k(void)
     const uint64_t end = metadata_end(dest);
     CHECK(end > 65536 && end <= plan.metadata_max_bytes);
     qem_pack *p = NULL;
-    CHECK_OK(qem_pack_open(dest, &p, &e), &e);
+    CHECK_OK(qem_pack_open(dest, NULL, &p, &e), &e);
     CHECK_OK(qem_pack_load(p, NULL, &e), &e);
-    CHECK_OK(qem_pack_read_scans(p, 0, ROWS * COLS, QEM_PACK_RAW, back, n * 2, &e), &e);
+    CHECK_OK(qem_pack_read_scans(p, 0, ROWS * COLS, QEM_VALUES_RAW, back, n * 2, &e), &e);
     CHECK(memcmp(back, v, n * 2) == 0);
     qem_pack_close(p);
     char cmd[1600];
@@ -562,7 +562,7 @@ static void killed_mid_produce(void)
             int loaded = 0;
             qem_pack *p = NULL;
             qem_error e = {0};
-            CHECK_OK(qem_pack_open(dest, &p, &e), &e);
+            CHECK_OK(qem_pack_open(dest, NULL, &p, &e), &e);
             if (p)
                 CHECK_OK(qem_pack_load(p, NULL, &e), &e);
             if (p) {

@@ -53,11 +53,11 @@ static void check_loaded(const variant *v, const char *name, const uint16_t *dat
     const uint64_t P = s->shape[2] * s->shape[3], scans = s->shape[0] * s->shape[1];
     qem_error e = {0};
     qem_pack *p = NULL;
-    CHECK_OK(qem_pack_open(test_path(name), &p, &e), &e);
+    CHECK_OK(qem_pack_open(test_path(name), NULL, &p, &e), &e);
     if (!p)
         return;
-    qem_pack_load_options o;
-    qem_pack_load_options_init(&o);
+    qem_pack_options o;
+    qem_pack_options_init(&o);
     o.threads = threads;
     CHECK_OK(qem_pack_load(p, &o, &e), &e);
     qem_pack_info info = {.struct_size = sizeof info};
@@ -67,7 +67,7 @@ static void check_loaded(const variant *v, const char *name, const uint16_t *dat
     const int u8 = info.working_dtype == QEM_DTYPE_UINT8;
     const size_t wbytes = (size_t)(scans * P) * (u8 ? 1 : 2);
     uint8_t *working = malloc(wbytes);
-    CHECK_OK(qem_pack_read_scans(p, 0, scans, QEM_PACK_MASK_APPLIED, working, wbytes, &e), &e);
+    CHECK_OK(qem_pack_read_scans(p, 0, scans, QEM_VALUES_WORKING, working, wbytes, &e), &e);
     int wrong = 0;
     for (uint64_t k = 0; k < scans * P; k++) {
         uint32_t want = excluded[k % P] ? 0 : data[k];
@@ -78,9 +78,9 @@ static void check_loaded(const variant *v, const char *name, const uint16_t *dat
         fprintf(stderr, "%s: %d mask-applied values differ\n", v->name, wrong);
     CHECK_EQ_U64(wrong, 0);
     uint16_t *raw = malloc((size_t)(scans * P) * 2);
-    qem_status st = qem_pack_read_scans(p, 0, scans, QEM_PACK_RAW, raw, (size_t)(scans * P) * 2, &e);
+    qem_status st = qem_pack_read_scans(p, 0, scans, QEM_VALUES_RAW, raw, (size_t)(scans * P) * 2, &e);
     if (v->raw_access == QEM_RAW_MASK_APPLIED_ONLY) {
-        CHECK_STATUS(st, QEM_E_RAW_UNAVAILABLE, &e);
+        CHECK_STATUS(st, QEM_E_NOT_RECORDED, &e);
     } else {
         CHECK_OK(st, &e);
         CHECK(memcmp(raw, data, (size_t)(scans * P) * 2) == 0);
@@ -88,7 +88,7 @@ static void check_loaded(const variant *v, const char *name, const uint16_t *dat
     /* Windows crossing tiles and shards. */
     for (int t = 0; t < 12; t++) {
         uint64_t first = test_rand(&seed) % scans, count = 1 + test_rand(&seed) % (scans - first);
-        CHECK_OK(qem_pack_read_scans(p, first, count, QEM_PACK_MASK_APPLIED, working, wbytes, &e), &e);
+        CHECK_OK(qem_pack_read_scans(p, first, count, QEM_VALUES_WORKING, working, wbytes, &e), &e);
         int bad = 0;
         for (uint64_t k = 0; k < count * P; k++) {
             uint32_t want = excluded[k % P] ? 0 : data[first * P + k];
@@ -224,11 +224,11 @@ static void check_first_failure(qem_pack_profile profile, const char *name)
     for (int threads = 1; threads <= 3; threads++) {
         qem_error e = {0};
         qem_pack *p = NULL;
-        CHECK_OK(qem_pack_open(test_path(name), &p, &e), &e);
+        CHECK_OK(qem_pack_open(test_path(name), NULL, &p, &e), &e);
         if (!p)
             break;
-        qem_pack_load_options o;
-        qem_pack_load_options_init(&o);
+        qem_pack_options o;
+        qem_pack_options_init(&o);
         o.threads = threads;
         const qem_status st = qem_pack_load(p, &o, &e);
         CHECK(st == QEM_E_PACK_DIGEST || st == QEM_E_PACK_LZ4);
@@ -236,7 +236,7 @@ static void check_first_failure(qem_pack_profile profile, const char *name)
             first = st;
         CHECK_EQ_U64(st, first);
         CHECK(strstr(e.message, "pack shard 1 ") != NULL);
-        CHECK(qem_pack_read_scans(p, 0, 1, QEM_PACK_MASK_APPLIED, data, P * 2, &e) != QEM_OK);
+        CHECK(qem_pack_read_scans(p, 0, 1, QEM_VALUES_WORKING, data, P * 2, &e) != QEM_OK);
         qem_pack_close(p);
     }
     free(data);

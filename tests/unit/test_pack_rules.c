@@ -15,10 +15,10 @@ static void expect(const char *path, const char *what, stage where, qem_status s
 {
     qem_error e = {0};
     qem_pack *p = NULL;
-    qem_pack_load_options lo;
-    qem_pack_load_options_init(&lo);
+    qem_pack_options lo;
+    qem_pack_options_init(&lo);
     lo.check_stored_digests = 1; /* as qem verify loads */
-    qem_status st = qem_pack_open(path, &p, &e);
+    qem_status st = qem_pack_open(path, NULL, &p, &e);
     if (where == AT_LOAD && st == QEM_OK)
         st = qem_pack_load(p, &lo, &e);
     else if (where == AT_LOAD)
@@ -340,17 +340,17 @@ static void load_rules(void)
     qem_sha256_hex(digest, hex);
     free(bytes);
     qem_pack *p = NULL;
-    qem_pack_load_options lo;
-    qem_pack_load_options_init(&lo);
+    qem_pack_options lo;
+    qem_pack_options_init(&lo);
     lo.expect_sha256 = hex;
-    CHECK_OK(qem_pack_open(v3_path, &p, &e), &e);
+    CHECK_OK(qem_pack_open(v3_path, NULL, &p, &e), &e);
     CHECK_OK(qem_pack_load(p, &lo, &e), &e);
     qem_pack_timings t = {.struct_size = sizeof t};
     qem_pack_get_timings(p, &t, NULL);
     CHECK(t.whole_file_integrity >= 0);
     qem_pack_close(p);
     hex[5] = hex[5] == '0' ? '1' : '0';
-    CHECK_OK(qem_pack_open(v3_path, &p, &e), &e);
+    CHECK_OK(qem_pack_open(v3_path, NULL, &p, &e), &e);
     CHECK_STATUS(qem_pack_load(p, &lo, &e), QEM_E_FILE_DIGEST, &e);
     qem_pack_info info = {.struct_size = sizeof info};
     qem_pack_get_info(p, &info, NULL);
@@ -552,25 +552,25 @@ int main(void)
     json_decref(m);
     qem_pack *p = NULL;
     qem_error e = {0};
-    CHECK_OK(qem_pack_open(legacy, &p, &e), &e);
+    CHECK_OK(qem_pack_open(legacy, NULL, &p, &e), &e);
     qem_pack_info info = {.struct_size = sizeof info};
     if (p) {
         qem_pack_get_info(p, &info, NULL);
         CHECK_EQ_U64(info.raw_access, QEM_RAW_MASK_APPLIED_ONLY);
         CHECK_OK(qem_pack_load(p, NULL, &e), &e);
         uint16_t dp[6];
-        CHECK_STATUS(qem_pack_read_scans(p, 0, 1, QEM_PACK_RAW, dp, sizeof dp, &e),
-                     QEM_E_RAW_UNAVAILABLE, &e);
+        CHECK_STATUS(qem_pack_read_scans(p, 0, 1, QEM_VALUES_RAW, dp, sizeof dp, &e),
+                     QEM_E_NOT_RECORDED, &e);
         uint8_t dp8[6];
-        CHECK_OK(qem_pack_read_scans(p, 0, 1, QEM_PACK_MASK_APPLIED, dp8, sizeof dp8, &e), &e);
+        CHECK_OK(qem_pack_read_scans(p, 0, 1, QEM_VALUES_WORKING, dp8, sizeof dp8, &e), &e);
         CHECK_EQ_U64(dp8[4], 0);
         qem_pack_close(p);
     }
 
     /* Cancelling after the first shard keeps nothing. */
-    CHECK_OK(qem_pack_open(v1_path, &p, &e), &e);
-    qem_pack_load_options lo;
-    qem_pack_load_options_init(&lo);
+    CHECK_OK(qem_pack_open(v1_path, NULL, &p, &e), &e);
+    qem_pack_options lo;
+    qem_pack_options_init(&lo);
     lo.progress = cancel_second;
     CHECK_STATUS(qem_pack_load(p, &lo, &e), QEM_E_CANCELLED, &e);
     qem_pack_get_info(p, &info, NULL);

@@ -275,8 +275,8 @@ static void check_masks(const char *path)
     qem_container *src = open_source(path, &p, QEM_PATH_FAST);
     if (!p)
         return;
-    qem_detector_geometry g;
-    qem_detector_geometry_init(&g);
+    qem_detector_request g;
+    qem_detector_request_init(&g);
     g.center_row = 20;
     g.center_column = 17;
     g.radius = 5; /* (20, 22) and (25, 17) lie exactly at r */
@@ -394,8 +394,8 @@ static void check_sessions(const char *qem_path, const char *pack_path)
     CHECK_EQ_U64(st.sources, 1);
     CHECK(st.resident_bytes > 0);
     uint64_t seed = 5;
-    qem_detector_geometry g;
-    qem_detector_geometry_init(&g);
+    qem_detector_request g;
+    qem_detector_request_init(&g);
     int wrong = 0;
     for (int move = 0; move <= 100; move++) {
         g.detector = move % 3 == 0 ? QEM_DETECTOR_BF : QEM_DETECTOR_ANNULUS;

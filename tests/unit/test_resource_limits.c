@@ -120,7 +120,7 @@ static void pack_limits(void)
         free(c);
         qem_error e = {0};
         qem_pack *p = NULL;
-        const qem_status st = qem_pack_open(test_path(name), &p, &e);
+        const qem_status st = qem_pack_open(test_path(name), NULL, &p, &e);
         if (st == QEM_OK || st == QEM_E_NO_MEMORY)
             fprintf(stderr, "%s: status %d\n", edits[k].name, (int)st);
         CHECK(st != QEM_OK && st != QEM_E_NO_MEMORY);

@@ -5,6 +5,7 @@
 #include <math.h>
 
 #include "test_util.h"
+#include "qem/qem_internal.h" /* qem_file_export_npy */
 
 static uint64_t seed = 2026;
 
@@ -149,7 +150,7 @@ static void roundtrip(const dataset *d, int threads, const char *suffix, uint8_t
         /* Export streams chunk by chunk into an identical .npy. */
         snprintf(name, sizeof name, "%s%s.npy", d->name, suffix);
         const char *npy_path = test_path(name);
-        CHECK_OK(qem_export_npy(f, npy_path, NULL, &e), &e);
+        CHECK_OK(qem_file_export_npy(f, npy_path, NULL, &e), &e);
         qem_npy *npy = NULL;
         CHECK_OK(qem_npy_open(npy_path, &npy, &e), &e);
         if (npy) {

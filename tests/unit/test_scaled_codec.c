@@ -2,6 +2,7 @@
  * chunks never cross a region, values restore as float32(code*scale+offset),
  * and every report and layout rule is refused with its status. */
 #include "qem_build.h"
+#include "qem/qem_internal.h" /* qem_file_export_npy */
 
 static const char *report_json =
     "{\"version\": 2, \"storage\": \"scaled_uint16\", \"complete\": true,"
@@ -129,11 +130,11 @@ int main(void)
         CHECK_STATUS(qem_read_scans(f, 0, 1, back, sizeof back, &e), QEM_E_WRONG_CODEC, &e);
         CHECK_OK(qem_verify(f, NULL, NULL, &e), &e);
         /* Export: restored values by default, codes on request. */
-        CHECK_OK(qem_export_npy(f, test_path("values.npy"), NULL, &e), &e);
+        CHECK_OK(qem_file_export_npy(f, test_path("values.npy"), NULL, &e), &e);
         qem_export_options xo;
         qem_export_options_init(&xo);
-        xo.scaled_codes = 1;
-        CHECK_OK(qem_export_npy(f, test_path("codes.npy"), &xo, &e), &e);
+        xo.values = QEM_VALUES_RAW;
+        CHECK_OK(qem_file_export_npy(f, test_path("codes.npy"), &xo, &e), &e);
         qem_npy *n = NULL;
         CHECK_OK(qem_npy_open(test_path("codes.npy"), &n, &e), &e);
         if (n) {

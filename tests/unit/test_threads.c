@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "test_util.h"
+#include "qem/qem_internal.h" /* qem_file_export_npy */
 
 static const int bad_counts[] = {-1, -5, QEM_MAX_THREADS + 1, 100000};
 #define BAD_COUNTS (sizeof bad_counts / sizeof bad_counts[0])
@@ -55,7 +56,7 @@ static void thread_limits(const char *npy, const char *qem, const char *pack)
             qem_export_options xo;
             qem_export_options_init(&xo);
             xo.threads = t;
-            check_refused(qem_export_npy(f, test_path("refused.npy"), &xo, &e), &e,
+            check_refused(qem_file_export_npy(f, test_path("refused.npy"), &xo, &e), &e,
                           "qem_export_options.threads");
             CHECK(!file_exists(test_path("refused.npy")));
             qem_close(f);
@@ -73,12 +74,12 @@ static void thread_limits(const char *npy, const char *qem, const char *pack)
         }
 
         qem_pack *pk = NULL;
-        CHECK_OK(qem_pack_open(pack, &pk, &e), &e);
+        CHECK_OK(qem_pack_open(pack, NULL, &pk, &e), &e);
         if (pk) {
-            qem_pack_load_options lo;
-            qem_pack_load_options_init(&lo);
+            qem_pack_options lo;
+            qem_pack_options_init(&lo);
             lo.threads = t;
-            check_refused(qem_pack_load(pk, &lo, &e), &e, "qem_pack_load_options.threads");
+            check_refused(qem_pack_load(pk, &lo, &e), &e, "qem_pack_options.threads");
             qem_pack_close(pk);
         }
     }
