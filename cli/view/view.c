@@ -145,9 +145,20 @@ static const view_module *load_server(qem_error *e)
             path[0] = '\0';
     }
 #ifdef QEM_MODULE_INSTALL_DIR
-    if (!path[0] || access(path, F_OK) != 0)
-        snprintf(path, sizeof path, "%s/%s", QEM_MODULE_INSTALL_DIR, file);
+    /* The install-time folder, for a libqem.so copied elsewhere; the first
+     * path is the one reported when that has no module either. */
+    char installed[4096];
+    const int n = snprintf(installed, sizeof installed, "%s/%s", QEM_MODULE_INSTALL_DIR, file);
+    if ((!path[0] || access(path, F_OK) != 0) && n > 0 && (size_t)n < sizeof installed &&
+        access(installed, F_OK) == 0)
+        memcpy(path, installed, (size_t)n + 1);
 #endif
+    if (!path[0]) {
+        e->status = QEM_E_IO;
+        snprintf(e->message, sizeof e->message,
+                 "cannot load the viewer module: the folder of libqem is unknown; reinstall qem");
+        return NULL;
+    }
     void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     void *symbol = handle ? dlsym(handle, "qem_module_view_v1") : NULL;
     const void *(*entry)(void) = NULL;
@@ -159,8 +170,9 @@ static const view_module *load_server(qem_error *e)
         return m;
     const char *why = handle ? "it is not the viewer of this qem (a different build)" : dlerror();
     e->status = QEM_E_IO;
-    snprintf(e->message, sizeof e->message, "cannot load the viewer module '%s': %s; reinstall qem",
-             path, why ? why : "unknown reason");
+    snprintf(e->message, sizeof e->message,
+             "cannot load the viewer module '%.300s': %.120s; reinstall qem", path,
+             why ? why : "unknown reason");
     if (handle)
         dlclose(handle);
     return NULL;

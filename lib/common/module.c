@@ -54,7 +54,7 @@ static int try_load(qem_module_id id, const char *path)
     void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!handle) {
         const char *why = dlerror();
-        snprintf(s->message, sizeof s->message, "cannot load the %s module '%s': %s; reinstall qem",
+        snprintf(s->message, sizeof s->message, "cannot load the %s module '%.600s': %.300s; reinstall qem",
                  m->title, path, why ? why : "unknown reason");
         return 0;
     }
@@ -65,7 +65,7 @@ static int try_load(qem_module_id id, const char *path)
     const qem_module_header *h = entry ? entry() : NULL;
     if (!h || h->abi != QEM_MODULE_ABI || !h->version || strcmp(h->version, QEM_VERSION_STRING)) {
         snprintf(s->message, sizeof s->message,
-                 "cannot load the %s module '%s': it is not the module of libqem %s (a "
+                 "cannot load the %s module '%.600s': it is not the module of libqem %s (a "
                  "different build); reinstall qem",
                  m->title, path, QEM_VERSION_STRING);
         dlclose(handle);
