@@ -213,35 +213,7 @@ int bench_startup(const char *dir, char *out, size_t size)
 
 int bench_startup_markdown(const char *path, const char *section)
 {
-    FILE *f = fopen(path, "r");
-    char *old = NULL;
-    size_t len = 0;
-    if (f) {
-        fseek(f, 0, SEEK_END);
-        const long l = ftell(f);
-        fseek(f, 0, SEEK_SET);
-        old = l >= 0 ? calloc(1, (size_t)l + 1) : NULL;
-        len = old ? fread(old, 1, (size_t)l, f) : 0;
-        fclose(f);
-    }
-    FILE *o = fopen(path, "w");
-    if (!o) {
-        free(old);
-        return 1;
-    }
-    char *b = old ? strstr(old, STARTUP_BEGIN_MARK) : NULL;
-    char *e = b ? strstr(b, STARTUP_END_MARK) : NULL;
-    if (b && e) {
-        fwrite(old, 1, (size_t)(b - old), o);
-        fprintf(o, "%s\n%s%s", STARTUP_BEGIN_MARK, section, STARTUP_END_MARK);
-        fputs(e + strlen(STARTUP_END_MARK), o);
-    } else {
-        if (old)
-            fwrite(old, 1, len, o);
-        fprintf(o, "\n## Start-up (`qem-bench --only startup`, issue 28)\n\n%s\n%s%s\n",
-                STARTUP_BEGIN_MARK, section, STARTUP_END_MARK);
-    }
-    const int bad = ferror(o);
-    free(old);
-    return fclose(o) != 0 || bad;
+    return write_markdown_section(path, STARTUP_BEGIN_MARK, STARTUP_END_MARK,
+                                  "## Start-up (`qem-bench --only startup`, issue 28)\n\n",
+                                  section);
 }

@@ -62,17 +62,18 @@ void cpu_model(char *out, size_t size)
     fclose(f);
 }
 
-int write_markdown(const char *path, const char *section)
+int write_markdown_section(const char *path, const char *begin, const char *end,
+                           const char *heading, const char *section)
 {
     FILE *f = fopen(path, "r");
     char *old = NULL;
     size_t n = 0;
     if (f) {
         fseek(f, 0, SEEK_END);
-        long len = ftell(f);
+        const long len = ftell(f);
         fseek(f, 0, SEEK_SET);
-        old = calloc(1, (size_t)len + 1);
-        n = fread(old, 1, (size_t)len, f);
+        old = len >= 0 ? calloc(1, (size_t)len + 1) : NULL;
+        n = old ? fread(old, 1, (size_t)len, f) : 0;
         fclose(f);
     }
     FILE *o = fopen(path, "w");
@@ -80,20 +81,25 @@ int write_markdown(const char *path, const char *section)
         free(old);
         return 1;
     }
-    char *b = old ? strstr(old, BEGIN_MARK) : NULL;
-    char *e = b ? strstr(b, END_MARK) : NULL;
+    char *b = old ? strstr(old, begin) : NULL;
+    char *e = b ? strstr(b, end) : NULL;
     if (b && e) {
         fwrite(old, 1, (size_t)(b - old), o);
-        fprintf(o, "%s\n%s%s", BEGIN_MARK, section, END_MARK);
-        fputs(e + strlen(END_MARK), o);
+        fprintf(o, "%s\n%s%s", begin, section, end);
+        fputs(e + strlen(end), o);
     } else {
         if (old)
             fwrite(old, 1, n, o);
-        fprintf(o, "\n%s\n%s%s\n", BEGIN_MARK, section, END_MARK);
+        fprintf(o, "\n%s%s\n%s%s\n", heading ? heading : "", begin, section, end);
     }
-    fclose(o);
+    const int bad = ferror(o);
     free(old);
-    return 0;
+    return fclose(o) != 0 || bad;
+}
+
+int write_markdown(const char *path, const char *section)
+{
+    return write_markdown_section(path, BEGIN_MARK, END_MARK, NULL, section);
 }
 
 double memcpy_gbs(int threads)

@@ -32,6 +32,11 @@ void cpu_model(char *out, size_t size);
 double memcpy_gbs(int threads);
 /* Replaces the text between the markers in `path` (appends if absent). */
 int write_markdown(const char *path, const char *section);
+/* Replaces what lies between the markers `begin` and `end` in `path` with
+ * `section`, or appends `heading` (may be NULL), the markers and
+ * `section` where the file has no such markers; 0 on success. */
+int write_markdown_section(const char *path, const char *begin, const char *end,
+                           const char *heading, const char *section);
 
 /* One format's row in a set's comparison: bytes, encode and full-decode
  * seconds (min and median; index 0 one thread, 1 two; NAN where not
