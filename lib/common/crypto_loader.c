@@ -1,45 +1,20 @@
 #include "common/crypto_loader.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "common/error.h"
+#include "common/lazy_library.h"
 
-_Static_assert(sizeof(void *) == sizeof(qem_crypto_digest_fn),
-               "dlsym's object pointers must hold function pointers");
-
-static int bind_one(void *handle, const char *name, void *field, char *why, size_t why_size)
-{
-    void *sym = dlsym(handle, name);
-    if (!sym) {
-        const char *e = dlerror();
-        snprintf(why, why_size, "%s", e ? e : name);
-        return -1;
-    }
-    memcpy(field, &sym, sizeof sym);
-    return 0;
-}
-
-/* The sizeof assignment is never evaluated and emits no reference to
- * libcrypto: it makes the compiler check the field's type against the
- * function's declaration in <openssl/evp.h>. */
-#define BIND(field, name)                                                                          \
-    ((void)sizeof(out->field = name), bind_one(handle, #name, &out->field, why, why_size))
+#define BIND(field, name) QEM_LAZY_BIND(handle, out, field, name, why, why_size)
 
 int qem_crypto_bind(const char *soname, qem_crypto *out, char *why, size_t why_size)
 {
     memset(out, 0, sizeof *out);
-    dlerror();
-    /* RTLD_LOCAL: libcrypto's names stay out of the global scope, so they
-     * cannot interpose on another copy the host program loads. */
-    void *handle = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
-    if (!handle) {
-        const char *e = dlerror();
-        snprintf(why, why_size, "%s", e ? e : "dlopen failed");
+    void *handle = qem_lazy_open(soname, why, why_size);
+    if (!handle)
         return -1;
-    }
     /* Never closed, even on failure: unloading a library whose
      * initialisers ran is not worth it for an install that is broken. */
     if (BIND(md_ctx_new, EVP_MD_CTX_new) || BIND(md_ctx_free, EVP_MD_CTX_free) ||

@@ -8,7 +8,7 @@
  * float32 before its mean is removed, as §2.4 orders the steps. */
 #include "products/dpc.h"
 
-#include <fftw3.h>
+#include "products/fftw_loader.h"
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -160,6 +160,8 @@ qem_status qem_product_idpc(const float *grad_row, const float *grad_col, uint64
         return qem_fail(error, QEM_E_LIMIT, "a %llux%llu scan is too large for the iDPC FFT",
                         (unsigned long long)rows, (unsigned long long)cols);
     size_t nr = (size_t)rows, nc = (size_t)cols, count = (size_t)n;
+    const qem_fftw *fft = NULL;
+    QEM_TRY(qem_fftw_get(&fft, error));
 
     /* Plain malloc: FFTW plans for whatever alignment the arrays have. */
     fftw_complex *z = malloc((size_t)bytes);
@@ -181,8 +183,8 @@ qem_status qem_product_idpc(const float *grad_row, const float *grad_col, uint64
     fftw_plan forward = NULL, inverse = NULL;
 #pragma omp critical(qem_fftw_planner)
     {
-        forward = fftw_plan_dft_2d((int)rows, (int)cols, z, z, FFTW_FORWARD, FFTW_ESTIMATE);
-        inverse = fftw_plan_dft_2d((int)rows, (int)cols, w, w, FFTW_BACKWARD, FFTW_ESTIMATE);
+        forward = fft->plan_dft_2d((int)rows, (int)cols, z, z, FFTW_FORWARD, FFTW_ESTIMATE);
+        inverse = fft->plan_dft_2d((int)rows, (int)cols, w, w, FFTW_BACKWARD, FFTW_ESTIMATE);
     }
     qem_status st = QEM_OK;
     if (!forward || !inverse) {
@@ -197,7 +199,7 @@ qem_status qem_product_idpc(const float *grad_row, const float *grad_col, uint64
         z[i][0] = finite_or_zero(grad_row[i]);
         z[i][1] = finite_or_zero(grad_col[i]);
     }
-    fftw_execute(forward);
+    fft->execute(forward);
 
     for (size_t k = 0; k < nr; k++)
         nu_r[k] = fftfreq32(k, nr);
@@ -224,7 +226,7 @@ qem_status qem_product_idpc(const float *grad_row, const float *grad_col, uint64
     }
     w[0][0] = 0.0; /* Phi[0,0] = 0: the DC is undetermined */
     w[0][1] = 0.0;
-    fftw_execute(inverse);
+    fft->execute(inverse);
 
     /* phi = Re(IFFT2) with the 1/N of the inverse, rounded to float32; the
      * mean of those float32 values is taken in float64. */
@@ -243,9 +245,9 @@ done:
 #pragma omp critical(qem_fftw_planner)
     {
         if (forward)
-            fftw_destroy_plan(forward);
+            fft->destroy_plan(forward);
         if (inverse)
-            fftw_destroy_plan(inverse);
+            fft->destroy_plan(inverse);
     }
     free(z);
     free(w);

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Every command pays only for the libraries it uses: libqem.so and the qem
-# command list none of libhdf5, libtiff, libpng, libmicrohttpd (nor what
+# command list none of libhdf5, libtiff, libpng, libmicrohttpd, FFTW (nor what
 # they bring: curl, gnutls, Kerberos, LDAP...), and the loader maps them
 # only in the commands that use them, through the modules in qem-modules/
 # (lib/common/module.h). LD_DEBUG=files names every object the loader
@@ -10,7 +10,7 @@ set -eu
 QEM=$1
 LIBQEM=$2
 SHARED=$3
-HEAVY='libhdf5|libtiff|libpng|libmicrohttpd|libcurl|libgnutls|libkrb5|libldap|libsz|libaec|libqem-hdf5|libqem-images|qem-view'
+HEAVY='libhdf5|libtiff|libpng|libmicrohttpd|libfftw3|libcurl|libgnutls|libkrb5|libldap|libsz|libaec|libqem-hdf5|libqem-images|qem-view'
 T=$(mktemp -d "${TMPDIR:-/tmp}/qem-lazy-XXXXXX")
 trap 'rm -rf "$T"' EXIT
 bad=0
@@ -57,6 +57,8 @@ check "qem save .mib" "" "$HEAVY" "$QEM" save "$DET/mib/001_4x2_6bit.mib" "$T/m.
 check "qem save (Arina HDF5)" "libqem-hdf5" 'libtiff|libpng|libmicrohttpd' \
     "$QEM" save "$DET/arina/test_00_master.h5" "$T/a.qem" -q --scan-shape 4,4
 check "qem export" "" "$HEAVY" "$QEM" export "$T/a.qem" "$T/a.npy" -q
+check "qem dpc" "libfftw3" 'libhdf5|libtiff|libpng|libmicrohttpd' \
+    "$QEM" dpc "$FIX" -q -o "$T/d.npy"
 # What the modules wrote is checked value by value by the CLI tests
 # (tests/cli/); here only that each is its format.
 head -c 8 "$T/v.png" | od -An -tx1 | grep -q '89 50 4e 47' ||
@@ -64,4 +66,4 @@ head -c 8 "$T/v.png" | od -An -tx1 | grep -q '89 50 4e 47' ||
 head -c 4 "$T/v.tif" | od -An -tx1 | grep -q '49 49 2a 00' ||
     { echo "lazy: v.tif is not a TIFF" >&2; bad=1; }
 [ "$bad" -eq 0 ] || exit 1
-echo "lazy: libqem.so and qem link no HDF5, image or HTTP library; --version, info, .npy products and non-HDF5 saves map none; .png/.tif load the image module, HDF5 sources the HDF5 module"
+echo "lazy: libqem.so and qem link no HDF5, image, HTTP or FFT library; --version, info, .npy products and non-HDF5 saves map none; .png/.tif load the image module, HDF5 sources the HDF5 module, iDPC FFTW"
