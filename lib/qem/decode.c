@@ -252,7 +252,7 @@ static qem_status decode_stream_quiet(const qem_file *f, const qem_chunk_view *v
 {
     uint64_t s = block * v->chunk->lanes + lane;
     uint32_t lo = v->offsets[s], hi = v->offsets[s + 1];
-    return qem_count_stream_decode(f->tables, v->models[s], v->payload + lo, hi - lo,
+    return qem_count_stream_decode(qem_rans_tables_shared(), v->models[s], v->payload + lo, hi - lo,
                                    qem_block_samples(v->chunk, block), max_value(f), out);
 }
 
@@ -305,7 +305,7 @@ static qem_status decode_list_strided(const qem_file *f, const qem_chunk_view *v
             jobs[j].out_zeroed = zeroed;
         }
         size_t bad;
-        const qem_status st = qem_count_streams_decode(f->tables, f->rans_path, v->payload, jobs,
+        const qem_status st = qem_count_streams_decode(qem_rans_tables_shared(), f->rans_path, v->payload, jobs,
                                                        (size_t)m, n, max_value(f), &bad);
         if (st != QEM_OK) {
             *failed = lanes[at + bad];

@@ -129,7 +129,6 @@ struct qem_file {
     uint8_t logical_sha256[32]; /* float codec: digest of the original bits */
     float *dark;                /* float codec: optional mean-dark plane */
 
-    qem_rans_tables *tables;
     qem_rans_path rans_path; /* resolved once at open */
     int threads;
     /* The last chunk buffer given back, kept for the next chunk: a float

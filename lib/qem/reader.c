@@ -44,7 +44,6 @@ void qem_close(qem_file *f)
     free(f->chunks);
     free(f->regions);
     free(f->dark);
-    free(f->tables);
     free(f);
 }
 
@@ -236,8 +235,7 @@ qem_status qem_open_descriptor(const char *path, int fd, const struct stat *sb,
     f->fd = fd;
     pthread_mutex_init(&f->pattern_lock, NULL);
     f->path = strdup(path);
-    f->tables = malloc(sizeof *f->tables);
-    if (!f->path || !f->tables) {
+    if (!f->path) {
         st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
         goto fail;
     }
@@ -271,7 +269,6 @@ qem_status qem_open_descriptor(const char *path, int fd, const struct stat *sb,
     st = qem_file_stamp_check(f->fd, &f->stamp, path, "validated", error);
     if (st != QEM_OK)
         goto fail;
-    qem_rans_tables_init(f->tables);
     *out = f;
     return QEM_OK;
 fail:

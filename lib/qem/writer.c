@@ -58,7 +58,6 @@ struct qem_writer {
     uint64_t window_fill; /* scans in the window */
     uint64_t scans_encoded;
     json_t *chunks;
-    qem_rans_tables *tables;
     int broken; /* a failure happened; only free() remains */
 };
 
@@ -95,7 +94,6 @@ void qem_writer_free(qem_writer *w)
     json_decref(w->empad);
     json_decref(w->report);
     json_decref(w->attributes);
-    free(w->tables);
     free(w);
 }
 
@@ -251,7 +249,7 @@ static qem_status chunk_limit(qem_codec codec, const uint64_t shape[4], uint32_t
     return QEM_OK;
 }
 
-/* The writer's codec, chunking, validity and tables from the options;
+/* The writer's codec, chunking and validity from the options;
  * with `dest`, also its window, metadata and publication (a writer),
  * without, only what encoding chunks needs (an encoder). */
 static qem_status writer_setup(const char *dest, qem_dtype dtype, const uint64_t shape[4],
@@ -296,9 +294,8 @@ static qem_status writer_setup(const char *dest, qem_dtype dtype, const uint64_t
     w->valid = malloc((size_t)w->pixels);
     w->window = dest ? malloc((size_t)(chunk * w->pixels * qem_dtype_size(dtype))) : NULL;
     w->chunks = json_array();
-    w->tables = malloc(sizeof *w->tables);
     qem_status st = QEM_OK;
-    if (!w->valid || (dest && !w->window) || !w->chunks || !w->tables) {
+    if (!w->valid || (dest && !w->window) || !w->chunks) {
         st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory for a %llu-scan window",
                       (unsigned long long)chunk);
         goto fail;
@@ -306,7 +303,6 @@ static qem_status writer_setup(const char *dest, qem_dtype dtype, const uint64_t
     for (uint64_t p = 0; p < w->pixels; p++)
         w->valid[p] = options->valid ? (options->valid[p] != 0) : 1;
     qem_sha256_oneshot(w->valid, (size_t)w->pixels, w->valid_sha256);
-    qem_rans_tables_init(w->tables);
     st = prepare_codec(w, options, error);
     if (!dest) {
         if (st != QEM_OK)
@@ -454,7 +450,7 @@ static qem_status write_chunk(qem_writer *w, qem_error *error)
 {
     const uint64_t scans = w->window_fill;
     qem_encoded_chunk e;
-    QEM_TRY(qem_encode_chunk(w->tables, w->codec, &w->geometry, w->valid, w->window, w->dtype,
+    QEM_TRY(qem_encode_chunk(qem_rans_tables_shared(), w->codec, &w->geometry, w->valid, w->window, w->dtype,
                              scans, w->threads, &e, error));
     w->window_fill = 0;
     const qem_status st = write_encoded(w, &e, scans, w->window, error);
@@ -595,7 +591,7 @@ qem_status qem_encode_scans(qem_dtype dtype, const uint64_t shape[4],
     qem_encoded_chunk e;
     memset(&e, 0, sizeof e);
     if (st == QEM_OK)
-        st = qem_encode_chunk(w->tables, w->codec, &w->geometry, w->valid, scans, w->dtype, count,
+        st = qem_encode_chunk(qem_rans_tables_shared(), w->codec, &w->geometry, w->valid, scans, w->dtype, count,
                               w->threads, &e, error);
     if (st == QEM_OK) {
         qem_chunk_blob_header h = {w->codec, w->dtype, {0}, first_scan, count, {0}};

@@ -49,6 +49,10 @@ typedef struct qem_rans_tables {
 } qem_rans_tables;
 
 void qem_rans_tables_init(qem_rans_tables *tables);
+/* The tables every reader and writer uses: built on the process's first
+ * decode or encode (pthread_once), read-only after. An open that decodes
+ * nothing (qem info) never builds them. */
+const qem_rans_tables *qem_rans_tables_shared(void);
 
 /* 1 if `model` is a selector the decoder knows. */
 static inline int qem_model_is_valid(unsigned model)

@@ -1,6 +1,25 @@
 #include <math.h>
+#include <pthread.h>
 
 #include "rans/rans.h"
+
+/* Derived from the normative table alone, so one copy serves every handle;
+ * written once under pthread_once, constant after. */
+static struct {
+    pthread_once_t once;
+    qem_rans_tables tables;
+} shared = {.once = PTHREAD_ONCE_INIT};
+
+static void shared_init(void)
+{
+    qem_rans_tables_init(&shared.tables);
+}
+
+const qem_rans_tables *qem_rans_tables_shared(void)
+{
+    pthread_once(&shared.once, shared_init);
+    return &shared.tables;
+}
 
 void qem_rans_tables_init(qem_rans_tables *t)
 {
