@@ -201,6 +201,7 @@ qem_status qem_chunk_load(qem_file *f, uint64_t index, int with_spatial, qem_chu
     QEM_TRY(qem_body_check_range(f, begin, end, 0, NULL, NULL, NULL, error));
     v->chunk = c;
     v->file = f;
+    v->tables = qem_rans_tables_shared();
     /* Zeroed padding: SIMD decoding reads a few bytes past a stream. */
     v->buffer = chunk_buffer_take(f, (size_t)(end - begin) + QEM_SPAN_PADDING, &v->buffer_capacity);
     if (v->buffer)
@@ -252,7 +253,7 @@ static qem_status decode_stream_quiet(const qem_file *f, const qem_chunk_view *v
 {
     uint64_t s = block * v->chunk->lanes + lane;
     uint32_t lo = v->offsets[s], hi = v->offsets[s + 1];
-    return qem_count_stream_decode(qem_rans_tables_shared(), v->models[s], v->payload + lo, hi - lo,
+    return qem_count_stream_decode(v->tables, v->models[s], v->payload + lo, hi - lo,
                                    qem_block_samples(v->chunk, block), max_value(f), out);
 }
 
@@ -305,7 +306,7 @@ static qem_status decode_list_strided(const qem_file *f, const qem_chunk_view *v
             jobs[j].out_zeroed = zeroed;
         }
         size_t bad;
-        const qem_status st = qem_count_streams_decode(qem_rans_tables_shared(), f->rans_path, v->payload, jobs,
+        const qem_status st = qem_count_streams_decode(v->tables, f->rans_path, v->payload, jobs,
                                                        (size_t)m, n, max_value(f), &bad);
         if (st != QEM_OK) {
             *failed = lanes[at + bad];

@@ -165,6 +165,7 @@ qem_status qem_body_check_range(qem_file *file, uint64_t begin, uint64_t end, in
 typedef struct qem_chunk_view {
     const qem_chunk *chunk;
     qem_file *file;
+    const qem_rans_tables *tables; /* the process's, resolved once per load */
     uint8_t *buffer;
     size_t buffer_capacity;
     uint32_t *offsets_copy; /* the float codec's offsets need not be aligned */

@@ -450,8 +450,8 @@ static qem_status write_chunk(qem_writer *w, qem_error *error)
 {
     const uint64_t scans = w->window_fill;
     qem_encoded_chunk e;
-    QEM_TRY(qem_encode_chunk(qem_rans_tables_shared(), w->codec, &w->geometry, w->valid, w->window, w->dtype,
-                             scans, w->threads, &e, error));
+    QEM_TRY(qem_encode_chunk(qem_rans_tables_shared(), w->codec, &w->geometry, w->valid, w->window,
+                             w->dtype, scans, w->threads, &e, error));
     w->window_fill = 0;
     const qem_status st = write_encoded(w, &e, scans, w->window, error);
     qem_encoded_chunk_free(&e);
@@ -591,8 +591,8 @@ qem_status qem_encode_scans(qem_dtype dtype, const uint64_t shape[4],
     qem_encoded_chunk e;
     memset(&e, 0, sizeof e);
     if (st == QEM_OK)
-        st = qem_encode_chunk(qem_rans_tables_shared(), w->codec, &w->geometry, w->valid, scans, w->dtype, count,
-                              w->threads, &e, error);
+        st = qem_encode_chunk(qem_rans_tables_shared(), w->codec, &w->geometry, w->valid, scans,
+                              w->dtype, count, w->threads, &e, error);
     if (st == QEM_OK) {
         qem_chunk_blob_header h = {w->codec, w->dtype, {0}, first_scan, count, {0}};
         memcpy(h.shape, w->shape, sizeof h.shape);
