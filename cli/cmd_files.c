@@ -80,11 +80,11 @@ static int print_saved(const char *out)
     qem_free(text);
     if (!d)
         return fail("save", &e);
-    const double logical = (double)json_integer_value(json_object_get(d, "logical_bytes"));
-    const double file = (double)json_integer_value(json_object_get(d, "file_bytes"));
-    printf("saved %s (%s): %.0f bytes of %s data in %.0f bytes (ratio %.2fx)\n", SAFE(out),
+    const long long logical = json_integer_value(json_object_get(d, "logical_bytes"));
+    const long long file = json_integer_value(json_object_get(d, "file_bytes"));
+    printf("saved %s (%s): %lld bytes of %s data in %lld bytes (ratio %.2fx)\n", SAFE(out),
            json_string_value(json_object_get(d, "codec")), logical,
-           qem_dtype_name(info.working_dtype), file, logical / file);
+           qem_dtype_name(info.working_dtype), file, (double)logical / (double)file);
     json_decref(d);
     return EXIT_OK;
 }

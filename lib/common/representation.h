@@ -85,7 +85,7 @@ struct qem_container {
     int threads;
     /* The open's options, for a later load (expect_sha256 copied). */
     qem_container_options options;
-    char expect_sha256[65];
+    char *expect_sha256;
 };
 
 /* The implementations, in lib/qem and lib/pack. */

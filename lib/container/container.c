@@ -66,9 +66,11 @@ qem_status qem_container_open(const char *path, const qem_container_options *opt
     s->threads = o.threads;
     if (o.expect_sha256) {
         /* Kept for a later load; a malformed one is refused where it is checked. */
-        snprintf(s->expect_sha256, sizeof s->expect_sha256, "%s", o.expect_sha256);
-        if (strlen(o.expect_sha256) >= sizeof s->expect_sha256)
-            s->expect_sha256[0] = 'x'; /* too long: never equal to a digest */
+        if (!(s->expect_sha256 = strdup(o.expect_sha256))) {
+            close(fd);
+            free(s);
+            return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+        }
         o.expect_sha256 = s->expect_sha256;
     }
     s->options = o;
@@ -95,6 +97,7 @@ qem_status qem_container_open(const char *path, const qem_container_options *opt
         s->impl = f;
     }
     if (st != QEM_OK) {
+        free(s->expect_sha256);
         free(s);
         return st;
     }
@@ -107,6 +110,7 @@ void qem_container_close(qem_container *s)
     if (!s)
         return;
     s->ops->close(s->impl);
+    free(s->expect_sha256);
     free(s);
 }
 
