@@ -5,6 +5,8 @@
 #   make test   every test: release, install, the Python package, each decode
 #               path, golden under valgrind, ASan + UBSan, TSan, fuzz smoke
 #   make bench  the benchmark (writes doc/benchmarks.md); make bench-python the package's
+#   make bench-scale  the 512 set (19.3 GB .npy, generated once into SCALE_DIR
+#               and kept) as .qem and pack beside a C loop over the mapped .npy
 #   make profile  instruction counts of the main paths (callgrind)
 #   make fuzz   every libFuzzer target for FUZZ_SECONDS each (clang)
 
@@ -17,7 +19,7 @@ TSAN_BUILD ?= build-tsan
 FUZZ_SECONDS ?= 300
 FUZZ_SMOKE_SECONDS ?= 20
 
-.PHONY: all deps build demo test test-release test-install test-python python-venv bench-python bench-distributed test-paths test-asan test-tsan test-valgrind test-fuzz fuzz fuzz-build bench profile clean
+.PHONY: all deps build demo test test-release test-install test-python python-venv bench-python bench-distributed bench-scale test-paths test-asan test-tsan test-valgrind test-fuzz fuzz fuzz-build bench profile clean
 
 all: build
 
@@ -135,6 +137,20 @@ bench-distributed: build python-venv
 bench-python: build python-venv
 	$(VENV)/bin/python bench/bench_python.py --qem $(BUILD)/qem --synth $(BUILD)/bench/qem-synth \
 		--libqem $(BUILD)/libqem.so --markdown doc/benchmarks.md
+
+# At scale (issue 29): the 512 set generated once into $(SCALE_DIR) (kept,
+# reused), then qem view, the pack load and the Python package measured on
+# it with warm page cache, beside a plain C loop over the mapped .npy.
+# SCALE_SHAPE=64,64,64,64 SCALE_DIR=/tmp/x runs the same on a small set.
+SCALE_DIR ?= /var/tmp/qem-scale
+SCALE_SHAPE ?= 512,512,192,192
+SCALE_RUNS ?= 3
+SCALE_MARKDOWN ?= doc/benchmarks.md
+bench-scale: build python-venv
+	$(VENV)/bin/python bench/bench_scale.py --viewer $(BUILD)/bench/qem-bench-viewer \
+		--qem $(BUILD)/qem --workdir $(SCALE_DIR) --shape $(SCALE_SHAPE) --runs $(SCALE_RUNS) \
+		--markdown $(SCALE_MARKDOWN) \
+		--command "make bench-scale SCALE_DIR=$(SCALE_DIR) SCALE_SHAPE=$(SCALE_SHAPE) SCALE_RUNS=$(SCALE_RUNS)"
 
 profile: build
 	bench/callgrind.sh $(BUILD)

@@ -5,8 +5,14 @@
  *     first image received), for the file as generated and for a copy
  *     that records its detector calibration;
  *   - 1-pixel detector moves through one page's session (p50, p95);
- *   - the pattern at the cursor along a hover path and at random positions.
- * Synthetic sets (bench/synth.c) are generated into --workdir, checked
+ *   - the pattern at the cursor along a hover path and at random positions;
+ *   - with --more, an ADF ring resized one detector pixel at a time and a
+ *     rectangle moved one pixel at a time (p50, p95, max), and every move
+ *     series' maximum;
+ *   - the server's peak resident memory (VmHWM) at the end of each run.
+ * --json FILE writes every figure for a driver (bench/bench_scale.py);
+ * --dense NPY --mask M.u8 times a plain C loop over the mapped .npy (the
+ * dense baseline of the same virtual image). Synthetic sets (bench/synth.c) are generated into --workdir, checked
  * against the free disk and memory first, and deleted afterwards unless
  * --keep. Not a test: nothing is asserted. */
 #include <arpa/inet.h>
@@ -23,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/wait.h>
@@ -37,13 +44,23 @@ extern char **environ;
 
 static const char *const help =
     "usage: qem-bench-viewer [--sets 256,512] [--runs N] [--moves N] [--workdir DIR]\n"
-    "                        [--qem PATH] [--keep]\n"
+    "                        [--qem PATH] [--keep] [--shape R,C,H,W] [--more]\n"
+    "                        [--json FILE] [--prepare-only]\n"
+    "       qem-bench-viewer --dense NPY --mask MASK.u8 [--runs N] [--threads N]\n"
     "\n"
     "Latency of qem view on synthetic uint16 sets: 256 = 256 x 256 scans x\n"
     "128 x 128 detector (2.1 GB raw), 512 = 512 x 512 scans x 192 x 192\n"
     "(19.3 GB raw), each as .qem and as a pack (plus copies recording their\n"
     "detector calibration). Prints a markdown section. Defaults: --sets 256\n"
-    "--runs 3 --moves 200 --workdir /tmp/qem-bench-viewer.\n";
+    "--runs 3 --moves 200 --workdir /tmp/qem-bench-viewer.\n"
+    "  --shape R,C,H,W  one set of that shape (H, W >= 16) instead of --sets (files\n"
+    "                   viewRxCxHxW.*), e.g. a small one for testing\n"
+    "  --more           also an ADF ring resize and a rectangle move series\n"
+    "  --json FILE      every figure (medians of the runs) as JSON\n"
+    "  --prepare-only   generate what is missing, print the paths, stop\n"
+    "  --dense NPY      time a virtual image by a plain C loop over the mapped\n"
+    "                   uint16 .npy, masked by MASK.u8 (H x W bytes, 0/1);\n"
+    "                   prints JSON: milliseconds of each run and the sum\n";
 
 static double now_ms(void)
 {
@@ -256,7 +273,105 @@ typedef struct run_result {
     double move_p50, move_p95, compute_p50, compute_p95;
     double hover_p50, hover_p95, jump_p50, jump_p95;
     double load_before, load_after;
+    /* every series' maximum; --more: ADF ring resize, rectangle move */
+    double move_max, hover_max, jump_max;
+    double adf_p50, adf_p95, adf_max, adf_compute_p95;
+    double rect_p50, rect_p95, rect_max, rect_compute_p95;
+    double rss_peak_mib; /* the server's VmHWM before it stopped */
+    double bf_row, bf_col, bf_radius; /* the default BF detector */
 } run_result;
+
+/* The server's peak resident set (VmHWM), MiB, or -1. */
+static double peak_rss_mib(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    double mib = -1;
+    unsigned long long kib;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %llu kB", &kib) == 1) {
+            mib = kib / 1024.0;
+            break;
+        }
+    if (f)
+        fclose(f);
+    return mib;
+}
+
+typedef struct series {
+    double p50, p95, max, compute_p50, compute_p95;
+} series;
+
+/* Times `moves` /api/live requests, the k-th (0-based) made by `target`;
+ * *seq numbers them as the page does. */
+static int time_moves(http *h, int moves, int *seq, double *rt, double *cm,
+                      void (*target)(char *, size_t, int, int, const void *), const void *ctx,
+                      series *out)
+{
+    int ok = 1;
+    char t[512];
+    answer a;
+    for (int k = 0; ok && k < moves; k++) {
+        target(t, sizeof t, ++*seq, k, ctx);
+        const double m0 = now_ms();
+        ok = http_get(h, t, &a) && a.status == 200;
+        rt[k] = now_ms() - m0;
+        cm[k] = a.compute_ms;
+        free(a.body);
+    }
+    if (ok) {
+        out->p50 = quantile(rt, moves, 0.5);
+        out->p95 = quantile(rt, moves, 0.95);
+        out->max = rt[moves - 1]; /* sorted by quantile */
+        out->compute_p50 = quantile(cm, moves, 0.5);
+        out->compute_p95 = quantile(cm, moves, 0.95);
+    }
+    return ok;
+}
+
+typedef struct move_ctx {
+    double cr, cc, radius;
+    uint64_t rect[4]; /* --more: the rectangle's start */
+} move_ctx;
+
+/* A slow drag: right 10, left 10, and so on. */
+static int drag(int k)
+{
+    const int phase = (k / 10) % 2, step = k % 10 + 1;
+    return phase ? 10 - step : step;
+}
+
+static void bf_move(char *t, size_t n, int seq, int k, const void *ctx)
+{
+    const move_ctx *m = ctx;
+    snprintf(t, n,
+             "/api/live?client=0123456789abcdef&seq=%d&file=0&detector=bf&center=%.2f,%.2f"
+             "&radius=%.2f",
+             seq, m->cr, m->cc + drag(k), m->radius);
+}
+
+/* The page's ADF ring has edges r and 2r; its outer edge dragged one
+ * detector pixel at a time is r in steps of 0.5. */
+static void adf_resize(char *t, size_t n, int seq, int k, const void *ctx)
+{
+    const move_ctx *m = ctx;
+    snprintf(t, n,
+             "/api/live?client=0123456789abcdef&seq=%d&file=0&detector=adf&center=%.2f,%.2f"
+             "&radius=%.2f",
+             seq, m->cr, m->cc, m->radius + 0.5 * drag(k));
+}
+
+static void rect_move(char *t, size_t n, int seq, int k, const void *ctx)
+{
+    const move_ctx *m = ctx;
+    const int dx = drag(k);
+    snprintf(t, n,
+             "/api/live?client=0123456789abcdef&seq=%d&file=0&detector=rect&rect=%llu,%llu,%llu,%llu",
+             seq, (unsigned long long)m->rect[0], (unsigned long long)m->rect[1],
+             (unsigned long long)(m->rect[2] + (uint64_t)dx),
+             (unsigned long long)(m->rect[3] + (uint64_t)dx));
+}
 
 static double json_number_after(const char *json, const char *key)
 {
@@ -267,7 +382,7 @@ static double json_number_after(const char *json, const char *key)
 /* Starts the server on `file`, measures the first image and (unless
  * first_only) the moves and patterns, stops it. */
 static int measure(const char *qem, const char *file, const uint64_t shape[4], int moves,
-                   int first_only, run_result *r)
+                   int first_only, int more, run_result *r)
 {
     memset(r, 0, sizeof *r);
     r->load_before = load_average();
@@ -306,27 +421,44 @@ static int measure(const char *qem, const char *file, const uint64_t shape[4], i
          a.status == 200;
     free(a.body);
     r->first_ms = now_ms() - t0;
+    r->bf_row = cr;
+    r->bf_col = cc;
+    r->bf_radius = radius;
     if (ok && !first_only) {
         double *rt = malloc((size_t)moves * sizeof *rt), *cm = malloc((size_t)moves * sizeof *cm);
+        int seq = 0;
+        move_ctx m = {cr, cc, radius, {0, 0, 0, 0}};
+        series v;
         /* 1-pixel moves: right 10, left 10, and so on, as a slow drag. */
-        for (int k = 0; ok && k < moves; k++) {
-            const int phase = (k / 10) % 2, step = k % 10 + 1;
-            const double col = cc + (phase ? 10 - step : step);
-            snprintf(target, sizeof target,
-                     "/api/live?client=0123456789abcdef&seq=%d&file=0&detector=bf&center=%.2f,%.2f"
-                     "&radius=%.2f",
-                     k + 1, cr, col, radius);
-            const double m0 = now_ms();
-            ok = http_get(&h, target, &a) && a.status == 200;
-            rt[k] = now_ms() - m0;
-            cm[k] = a.compute_ms;
-            free(a.body);
-        }
+        ok = time_moves(&h, moves, &seq, rt, cm, bf_move, &m, &v);
         if (ok) {
-            r->move_p50 = quantile(rt, moves, 0.5);
-            r->move_p95 = quantile(rt, moves, 0.95);
-            r->compute_p50 = quantile(cm, moves, 0.5);
-            r->compute_p95 = quantile(cm, moves, 0.95);
+            r->move_p50 = v.p50;
+            r->move_p95 = v.p95;
+            r->move_max = v.max;
+            r->compute_p50 = v.compute_p50;
+            r->compute_p95 = v.compute_p95;
+        }
+        if (ok && more) {
+            ok = time_moves(&h, moves, &seq, rt, cm, adf_resize, &m, &v);
+            r->adf_p50 = v.p50;
+            r->adf_p95 = v.p95;
+            r->adf_max = v.max;
+            r->adf_compute_p95 = v.compute_p95;
+            /* A square of side 2r about the BF centre, kept inside the
+             * detector with room for the 10-pixel drag. */
+            const uint64_t side = radius >= 1 ? (uint64_t)(2 * radius) : 2;
+            const uint64_t sq = side + 10 < shape[3] && side < shape[2] ? side : 1;
+            const double r0 = fmin(fmax(cr - sq / 2.0, 0), (double)(shape[2] - sq));
+            const double c0 = fmin(fmax(cc - sq / 2.0, 0), (double)(shape[3] - sq - 10));
+            m.rect[0] = (uint64_t)r0;
+            m.rect[1] = m.rect[0] + sq;
+            m.rect[2] = (uint64_t)c0;
+            m.rect[3] = m.rect[2] + sq;
+            ok = ok && time_moves(&h, moves, &seq, rt, cm, rect_move, &m, &v);
+            r->rect_p50 = v.p50;
+            r->rect_p95 = v.p95;
+            r->rect_max = v.max;
+            r->rect_compute_p95 = v.compute_p95;
         }
         /* The pattern at the cursor: a hover path (neighbouring positions
          * along a row, as a mouse sweeps), then random positions. */
@@ -343,6 +475,7 @@ static int measure(const char *qem, const char *file, const uint64_t shape[4], i
         if (ok) {
             r->hover_p50 = quantile(rt, moves, 0.5);
             r->hover_p95 = quantile(rt, moves, 0.95);
+            r->hover_max = rt[moves - 1];
         }
         uint64_t state = 88172645463325252ull;
         const int jumps = moves / 4 > 0 ? moves / 4 : 1;
@@ -361,11 +494,13 @@ static int measure(const char *qem, const char *file, const uint64_t shape[4], i
         if (ok) {
             r->jump_p50 = quantile(rt, jumps, 0.5);
             r->jump_p95 = quantile(rt, jumps, 0.95);
+            r->jump_max = rt[jumps - 1];
         }
         free(rt);
         free(cm);
     }
     close(h.fd);
+    r->rss_peak_mib = peak_rss_mib(s.pid);
     server_stop(&s);
     r->load_after = load_average();
     if (!ok)
@@ -519,17 +654,195 @@ static void print_runs(FILE *out, const char *label, const run_result *r, int ru
                     "(%.2f/%.2f);",
                     r[k].move_p50, r[k].move_p95, r[k].hover_p50, r[k].hover_p95, r[k].jump_p50,
                     r[k].jump_p95, r[k].first_ms, r[k].load_before, r[k].load_after);
+        if (!first_only && r[k].adf_p50 > 0)
+            fprintf(out, " (--more: ADF resize %.1f/%.1f, rect move %.1f/%.1f, server peak %.0f MiB);",
+                    r[k].adf_p50, r[k].adf_p95, r[k].rect_p50, r[k].rect_p95, r[k].rss_peak_mib);
     }
     fprintf(out, "\n");
+}
+
+/* --- the dense baseline: a plain C loop over the mapped .npy ------------------------- */
+
+/* The data offset and shape of a C-order little-endian uint16 .npy, or 0. */
+static size_t npy_layout(const unsigned char *m, size_t size, uint64_t shape[4])
+{
+    if (size < 12 || memcmp(m, "\x93NUMPY", 6))
+        return 0;
+    const size_t hl = m[6] == 1 ? (size_t)m[8] | (size_t)m[9] << 8
+                                : (size_t)m[8] | (size_t)m[9] << 8 | (size_t)m[10] << 16 |
+                                      (size_t)m[11] << 24;
+    const size_t start = m[6] == 1 ? 10 : 12;
+    if (start + hl > size || hl > 4096)
+        return 0;
+    char head[4097];
+    memcpy(head, m + start, hl);
+    head[hl] = '\0';
+    const char *sh = strstr(head, "'shape': (");
+    unsigned long long v[4];
+    if (!strstr(head, "'<u2'") || !strstr(head, "'fortran_order': False") || !sh ||
+        sscanf(sh + 10, "%llu, %llu, %llu, %llu", &v[0], &v[1], &v[2], &v[3]) != 4)
+        return 0;
+    for (int k = 0; k < 4; k++)
+        shape[k] = v[k];
+    return start + hl;
+}
+
+/* Per scan, the masked pixels' counts, exact in uint64, scans split over
+ * `threads`, read straight from the mapping (as bench_products.c's loop
+ * over the cube in memory). */
+static void dense_loop(const uint16_t *cube, uint64_t scans, uint64_t P, const uint32_t *idx,
+                       uint64_t n, uint64_t *out, int threads)
+{
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (uint64_t s = 0; s < scans; s++) {
+        const uint16_t *f = cube + s * P;
+        uint64_t acc = 0;
+        for (uint64_t k = 0; k < n; k++)
+            acc += f[idx[k]];
+        out[s] = acc;
+    }
+}
+
+static int dense(const char *npy, const char *mask_path, int runs, int threads)
+{
+    const int fd = open(npy, O_RDONLY);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st)) {
+        fprintf(stderr, "qem-bench-viewer: cannot open %s\n", npy);
+        return 1;
+    }
+    const size_t size = (size_t)st.st_size;
+    const unsigned char *m = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+    close(fd);
+    uint64_t shape[4];
+    const size_t offset = m == MAP_FAILED ? 0 : npy_layout(m, size, shape);
+    if (!offset || offset % 2 || offset + shape[0] * shape[1] * shape[2] * shape[3] * 2 > size) {
+        fprintf(stderr, "qem-bench-viewer: %s is not a C-order uint16 4D .npy\n", npy);
+        return 1;
+    }
+    const uint64_t scans = shape[0] * shape[1], P = shape[2] * shape[3];
+    unsigned char *mask = malloc(P);
+    FILE *f = fopen(mask_path, "rb");
+    if (!mask || !f || fread(mask, 1, P, f) != P || fgetc(f) != EOF) {
+        fprintf(stderr, "qem-bench-viewer: %s is not %llu mask bytes\n", mask_path,
+                (unsigned long long)P);
+        return 1;
+    }
+    fclose(f);
+    uint32_t *idx = malloc(P * sizeof *idx);
+    uint64_t n = 0, *img = malloc(scans * sizeof *img);
+    for (uint64_t p = 0; p < P; p++)
+        if (mask[p])
+            idx[n++] = (uint32_t)p;
+    double *ms = malloc((size_t)runs * sizeof *ms);
+    uint64_t sum = 0;
+    for (int k = 0; k < runs; k++) {
+        const double t0 = now_ms();
+        dense_loop((const uint16_t *)(m + offset), scans, P, idx, n, img, threads);
+        ms[k] = now_ms() - t0;
+        sum = 0;
+        for (uint64_t s = 0; s < scans; s++)
+            sum += img[s];
+    }
+    printf("{\"ms\": [");
+    for (int k = 0; k < runs; k++)
+        printf("%s%.3f", k ? ", " : "", ms[k]);
+    printf("], \"sum\": %llu, \"mask_pixels\": %llu, \"threads\": %d}\n",
+           (unsigned long long)sum, (unsigned long long)n, threads);
+    munmap((void *)m, size);
+    free(mask);
+    free(idx);
+    free(img);
+    free(ms);
+    return 0;
+}
+
+/* --- JSON for a driver ------------------------------------------------------------ */
+
+#define JF(field) fprintf(j, ", \"" #field "\": %.3f", MEDJ(field))
+
+static void json_file(FILE *j, int first, const char *set_name, const uint64_t shape[4],
+                      const char *kind, const char *path, const char *cal_path,
+                      const run_result *r, const run_result *c, int runs)
+{
+#define MEDJ(field) median_of(r, runs, offsetof(run_result, field))
+    fprintf(j, "%s\n  {\"set\": \"%s\", \"shape\": [%llu, %llu, %llu, %llu], \"kind\": \"%s\", "
+               "\"path\": \"%s\", \"calibrated_path\": \"%s\", \"bytes\": %llu, \"runs\": %d",
+            first ? "" : ",", set_name, (unsigned long long)shape[0], (unsigned long long)shape[1],
+            (unsigned long long)shape[2], (unsigned long long)shape[3], kind, path, cal_path,
+            (unsigned long long)file_size(path), runs);
+    JF(address_ms);
+    JF(detector_ms);
+    JF(first_ms);
+    JF(move_p50);
+    JF(move_p95);
+    JF(move_max);
+    JF(compute_p50);
+    JF(compute_p95);
+    JF(adf_p50);
+    JF(adf_p95);
+    JF(adf_max);
+    JF(adf_compute_p95);
+    JF(rect_p50);
+    JF(rect_p95);
+    JF(rect_max);
+    JF(rect_compute_p95);
+    JF(hover_p50);
+    JF(hover_p95);
+    JF(hover_max);
+    JF(jump_p50);
+    JF(jump_p95);
+    JF(jump_max);
+    JF(rss_peak_mib);
+    JF(bf_row);
+    JF(bf_col);
+    JF(bf_radius);
+    fprintf(j, ", \"calibrated_first_ms\": %.3f, \"calibrated_rss_peak_mib\": %.3f",
+            median_of(c, runs, offsetof(run_result, first_ms)),
+            median_of(c, runs, offsetof(run_result, rss_peak_mib)));
+    /* the worst of the runs, for "never above" */
+    double worst[5] = {0, 0, 0, 0, 0};
+    for (int k = 0; k < runs; k++) {
+        worst[0] = fmax(worst[0], r[k].move_max);
+        worst[1] = fmax(worst[1], r[k].adf_max);
+        worst[2] = fmax(worst[2], r[k].rect_max);
+        worst[3] = fmax(worst[3], r[k].hover_max);
+        worst[4] = fmax(worst[4], r[k].jump_max);
+    }
+    fprintf(j,
+            ", \"move_max_all\": %.3f, \"adf_max_all\": %.3f, \"rect_max_all\": %.3f, "
+            "\"hover_max_all\": %.3f, \"jump_max_all\": %.3f}",
+            worst[0], worst[1], worst[2], worst[3], worst[4]);
+#undef MEDJ
 }
 
 int main(int argc, char **argv)
 {
     const char *sets_arg = "256", *workdir = "/tmp/qem-bench-viewer", *qem = QEM_CLI;
-    int runs = 3, moves = 200, keep = 0;
+    const char *json_path = NULL, *dense_npy = NULL, *mask_path = NULL, *shape_arg = NULL;
+    int runs = 3, moves = 200, keep = 0, more = 0, prepare_only = 0, threads = 2;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--sets") && v) {
+        if (!strcmp(a, "--shape") && v) {
+            shape_arg = v;
+            i++;
+        } else if (!strcmp(a, "--json") && v) {
+            json_path = v;
+            i++;
+        } else if (!strcmp(a, "--dense") && v) {
+            dense_npy = v;
+            i++;
+        } else if (!strcmp(a, "--mask") && v) {
+            mask_path = v;
+            i++;
+        } else if (!strcmp(a, "--threads") && v) {
+            threads = atoi(v);
+            i++;
+        } else if (!strcmp(a, "--more")) {
+            more = 1;
+        } else if (!strcmp(a, "--prepare-only")) {
+            prepare_only = 1;
+        } else if (!strcmp(a, "--sets") && v) {
             sets_arg = v;
             i++;
         } else if (!strcmp(a, "--runs") && v) {
@@ -551,33 +864,74 @@ int main(int argc, char **argv)
             return strcmp(a, "--help") ? 2 : 0;
         }
     }
+    if (dense_npy) {
+        if (!mask_path || runs < 1 || threads < 1) {
+            fputs(help, stderr);
+            return 2;
+        }
+        return dense(dense_npy, mask_path, runs, threads);
+    }
     if (runs < 1 || runs > MAX_RUNS || moves < 4) {
         fputs(help, stderr);
         return 2;
     }
     mkdir(workdir, 0755);
-    set all[2] = {{"256", {256, 256, 128, 128}, "", "", "", "", "", ""},
-                  {"512", {512, 512, 192, 192}, "", "", "", "", "", ""}};
-    printf("Command: `build/bench/qem-bench-viewer --sets %s --runs %d --moves %d`; %d cores "
-           "online, load average %.2f at the start.\n\n",
-           sets_arg, runs, moves, (int)sysconf(_SC_NPROCESSORS_ONLN), load_average());
-    printf("| set | file | size | first image, ms (address / detector / image) | "
-           "first image, calibrated copy, ms | 1-px move p50 / p95, ms | "
-           "of which server compute p50 / p95 | pattern, hover p50 / p95, ms | "
-           "pattern, random p50 / p95, ms |\n|---|---|---|---|---|---|---|---|---|\n");
+    set all[3] = {{"256", {256, 256, 128, 128}, "", "", "", "", "", ""},
+                  {"512", {512, 512, 192, 192}, "", "", "", "", "", ""},
+                  {"", {0, 0, 0, 0}, "", "", "", "", "", ""}};
+    char custom[128] = "";
+    if (shape_arg) {
+        unsigned long long v[4];
+        char tail;
+        if (sscanf(shape_arg, "%llu,%llu,%llu,%llu%c", &v[0], &v[1], &v[2], &v[3], &tail) != 4 ||
+            !v[0] || !v[1] || v[2] < 16 || v[3] < 16) {
+            fputs(help, stderr);
+            return 2;
+        }
+        snprintf(custom, sizeof custom, "%llux%llux%llux%llu", v[0], v[1], v[2], v[3]);
+        all[2].name = custom;
+        for (int k = 0; k < 4; k++)
+            all[2].shape[k] = v[k];
+        sets_arg = custom;
+    }
+    FILE *json = NULL;
+    int json_first = 1;
+    if (json_path && !prepare_only) {
+        json = fopen(json_path, "w");
+        if (!json) {
+            fprintf(stderr, "qem-bench-viewer: cannot write %s\n", json_path);
+            return 1;
+        }
+        fprintf(json, "{\"cores\": %d, \"moves\": %d, \"more\": %d, \"files\": [",
+                (int)sysconf(_SC_NPROCESSORS_ONLN), moves, more);
+    }
+    if (!prepare_only)
+        printf("Command: `build/bench/qem-bench-viewer --%s %s --runs %d --moves %d%s`; %d cores "
+               "online, load average %.2f at the start.\n\n",
+               shape_arg ? "shape" : "sets", shape_arg ? shape_arg : sets_arg, runs, moves,
+               more ? " --more" : "", (int)sysconf(_SC_NPROCESSORS_ONLN), load_average());
+    if (!prepare_only)
+        printf("| set | file | size | first image, ms (address / detector / image) | "
+               "first image, calibrated copy, ms | 1-px move p50 / p95, ms | "
+               "of which server compute p50 / p95 | pattern, hover p50 / p95, ms | "
+               "pattern, random p50 / p95, ms |\n|---|---|---|---|---|---|---|---|---|\n");
     char details[8192] = "";
     size_t details_used = 0;
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 3; k++) {
         set *t = &all[k];
-        if (!strstr(sets_arg, t->name))
+        if (!t->name[0] || (shape_arg ? k != 2 : !strstr(sets_arg, t->name)))
             continue;
         snprintf(t->npy, sizeof t->npy, "%s/view%s.npy", workdir, t->name);
         snprintf(t->qem, sizeof t->qem, "%s/view%s.qem", workdir, t->name);
         snprintf(t->pack, sizeof t->pack, "%s/view%s.h5", workdir, t->name);
         snprintf(t->qem_cal, sizeof t->qem_cal, "%s/view%s-calibrated.qem", workdir, t->name);
         snprintf(t->pack_cal, sizeof t->pack_cal, "%s/view%s-calibrated.h5", workdir, t->name);
-        if (!prepare(t, keep))
+        if (!prepare(t, keep || prepare_only))
             return 1;
+        if (prepare_only) {
+            printf("%s\n%s\n%s\n%s\n%s\n", t->npy, t->qem, t->pack, t->qem_cal, t->pack_cal);
+            continue;
+        }
         const char *files[2][2] = {{t->qem, t->qem_cal}, {t->pack, t->pack_cal}};
         for (int f = 0; f < 2; f++) {
             if (f == 1 && t->pack_refused[0]) {
@@ -586,14 +940,30 @@ int main(int argc, char **argv)
                        (unsigned long long)t->shape[0], (unsigned long long)t->shape[1],
                        (unsigned long long)t->shape[2], (unsigned long long)t->shape[3],
                        t->pack_refused);
+                if (json) {
+                    fprintf(json, "%s\n  {\"set\": \"%s\", \"kind\": \"pack\", \"refused\": \"",
+                            json_first ? "" : ",", t->name);
+                    for (const char *q = t->pack_refused; *q; q++)
+                        if (*q == '"' || *q == '\\')
+                            fprintf(json, "\\%c", *q);
+                        else if ((unsigned char)*q >= 0x20)
+                            fputc(*q, json);
+                    fprintf(json, "\"}");
+                    json_first = 0;
+                }
                 continue;
             }
             run_result r[MAX_RUNS], c[MAX_RUNS];
             for (int n = 0; n < runs; n++) {
                 fprintf(stderr, "set %s, %s, run %d\n", t->name, files[f][0], n + 1);
-                if (!measure(qem, files[f][0], t->shape, moves, 0, &r[n]) ||
-                    !measure(qem, files[f][1], t->shape, moves, 1, &c[n]))
+                if (!measure(qem, files[f][0], t->shape, moves, 0, more, &r[n]) ||
+                    !measure(qem, files[f][1], t->shape, moves, 1, 0, &c[n]))
                     return 1;
+            }
+            if (json) {
+                json_file(json, json_first, t->name, t->shape, f ? "pack" : "qem", files[f][0],
+                          files[f][1], r, c, runs);
+                json_first = 0;
             }
             printf("| %llu x %llu x %llu x %llu | %s | %.1f MB | %.0f (%.0f / %.0f / %.0f) | %.0f | "
                    "%.1f / %.1f | %.1f / %.1f | %.2f / %.2f | %.1f / %.1f |\n",
@@ -622,6 +992,12 @@ int main(int argc, char **argv)
         }
         if (!keep)
             cleanup(t);
+    }
+    if (prepare_only)
+        return 0;
+    if (json) {
+        fprintf(json, "\n]}\n");
+        fclose(json);
     }
     printf("\nEvery run, p50/p95 in ms (medians of the runs in the table):\n\n%s", details);
     printf("\nLoad average at the end %.2f.\n", load_average());

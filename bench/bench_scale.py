@@ -1,0 +1,496 @@
+"""qem at scale (make bench-scale, issue 29): the 512 set (512 x 512 scans
+of 192 x 192 uint16, 19.3 GB as .npy, dose 4, synthetic), as .qem and as
+a u16-LZ4 pack, measured beside a plain C loop over the mapped .npy, with
+warm page cache, on every core. Nothing here asserts; it prints the
+conditions and a table against the targets, and replaces the marked "At
+scale" section of doc/benchmarks.md.
+
+  bench_scale.py --viewer BUILD/bench/qem-bench-viewer --qem BUILD/qem
+                 [--workdir /var/tmp/qem-scale] [--shape 512,512,192,192]
+                 [--runs 3] [--moves 200] [--patterns 300]
+                 [--markdown doc/benchmarks.md] [--command TEXT]
+
+The set is generated once into --workdir by qem-bench-viewer (its .npy,
+.qem, pack and calibrated copies, kept) and reused when present. Measured:
+
+- qem view (qem-bench-viewer --more, loopback HTTP as the page): 1-pixel
+  BF moves, an ADF ring resized one pixel at a time, a rectangle moved one
+  pixel at a time (p50 / p95 / max); the pattern at the cursor at random
+  positions and hovering along a row; the first image of the file as qem
+  wrote it and of a copy that records its calibration; the server's peak
+  RSS (VmHWM);
+- the pack's load phases (qem info --json --timings);
+- Python (this interpreter: the repository's venv): f[r, c] at random
+  positions and a full BF virtual image, on .qem with qem.open(path) and
+  with qem.open(path, resident=True, column_cache_mib=768), and on the
+  pack, each in its own process;
+- the same BF image by a plain C loop over the mapped .npy (qem-bench-viewer
+  --dense); its sum is checked against qem's.
+
+Nothing allocates the dense cube: the .npy is only mapped.
+"""
+import argparse
+import ctypes
+import json
+import mmap
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+BEGIN, END = "<!-- qem-bench-scale:begin -->", "<!-- qem-bench-scale:end -->"
+HEADING = "At scale (`make bench-scale`, issue 29)"
+MIB = 1 << 20
+GIB = 1 << 30
+
+# Targets (issue 29).
+MOVE_P95_MS, MOVE_MAX_MS = 16.7, 33.0
+PATTERN_P95_MS = {"qem": 10.0, "pack": 5.0}
+HOVER_P95_MS = 2.0
+FIRST_IMAGE_S = {"qem": 0.3, "pack": 1.2}
+PACK_LOAD_S = 1.2
+PY_PATTERN_P95_MS = 10.0
+PY_BF_S = 0.5
+LABEL = {"qem": ".qem", "pack": "pack"}
+
+
+# --- conditions ----------------------------------------------------------------
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def meminfo():
+    out = {}
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                k, v = line.split(":", 1)
+                out[k] = int(v.split()[0]) * 1024
+    except OSError:
+        pass
+    return out
+
+
+def loadavg():
+    return os.getloadavg()
+
+
+def resident_bytes(path):
+    """Bytes of `path` in the page cache: fincore (util-linux) when
+    present, else mmap + mincore through ctypes."""
+    if shutil.which("fincore"):
+        r = subprocess.run(["fincore", "--bytes", "--noheadings", "--raw", "-o", "RES", path],
+                           capture_output=True, text=True)
+        if r.returncode == 0 and r.stdout.strip().isdigit():
+            return int(r.stdout.strip())
+    size = os.path.getsize(path)
+    if size == 0:
+        return 0
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    page = mmap.PAGESIZE
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        base = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        if base in (None, ctypes.c_void_p(-1).value):
+            return -1
+        vec = (ctypes.c_ubyte * ((size + page - 1) // page))()
+        rc = libc.mincore(base, size, vec)
+        libc.munmap(base, size)
+        return -1 if rc else sum(v & 1 for v in vec) * page
+    finally:
+        os.close(fd)
+
+
+def cache_line(paths):
+    parts = []
+    for p in paths:
+        if os.path.exists(p):
+            size = os.path.getsize(p)
+            res = resident_bytes(p)
+            pct = 100.0 * res / size if size and res >= 0 else float("nan")
+            parts.append(f"{os.path.basename(p)} {pct:.0f} % of {fmt_size(size)}")
+    return "; ".join(parts)
+
+
+def conditions(label, paths):
+    m = meminfo()
+    la = loadavg()
+    text = (f"{label}: load average {la[0]:.2f} / {la[1]:.2f} / {la[2]:.2f} (1 / 5 / 15 min); "
+            f"memory: {m.get('MemTotal', 0) / GIB:.1f} GiB total, "
+            f"{m.get('MemAvailable', 0) / GIB:.1f} GiB available, "
+            f"{m.get('MemFree', 0) / GIB:.1f} GiB free, {m.get('Cached', 0) / GIB:.1f} GiB page cache; "
+            f"in the page cache: {cache_line(paths)}")
+    print(text, flush=True)
+    return text
+
+
+def warm(path):
+    """Reads `path` once so that its pages are cached."""
+    with open(path, "rb", buffering=0) as fh:
+        while fh.read(16 * MIB):
+            pass
+
+
+def other_generators(workdir):
+    """qem-bench-viewer processes (other than ours) on the same workdir:
+    a set still being generated must not be read, nor generated twice."""
+    found = []
+    real = os.path.realpath(workdir)
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                argv = fh.read().split(b"\0")
+        except OSError:
+            continue
+        if not argv or not argv[0].endswith(b"qem-bench-viewer"):
+            continue
+        args = [a.decode(errors="replace") for a in argv]
+        if "--workdir" in args:
+            i = args.index("--workdir")
+            if i + 1 < len(args) and os.path.realpath(args[i + 1]) == real:
+                found.append(int(pid))
+    return found
+
+
+# --- the Python measurements (one process each) ---------------------------------
+
+def child(args):
+    import resource
+
+    import numpy as np
+
+    import qem
+
+    opts = json.loads(args.child_options)
+    t0 = time.perf_counter()
+    f = qem.open(args.child, **opts)
+    open_s = time.perf_counter() - t0
+    rows, cols = f.shape[0], f.shape[1]
+    rng = np.random.default_rng(20261202)
+    picks = rng.integers(0, [rows, cols], size=(args.patterns, 2))
+    lat = []
+    for r, c in picks:
+        t = time.perf_counter()
+        f[int(r), int(c)]
+        lat.append(time.perf_counter() - t)
+    mask, _ = f.detector_mask("bf", center=(args.bf[0], args.bf[1]), radius=args.bf[2])
+    mask = np.ascontiguousarray(mask, dtype=np.uint8)
+    if args.child_mask_out:
+        mask.tofile(args.child_mask_out)
+    bf, total = [], None
+    for _ in range(args.runs):
+        t = time.perf_counter()
+        img = f.virtual(mask)
+        bf.append(time.perf_counter() - t)
+        total = int(img.sum(dtype=np.uint64))
+    f.close()
+    lat_ms = sorted(x * 1e3 for x in lat)
+    out = {"open_s": open_s,
+           "pattern_p50_ms": statistics.median(lat_ms),
+           "pattern_p95_ms": float(np.percentile(lat_ms, 95)),
+           "pattern_max_ms": lat_ms[-1],
+           "pattern_first_ms": lat[0] * 1e3,
+           "bf_s": bf, "bf_sum": total, "mask_pixels": int(mask.sum()),
+           "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    print(json.dumps(out))
+
+
+def python_measure(args, path, options, bf, mask_out=None):
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", path,
+           "--child-options", json.dumps(options), "--patterns", str(args.patterns),
+           "--runs", str(args.runs), "--bf", *(str(v) for v in bf)]
+    if mask_out:
+        cmd += ["--child-mask-out", mask_out]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        print(r.stderr, file=sys.stderr)
+        return {"error": (r.stderr.strip().splitlines() or ["failed"])[-1]}
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+# --- the driver --------------------------------------------------------------------
+
+def set_args(shape):
+    named = {(512, 512, 192, 192): "512", (256, 256, 128, 128): "256"}
+    if tuple(shape) in named:
+        return ["--sets", named[tuple(shape)]]
+    return ["--shape", ",".join(str(v) for v in shape)]
+
+
+def fmt_size(n):
+    return f"{n / 1e9:.2f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
+
+
+def ms(v):
+    return "—" if v is None else f"{v:.1f}" if v >= 10 else f"{v:.2f}"
+
+
+def verdict(value, limit):
+    if value is None:
+        return "not measured"
+    return "met" if value <= limit else "missed"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--viewer")
+    ap.add_argument("--qem")
+    ap.add_argument("--workdir", default="/var/tmp/qem-scale")
+    ap.add_argument("--shape", default="512,512,192,192")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--moves", type=int, default=200)
+    ap.add_argument("--patterns", type=int, default=300)
+    ap.add_argument("--markdown", default=None)
+    ap.add_argument("--command", default=None, help="the command to print as run")
+    # internal: one Python measurement in its own process
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--child-options", default="{}", help=argparse.SUPPRESS)
+    ap.add_argument("--child-mask-out", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--bf", type=float, nargs=3, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        return child(args)
+    if not args.viewer or not args.qem:
+        ap.error("--viewer and --qem are required")
+    shape = [int(v) for v in args.shape.split(",")]
+    if len(shape) != 4:
+        ap.error("--shape is R,C,H,W")
+    started = time.time()
+    os.makedirs(args.workdir, exist_ok=True)
+    busy = other_generators(args.workdir)
+    if busy:
+        sys.exit(f"bench_scale: qem-bench-viewer (pid {', '.join(map(str, busy))}) is using "
+                 f"{args.workdir}; wait until it has finished")
+
+    # 1. The set: generated once (every core), then reused.
+    print(f"== the set {args.shape} in {args.workdir} (generated when missing, kept)", flush=True)
+    prep = subprocess.run([args.viewer, *set_args(shape), "--workdir", args.workdir, "--keep",
+                           "--prepare-only", "--qem", args.qem],
+                          stdout=subprocess.PIPE, text=True, check=True)
+    npy, qemf, pack, qem_cal, pack_cal = prep.stdout.split()
+    files = [npy, qemf, pack, qem_cal, pack_cal]
+    encoded = [qemf, pack, qem_cal, pack_cal]
+
+    # 2. Conditions, then the encoded files into the page cache.
+    m = meminfo()
+    machine = (f"{cpu_model()}, {os.cpu_count()} cores online (nproc {len(os.sched_getaffinity(0))}), "
+               f"{m.get('MemTotal', 0) / GIB:.1f} GiB memory; {platform.system()} "
+               f"{platform.release()}, Python {platform.python_version()}")
+    print("Machine: " + machine, flush=True)
+    before = conditions("Before", files)
+    for p in encoded:
+        warm(p)
+    warmed = conditions("After reading the encoded files once", files)
+
+    # 3. qem view.
+    print("== qem view (qem-bench-viewer --more)", flush=True)
+    vjson = os.path.join(args.workdir, "bench-scale-viewer.json")
+    vcmd = [args.viewer, *set_args(shape), "--workdir", args.workdir, "--keep", "--more",
+            "--runs", str(args.runs), "--moves", str(args.moves), "--json", vjson,
+            "--qem", args.qem]
+    subprocess.run(vcmd, check=True)
+    with open(vjson) as fh:
+        viewer = {f["kind"]: f for f in json.load(fh)["files"]}
+    q = viewer.get("qem")
+    bf = (q["bf_row"], q["bf_col"], q["bf_radius"])
+
+    # 4. Pack load.
+    print("== pack load (qem info --json --timings)", flush=True)
+    loads = []
+    if "refused" not in viewer.get("pack", {}):
+        for _ in range(args.runs):
+            t0 = time.perf_counter()
+            r = subprocess.run([args.qem, "info", "--json", "--timings", pack],
+                               capture_output=True, text=True, check=True)
+            wall = time.perf_counter() - t0
+            t = json.loads(r.stdout)["timings_ms"]
+            t["wall_ms"] = wall * 1e3
+            loads.append(t)
+    load = None
+    if loads:
+        load = {k: statistics.median(x[k] for x in loads)
+                for k in loads[0] if all(isinstance(x[k], (int, float)) for x in loads)}
+        print("pack load, ms (median of %d): %s" % (
+            len(loads), ", ".join(f"{k} {v:.1f}" for k, v in load.items())), flush=True)
+
+    # 5. Python, each configuration in its own process.
+    print("== Python (%s)" % sys.executable, flush=True)
+    mask_path = os.path.join(args.workdir, "bench-scale-bf-mask.u8")
+    py = {}
+    py["qem"] = python_measure(args, qemf, {}, bf, mask_out=mask_path)
+    py["qem resident"] = python_measure(args, qemf, {"resident": True, "column_cache_mib": 768}, bf)
+    if "refused" not in viewer.get("pack", {}):
+        py["pack"] = python_measure(args, pack, {}, bf)
+    for k, v in py.items():
+        print(f"{k}: {json.dumps(v)}", flush=True)
+
+    # 6. The dense baseline over the mapped .npy (the first pass brings it
+    # into the page cache as far as memory allows; not counted).
+    print("== dense C loop over the mapped .npy", flush=True)
+    npy_cache_before = conditions("Before the dense loop", [npy])
+    dense = None
+    if os.path.exists(mask_path):
+        r = subprocess.run([args.viewer, "--dense", npy, "--mask", mask_path,
+                            "--runs", str(args.runs + 1), "--threads", str(os.cpu_count())],
+                           capture_output=True, text=True, check=True)
+        dense = json.loads(r.stdout)
+        print(json.dumps(dense), flush=True)
+    npy_cache_after = conditions("After the dense loop", [npy])
+    after = conditions("After", files)
+
+    # 7. The table.
+    dense_s = statistics.median(dense["ms"][1:]) / 1e3 if dense else None
+    sums = {k: v.get("bf_sum") for k, v in py.items()}
+    if dense:
+        sums["dense"] = dense["sum"]
+    same = len(set(v for v in sums.values() if v is not None)) == 1
+    rows = []
+
+    def row(what, qv, pv, target, note=""):
+        rows.append(f"| {what} | {qv} | {pv} | {target} | {note} |")
+
+    kinds = [k for k in ("qem", "pack") if k in viewer and "refused" not in viewer[k]]
+
+    def both(fn):
+        return [fn(viewer[k], k) if k in kinds else "not produced" for k in ("qem", "pack")]
+
+    for name, key in (("1-px BF move", "move"), ("ADF ring resize, 1 px", "adf"),
+                      ("rectangle move, 1 px", "rect")):
+        cells = both(lambda v, k: f"{ms(v[key + '_p50'])} / {ms(v[key + '_p95'])} / "
+                                  f"{ms(v[key + '_max_all'])}")
+        marks = both(lambda v, k: f"{LABEL[k]}: p95 {verdict(v[key + '_p95'], MOVE_P95_MS)}, "
+                                  f"max {verdict(v[key + '_max_all'], MOVE_MAX_MS)}")
+        row(f"qem view: {name}, p50 / p95 / max, ms", *cells,
+            f"p95 <= {MOVE_P95_MS} ms, never above {MOVE_MAX_MS:.0f} ms", "; ".join(marks))
+    row("qem view: pattern at a random position, p50 / p95 / max, ms",
+        *both(lambda v, k: f"{ms(v['jump_p50'])} / {ms(v['jump_p95'])} / {ms(v['jump_max_all'])}"),
+        f"p95 <= {PATTERN_P95_MS['qem']:.0f} ms (.qem), <= {PATTERN_P95_MS['pack']:.0f} ms (pack)",
+        "; ".join(both(lambda v, k: f"{LABEL[k]}: {verdict(v['jump_p95'], PATTERN_P95_MS[k])}")))
+    row("qem view: pattern hovering (neighbouring positions), p50 / p95 / max, ms",
+        *both(lambda v, k: f"{ms(v['hover_p50'])} / {ms(v['hover_p95'])} / {ms(v['hover_max_all'])}"),
+        f"p95 <= {HOVER_P95_MS:.0f} ms",
+        "; ".join(both(lambda v, k: f"{LABEL[k]}: {verdict(v['hover_p95'], HOVER_P95_MS)}")))
+    row("qem view: first image, file as qem wrote it, s (address / detector / image)",
+        *both(lambda v, k: f"{v['first_ms'] / 1e3:.2f} ({v['address_ms'] / 1e3:.2f} / "
+                           f"{(v['detector_ms'] - v['address_ms']) / 1e3:.2f} / "
+                           f"{(v['first_ms'] - v['detector_ms']) / 1e3:.2f})"),
+        f"<= {FIRST_IMAGE_S['qem']} s (.qem), <= {FIRST_IMAGE_S['pack']} s (pack)",
+        "; ".join(both(lambda v, k: f"{LABEL[k]}: {verdict(v['first_ms'] / 1e3, FIRST_IMAGE_S[k])}")))
+    row("qem view: first image, copy recording its calibration, s",
+        *both(lambda v, k: f"{v['calibrated_first_ms'] / 1e3:.2f}"), "", "for comparison")
+    row("qem view: server peak RSS (VmHWM), MiB",
+        *both(lambda v, k: f"{v['rss_peak_mib']:.0f} (file {v['bytes'] / MIB:.0f})"),
+        "<= encoded size + 1 GiB",
+        "; ".join(both(lambda v, k: f"{LABEL[k]}: {verdict(v['rss_peak_mib'], v['bytes'] / MIB + 1024)}")))
+    if load:
+        row("pack load: resident ready, s (qem info --timings; process wall)", "",
+            f"{load['resident_ready'] / 1e3:.2f} ({load['wall_ms'] / 1e3:.2f})",
+            f"<= {PACK_LOAD_S} s", f"pack: {verdict(load['resident_ready'] / 1e3, PACK_LOAD_S)}")
+
+    def pycell(k, fn):
+        v = py.get(k)
+        if v is None:
+            return "not produced"
+        if "error" in v:
+            return f"failed: {v['error']}"
+        return fn(v)
+
+    for label, k in (("qem.open(path)", "qem"),
+                     ("qem.open(path, resident=True, column_cache_mib=768)", "qem resident")):
+        pv = "" if k != "qem" else pycell("pack", lambda v: (
+            f"{v['pattern_p50_ms']:.2f} / {v['pattern_p95_ms']:.2f} / {v['pattern_max_ms']:.1f}"))
+        row(f"Python f[r, c] at random positions, p50 / p95 / max, ms: {label}",
+            pycell(k, lambda v: f"{v['pattern_p50_ms']:.2f} / {v['pattern_p95_ms']:.2f} / "
+                                f"{v['pattern_max_ms']:.1f}"), pv,
+            f"p95 <= {PY_PATTERN_P95_MS:.0f} ms",
+            "; ".join(f"{n}: {verdict(py[x]['pattern_p95_ms'], PY_PATTERN_P95_MS)}"
+                      for n, x in ((".qem", k), ("pack", "pack" if k == "qem" else None))
+                      if x in py and "error" not in py[x]))
+    for label, k in (("qem.open(path)", "qem"),
+                     ("qem.open(path, resident=True, column_cache_mib=768)", "qem resident")):
+        def bfcell(v):
+            t = statistics.median(v["bf_s"])
+            ratio = f", {t / dense_s:.2f}x the dense loop" if dense_s else ""
+            return f"{t:.3f}{ratio}"
+        pv = "" if k != "qem" else pycell("pack", bfcell)
+        row(f"Python full BF virtual image, s (median of {args.runs}): {label}",
+            pycell(k, bfcell), pv, f"<= {PY_BF_S} s",
+            "; ".join(f"{n}: {verdict(statistics.median(py[x]['bf_s']), PY_BF_S)}"
+                      for n, x in ((".qem", k), ("pack", "pack" if k == "qem" else None))
+                      if x in py and "error" not in py[x]))
+    row("Python: open, s / process peak RSS, MiB: qem.open(path)",
+        pycell("qem", lambda v: f"{v['open_s']:.2f} / {v['peak_rss_mib']:.0f}"),
+        pycell("pack", lambda v: f"{v['open_s']:.2f} / {v['peak_rss_mib']:.0f}"), "", "")
+    row("Python: open, s / process peak RSS, MiB: resident=True, column_cache_mib=768",
+        pycell("qem resident", lambda v: f"{v['open_s']:.2f} / {v['peak_rss_mib']:.0f}"), "", "",
+        "")
+    if dense:
+        row(f"dense C loop over the mapped .npy, BF image, s (median of {args.runs} after a "
+            f"first pass of {dense['ms'][0] / 1e3:.2f} s; {dense['threads']} threads)",
+            f"{dense_s:.3f}", "", "baseline",
+            f"in the page cache: {npy_cache_before.split('cache: ')[-1]} "
+            f"before, {npy_cache_after.split('cache: ')[-1]} after")
+    row("BF image sums: Python .qem, .qem resident, pack, dense", "", "", "equal",
+        ("equal" if same else "DIFFER: " + json.dumps(sums)))
+
+    command = args.command or " ".join(
+        ["bench/bench_scale.py"] + [a for a in sys.argv[1:]])
+    elapsed = time.time() - started
+    text = [f"Command: `{command}` (`bench/bench_scale.py`, `bench/bench_viewer.c`); "
+            f"{elapsed / 60:.1f} minutes. Set: {shape[0]} x {shape[1]} scans of "
+            f"{shape[2]} x {shape[3]} uint16 (synthetic, dose 4, seed 20261131), "
+            f"{fmt_size(os.path.getsize(npy))} as .npy, {fmt_size(os.path.getsize(qemf))} "
+            f"as .qem, " + (f"{fmt_size(os.path.getsize(pack))} as a u16-LZ4 pack."
+                            if os.path.exists(pack) else "no pack."),
+            "",
+            f"Conditions. Machine: {machine}.",
+            "",
+            f"- {before}",
+            f"- {warmed}",
+            f"- {after}",
+            "",
+            f"qem view: {args.runs} runs (medians; max is the worst of the runs), {args.moves} "
+            f"moves per series, {max(args.moves // 4, 1)} random patterns, over loopback HTTP. "
+            f"Python: {args.patterns} random positions, each configuration in its own process. "
+            f"BF: centre ({bf[0]:.2f}, {bf[1]:.2f}), radius {bf[2]:.2f} px, the file's default "
+            f"detector, the same mask everywhere.",
+            "",
+            "| measure | .qem | pack (u16-LZ4) | target | verdict |",
+            "|---|---|---|---|---|",
+            *rows]
+    if load:
+        text += ["", "Pack load phases, ms (median of %d; phases summed over loading threads): "
+                 % len(loads) + ", ".join(f"{k.replace('_', ' ')} {v:.1f}" for k, v in load.items())
+                 + "."]
+    section = "\n".join(text) + "\n"
+    print()
+    print(section)
+    if args.markdown:
+        from bench_markdown import replace_section
+        replace_section(args.markdown, BEGIN, END, HEADING, section)
+        print(f"wrote the \"At scale\" section of {args.markdown}")
+
+
+if __name__ == "__main__":
+    main()
