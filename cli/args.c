@@ -108,6 +108,12 @@ const option_spec option_specs[OPT_COUNT] = {
                      "print the address only; do not start a browser"},
     [OPT_VERBOSE] = {"--verbose", NULL, ARG_FLAG, NULL, 0, 0, 0, 0, 0, NULL,
                      "one line per request on stderr (the token hidden)"},
+    [OPT_COLUMN_CACHE] = {"--column-cache", NULL, ARG_INT, "MIB", 0, 1 << 20, 0, 0, 0, NULL,
+                          ".qem files: MiB of decoded pixel columns kept for detector moves,\n"
+                          "shared by the files (default 768; 0 = none)"},
+    [OPT_FROM_DISK] = {"--from-disk", NULL, ARG_FLAG, NULL, 0, 0, 0, 0, 0, NULL,
+                       ".qem files: read chunks from the file for each use instead of\n"
+                       "holding the encoded body in memory (slower moves; no column cache)"},
 };
 /* clang-format on */
 

@@ -54,6 +54,8 @@ typedef enum option_id {
     OPT_BIND,
     OPT_NO_OPEN,
     OPT_VERBOSE,
+    OPT_COLUMN_CACHE,
+    OPT_FROM_DISK,
     OPT_COUNT
 } option_id;
 

@@ -310,6 +310,11 @@ typedef struct qem_container_options {
      * opening; QEM_LOAD_LATER opens cheaply for describing, summarising
      * and verifying, and qem_container_load makes the source readable. */
     qem_load load;
+    /* .qem: as qem_open_options.resident and .column_cache_bytes. A pack
+     * is always resident and decodes nothing per reduction: both are
+     * ignored there. */
+    int resident;
+    uint64_t column_cache_bytes;
 } qem_container_options;
 
 QEM_API void qem_container_options_init(qem_container_options *options);
@@ -757,6 +762,15 @@ typedef struct qem_open_options {
      * cancels (QEM_E_CANCELLED). */
     qem_progress_fn progress;
     void *progress_user;
+    /* 1: hold the encoded body in memory, read and authenticated once
+     * while opening (whatever body_check says); reads and products then
+     * decode from memory with no copy per read, and the file may change
+     * or go without affecting them. Costs the body's size in memory. */
+    int resident;
+    /* Bytes of decoded pixel columns kept (least recently used replaced)
+     * for detector reductions that touch few pixels, so a detector dragged
+     * back and forth decodes nothing twice; 0 = none. Needs resident. */
+    uint64_t column_cache_bytes;
 } qem_open_options;
 
 QEM_API void qem_open_options_init(qem_open_options *options);

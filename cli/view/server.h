@@ -19,6 +19,10 @@ typedef struct view_config {
     int threads;              /* library threads per call; 0 = all cores */
     int verbose;              /* one line per request on stderr */
     int quiet;                /* no progress while packs load */
+    /* .qem files: body held in memory (else read per use), and the MiB of
+     * decoded columns kept, shared by the files. */
+    int resident;
+    uint64_t column_cache_mib;
 } view_config;
 
 /* Opens every file (a pack is loaded, with progress and Ctrl-C as in every

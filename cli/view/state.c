@@ -55,6 +55,13 @@ qem_status view_state_open(view_server *s, qem_error *error)
         qem_container_options so;
         qem_container_options_init(&so);
         so.threads = config->threads;
+        so.resident = config->resident;
+        if (config->resident && config->column_cache_mib) {
+            /* One share per .qem file (packs ignore it); at least one column. */
+            so.column_cache_bytes = (config->column_cache_mib << 20) / config->files;
+            if (so.column_cache_bytes < 4096)
+                so.column_cache_bytes = 4096;
+        }
         progress_state loading;
         progress_setup(&loading, "loading shards", "shards", config->quiet, &so.progress,
                        &so.progress_user);

@@ -196,7 +196,13 @@ static int run_view(const args *a)
                           (unsigned)a->v[OPT_PORT].i[0],
                           (int)a->v[OPT_THREADS].i[0],
                           given(a, OPT_VERBOSE),
-                          quiet};
+                          quiet,
+                          !given(a, OPT_FROM_DISK),
+                          given(a, OPT_COLUMN_CACHE) ? (uint64_t)a->v[OPT_COLUMN_CACHE].i[0]
+                                                     : 768};
+    if (given(a, OPT_FROM_DISK) && given(a, OPT_COLUMN_CACHE) && config.column_cache_mib)
+        return usage_fail("view", "--column-cache keeps columns of a body held in memory; "
+                                  "--from-disk holds none");
     qem_error e = {0};
     const view_module *vm = load_server(&e);
     if (!vm)
@@ -251,6 +257,8 @@ static const command_option view_options[] = {{OPT_PORT, NULL},
                                               {OPT_BIND, NULL},
                                               {OPT_NO_OPEN, NULL},
                                               {OPT_VERBOSE, NULL},
+                                              {OPT_COLUMN_CACHE, NULL},
+                                              {OPT_FROM_DISK, NULL},
                                               {OPT_NONE, NULL}};
 
 const command_spec view_commands[] = {
@@ -264,6 +272,9 @@ const command_spec view_commands[] = {
      "is served from inside qem; nothing is fetched from elsewhere. The address\n"
      "printed on stdout carries a random access token: every request without it\n"
      "is refused. Ctrl-C or SIGTERM stops the server (exit status 128 + the\n"
-     "signal). The API the page uses (also for scripts) is in doc/viewer.md.\n",
+     "signal). A .qem file's encoded body is held in memory (its size; packs are\n"
+     "held whole anyway), so detector moves decode from memory, and the columns\n"
+     "they decode are kept for the next moves (--column-cache). The API the page\n"
+     "uses (also for scripts) is in doc/viewer.md.\n",
      1, VIEW_MAX_FILES, "at least one FILE", view_options, run_view},
     {NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, NULL}};

@@ -202,20 +202,29 @@ qem_status qem_chunk_load(qem_file *f, uint64_t index, int with_spatial, qem_chu
     v->chunk = c;
     v->file = f;
     v->tables = qem_rans_tables_shared();
-    /* Zeroed padding: SIMD decoding reads a few bytes past a stream. */
-    v->buffer = chunk_buffer_take(f, (size_t)(end - begin) + QEM_SPAN_PADDING, &v->buffer_capacity);
-    if (v->buffer)
-        memset(v->buffer + (end - begin), 0, QEM_SPAN_PADDING);
-    if (!v->buffer)
-        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory for a %llu-byte chunk",
-                        (unsigned long long)(end - begin));
-    qem_status st = read_chunk(f, v->buffer, end - begin, f->body_start + begin, error);
-    if (st != QEM_OK) {
-        qem_chunk_view_free(v);
-        return st;
+    const uint8_t *base;
+    if (f->resident) {
+        /* Bytes past a stream are the body's next bytes or its zero padding. */
+        base = f->resident + begin;
+    } else {
+        /* Zeroed padding: SIMD decoding reads a few bytes past a stream. */
+        v->buffer =
+            chunk_buffer_take(f, (size_t)(end - begin) + QEM_SPAN_PADDING, &v->buffer_capacity);
+        if (v->buffer)
+            memset(v->buffer + (end - begin), 0, QEM_SPAN_PADDING);
+        if (!v->buffer)
+            return qem_fail(error, QEM_E_NO_MEMORY, "out of memory for a %llu-byte chunk",
+                            (unsigned long long)(end - begin));
+        qem_status st = read_chunk(f, v->buffer, end - begin, f->body_start + begin, error);
+        if (st != QEM_OK) {
+            qem_chunk_view_free(v);
+            return st;
+        }
+        base = v->buffer;
     }
-    v->payload = v->buffer;
-    const uint8_t *offsets = v->buffer + (c->arrays[1].offset - begin);
+    qem_status st;
+    v->payload = base;
+    const uint8_t *offsets = base + (c->arrays[1].offset - begin);
     if (((uintptr_t)offsets & 3) != 0) {
         /* Float arrays follow each other unaligned: copy the offsets. */
         v->offsets_copy = malloc((size_t)c->arrays[1].count * sizeof *v->offsets_copy);
@@ -228,13 +237,13 @@ qem_status qem_chunk_load(qem_file *f, uint64_t index, int with_spatial, qem_chu
     } else {
         v->offsets = (const uint32_t *)offsets;
     }
-    v->models = v->buffer + (c->arrays[2].offset - begin);
+    v->models = base + (c->arrays[2].offset - begin);
     st = check_count_arrays(f, index, v, error);
     if (st == QEM_OK && with_spatial) {
         /* 8-byte aligned relative to `begin`, hence within the buffer. */
-        v->spatial_words = (const uint32_t *)(v->buffer + (c->arrays[3].offset - begin));
-        v->spatial_offsets = (const uint64_t *)(v->buffer + (c->arrays[4].offset - begin));
-        v->spatial_widths = v->buffer + (c->arrays[5].offset - begin);
+        v->spatial_words = (const uint32_t *)(base + (c->arrays[3].offset - begin));
+        v->spatial_offsets = (const uint64_t *)(base + (c->arrays[4].offset - begin));
+        v->spatial_widths = base + (c->arrays[5].offset - begin);
         st = check_spatial_arrays(f, index, v, error);
     }
     if (st != QEM_OK)

@@ -129,6 +129,20 @@ struct qem_file {
     uint8_t logical_sha256[32]; /* float codec: digest of the original bits */
     float *dark;                /* float codec: optional mean-dark plane */
 
+    /* The encoded body held in memory (qem_open_options.resident): read
+     * and authenticated once while opening, then every chunk view points
+     * into it. 64-byte aligned, so arrays 8-aligned in the body are
+     * aligned here; QEM_SPAN_PADDING zero bytes follow the body. NULL when
+     * chunks are read from the file per use. */
+    uint8_t *resident;
+    /* Set only while the open fills `resident`: body checks read into it. */
+    uint8_t *resident_fill;
+    /* Each pixel's sum over every scan as qem's writer recorded it
+     * (pixel_sums.h), checked while opening; NULL when not recorded. */
+    uint64_t *recorded_sums;
+    /* Decoded pixel columns kept for detector reductions (select.c). */
+    struct qem_column_cache *columns;
+
     qem_rans_path rans_path; /* resolved once at open */
     int threads;
     /* The last chunk buffer given back, kept for the next chunk: a float

@@ -13,9 +13,12 @@
 #include "common/error.h"
 #include "common/fileio.h"
 #include "common/json.h"
+#include "common/large_alloc.h"
 #include "common/options.h"
 #include "common/sha256.h"
 #include "common/threads.h"
+#include "qem/column_cache.h"
+#include "qem/pixel_sums.h"
 #include "qem/qem_internal.h"
 
 void qem_open_options_init(qem_open_options *o)
@@ -38,6 +41,10 @@ void qem_close(qem_file *f)
     free(f->block_sha);
     free(f->block_checked);
     free(atomic_load(&f->spare_buffer));
+    free(f->resident);
+    free(f->resident_fill);
+    free(f->recorded_sums);
+    qem_column_cache_free(f->columns);
     for (int k = 0; k < QEM_PATTERN_BLOCKS; k++)
         free(f->pattern_blocks[k].data);
     pthread_mutex_destroy(&f->pattern_lock);
@@ -54,7 +61,8 @@ static uint64_t block_bytes(const qem_file *f, uint64_t b)
                                                         : QEM_BODY_BLOCK_BYTES;
 }
 
-/* One body block's SHA-256 against the table, read in pieces through `buf`. */
+/* One body block's SHA-256 against the table, read in pieces through `buf`
+ * (or, while a resident open fills the body, straight into its place). */
 static qem_status check_body_block(qem_file *f, uint64_t b, uint8_t *buf, size_t piece_bytes,
                                    qem_sha256 *ctx, qem_error *error)
 {
@@ -64,6 +72,8 @@ static qem_status check_body_block(qem_file *f, uint64_t b, uint8_t *buf, size_t
         return qem_fail(error, QEM_E_IO, "SHA-256 computation failed");
     for (uint64_t done = 0; done < size;) {
         const size_t piece = size - done < piece_bytes ? (size_t)(size - done) : piece_bytes;
+        if (f->resident_fill)
+            buf = f->resident_fill + start + done;
         QEM_TRY(qem_pread_full(f->fd, buf, piece, f->body_start + start + done, QEM_E_FILE_LENGTH,
                                error));
         if (qem_sha256_update(ctx, buf, piece) != 0)
@@ -185,6 +195,32 @@ qem_status qem_open(const char *path, const qem_open_options *options, qem_file 
     return qem_open_experimental(path, options, NULL, out, error);
 }
 
+/* Reads the whole body into memory, each 64 MiB block authenticated as it
+ * arrives (the check a default open makes anyway, so holding the body
+ * costs one read of it, not two). */
+static qem_status body_make_resident(qem_file *f, const qem_open_options *options,
+                                     qem_error *error)
+{
+    if (f->body_bytes > SIZE_MAX - QEM_SPAN_PADDING)
+        return qem_fail(error, QEM_E_NO_MEMORY, "a %llu-byte body cannot be held in memory here",
+                        (unsigned long long)f->body_bytes);
+    f->resident_fill = qem_large_alloc((size_t)f->body_bytes + QEM_SPAN_PADDING);
+    if (!f->resident_fill)
+        return qem_fail(error, QEM_E_NO_MEMORY,
+                        "out of memory holding the %llu-byte body of '%s' (open it without "
+                        "resident)",
+                        (unsigned long long)f->body_bytes, f->path);
+    memset(f->resident_fill + f->body_bytes, 0, QEM_SPAN_PADDING);
+    const qem_status st = qem_body_check_range(f, 0, f->body_bytes, 0, NULL, options->progress,
+                                               options->progress_user, error);
+    if (st == QEM_OK)
+        f->resident = f->resident_fill;
+    else
+        free(f->resident_fill);
+    f->resident_fill = NULL;
+    return st;
+}
+
 /* The options as the library uses them: defaults overlaid by the caller's,
  * the thread count checked. */
 static qem_status open_options_local(const qem_open_options *options,
@@ -195,6 +231,10 @@ static qem_status open_options_local(const qem_open_options *options,
     qem_open_options_init(local);
     QEM_TRY(qem_options_overlay(local, sizeof *local, options, "qem_open_options", error));
     QEM_TRY(qem_threads_check(local->threads, "qem_open_options.threads", error));
+    if (local->column_cache_bytes && !local->resident)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "qem_open_options.column_cache_bytes needs resident: decoded columns are "
+                        "kept only of a body held in memory");
     qem_experimental_open_options_init(x);
     return qem_options_overlay(x, sizeof *x, experimental, "qem_experimental_open_options",
                                error);
@@ -257,12 +297,18 @@ qem_status qem_open_descriptor(const char *path, int fd, const struct stat *sb,
     if (st != QEM_OK)
         goto fail;
     st = qem_header_load(f, error);
+    if (st == QEM_OK)
+        st = qem_pixel_sums_load(f, error);
     if (st == QEM_OK && options->expect_sha256)
         st = qem_file_digest_check(f->fd, f->file_size, options->expect_sha256, path,
                                    options->progress, options->progress_user, error);
-    if (st == QEM_OK && options->body_check == QEM_BODY_CHECK_ON_OPEN)
+    if (st == QEM_OK && options->resident)
+        st = body_make_resident(f, options, error);
+    else if (st == QEM_OK && options->body_check == QEM_BODY_CHECK_ON_OPEN)
         st = qem_body_check_range(f, 0, f->body_bytes, 0, NULL, options->progress,
                                   options->progress_user, error);
+    if (st == QEM_OK && options->column_cache_bytes)
+        st = qem_column_cache_new(options->column_cache_bytes, &f->columns, error);
     if (st != QEM_OK)
         goto fail;
     /* The file must not have changed while it was validated. */

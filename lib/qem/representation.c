@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "common/json.h"
 #include "common/representation.h"
+#include "qem/column_cache.h"
 #include "qem/qem_internal.h"
 
 static qem_output output_of(const qem_file *f, qem_values values)
@@ -207,11 +208,14 @@ static int semiangle_of(const void *impl, double *mrad)
     return 1;
 }
 
-/* A .qem file holds one chunk's arrays at a time; nothing stays resident. */
+/* A .qem file holds one chunk's arrays at a time, or its whole body when
+ * opened resident, plus the column cache's full size. */
 static uint64_t resident_of(const void *impl)
 {
     const qem_file *f = impl;
-    return f->pixels + (f->dark ? f->pixels * sizeof(float) : 0);
+    return f->pixels + (f->dark ? f->pixels * sizeof(float) : 0) +
+           (f->resident ? f->body_bytes : 0) +
+           qem_column_cache_capacity(f->columns) * QEM_INTERVAL * sizeof(uint16_t);
 }
 
 static void file_id_of(const void *impl, uint64_t id[2])
@@ -232,12 +236,14 @@ static qem_status verify_of(void *impl, const qem_container_options *options,
 {
     (void)options;
     QEM_TRY(qem_verify(impl, verify, report, error));
+    const qem_file *f = impl;
     snprintf(report->summary, sizeof report->summary,
-             "%llu body blocks, %llu streams (%llu counts), %llu spatial sums verified",
+             "%llu body blocks, %llu streams (%llu counts), %llu spatial sums%s verified",
              (unsigned long long)report->body_blocks_checked,
              (unsigned long long)report->streams_decoded,
              (unsigned long long)report->samples_decoded,
-             (unsigned long long)report->spatial_values_checked);
+             (unsigned long long)report->spatial_values_checked,
+             f->recorded_sums ? " and the recorded pixel sums" : "");
     return QEM_OK;
 }
 

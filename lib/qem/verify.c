@@ -24,7 +24,8 @@ void qem_verify_options_init(qem_verify_options *o)
 /* Decodes all streams of one block and sums valid pixels into fields:
  * sums[field * n + scan]. */
 static qem_status block_field_sums(qem_file *f, const qem_chunk_view *v, uint64_t block,
-                                   uint64_t *sums, int threads, qem_error *error)
+                                   uint64_t *sums, uint64_t *pixel_totals, int threads,
+                                   qem_error *error)
 {
     const qem_geometry *g = &f->geometry;
     const uint64_t P = f->pixels, F = g->fields;
@@ -60,6 +61,16 @@ static qem_status block_field_sums(qem_file *f, const qem_chunk_view *v, uint64_
                 if (failed_lane < bad_pixel)
                     bad_pixel = failed_lane;
                 continue;
+            }
+            if (pixel_totals) {
+                /* Each pixel's total, against the writer's record (the
+                 * group's pixels are this thread's alone). */
+                uint32_t total[PIXEL_GROUP] = {0};
+                for (uint32_t i = 0; i < n; i++)
+                    for (uint64_t j = 0; j < m; j++)
+                        total[j] += tile[(size_t)i * m + j];
+                for (uint64_t j = 0; j < m; j++)
+                    pixel_totals[p0 + j] += f->valid[p0 + j] ? total[j] : 0;
             }
             /* A tile of scan rows: eight pixels side by side in one detector
              * row share their 8x8 and 32x32 fields when the detector width
@@ -179,10 +190,10 @@ static qem_status compare_fields(const qem_file *f, const qem_chunk_view *v, uin
 /* Integer codec: every stream decoded and every spatial sum recomputed. */
 static qem_status verify_block_integer(qem_file *f, const qem_chunk_view *v, uint64_t ci,
                                        uint64_t b, int threads, uint64_t *sums,
-                                       uint32_t *unpacked, qem_verify_report *report,
-                                       qem_error *error)
+                                       uint64_t *pixel_totals, uint32_t *unpacked,
+                                       qem_verify_report *report, qem_error *error)
 {
-    QEM_TRY(block_field_sums(f, v, b, sums, threads, error));
+    QEM_TRY(block_field_sums(f, v, b, sums, pixel_totals, threads, error));
     QEM_TRY(compare_fields(f, v, ci, b, sums, unpacked, error));
     report->spatial_values_checked += (uint64_t)qem_block_samples(v->chunk, b) * f->geometry.fields;
     return QEM_OK;
@@ -234,8 +245,12 @@ static qem_status verify_file(qem_file *f, const qem_verify_options *options,
     uint32_t *unpacked = integer ? malloc(QEM_INTERVAL * sizeof *unpacked) : NULL;
     uint8_t *rows = integer ? NULL : malloc(QEM_INTERVAL * row_bytes);
     qem_sha256 *logical = f->codec == QEM_CODEC_FLOAT32 ? qem_sha256_new() : NULL;
+    uint64_t *pixel_totals =
+        f->recorded_sums ? calloc((size_t)f->pixels, sizeof *pixel_totals) : NULL;
     qem_status st = QEM_OK;
     if (integer ? (!sums || !unpacked) : (!rows || (f->codec == QEM_CODEC_FLOAT32 && !logical)))
+        st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    if (f->recorded_sums && !pixel_totals)
         st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     uint64_t done = 0;
     for (uint64_t ci = 0; ci < f->chunk_count && st == QEM_OK; ci++) {
@@ -244,7 +259,8 @@ static qem_status verify_file(qem_file *f, const qem_verify_options *options,
         for (uint64_t b = 0; st == QEM_OK && b < view.chunk->blocks; b++) {
             uint32_t n = qem_block_samples(view.chunk, b);
             if (integer)
-                st = verify_block_integer(f, &view, ci, b, threads, sums, unpacked, report, error);
+                st = verify_block_integer(f, &view, ci, b, threads, sums, pixel_totals, unpacked,
+                                          report, error);
             else
                 st = qem_decode_block(f, &view, b, 0, n, kind, rows, threads, error);
             if (st == QEM_OK && logical && qem_sha256_update(logical, rows, n * row_bytes) != 0)
@@ -268,6 +284,15 @@ static qem_status verify_file(qem_file *f, const qem_verify_options *options,
         else
             st = qem_logical_digest_check(f, digest, error);
     }
+    for (uint64_t p = 0; st == QEM_OK && pixel_totals && p < f->pixels; p++)
+        if (pixel_totals[p] != f->recorded_sums[p])
+            st = qem_fail(error, QEM_E_METADATA,
+                          "the pixel sums recorded in the header disagree with the decoded "
+                          "counts (detector pixel %llu: recorded %llu, counts give %llu); the "
+                          "header was altered or written wrongly",
+                          (unsigned long long)p, (unsigned long long)f->recorded_sums[p],
+                          (unsigned long long)pixel_totals[p]);
+    free(pixel_totals);
     qem_sha256_free(logical);
     free(sums);
     free(unpacked);

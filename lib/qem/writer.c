@@ -21,6 +21,7 @@
 #include "common/sha256.h"
 #include "qem/chunk_blob.h"
 #include "qem/encode.h"
+#include "qem/pixel_sums.h"
 #include "qem/qem_internal.h"
 
 #define FLOAT_WINDOW_BYTES (32ull << 20)
@@ -53,6 +54,11 @@ struct qem_writer {
     int body_fd;
     uint64_t body_bytes;
     qem_block_hasher hasher;
+
+    /* Integer codec: each pixel's sum over the scans written so far,
+     * recorded in the header (pixel_sums.h); NULL when it will not be
+     * (another codec, too many pixels, or a chunk encoded elsewhere). */
+    uint64_t *pixel_sums;
 
     uint8_t *window;
     uint64_t window_fill; /* scans in the window */
@@ -87,6 +93,7 @@ void qem_writer_free(qem_writer *w)
     qem_sha256_free(w->logical);
     free(w->valid);
     free(w->window);
+    free(w->pixel_sums);
     free(w->regions);
     json_decref(w->chunks);
     json_decref(w->scientific);
@@ -294,8 +301,11 @@ static qem_status writer_setup(const char *dest, qem_dtype dtype, const uint64_t
     w->valid = malloc((size_t)w->pixels);
     w->window = dest ? malloc((size_t)(chunk * w->pixels * qem_dtype_size(dtype))) : NULL;
     w->chunks = json_array();
+    const int sums = dest && codec == QEM_CODEC_INTEGER && w->pixels <= QEM_PIXEL_SUMS_MAX_PIXELS;
+    if (sums)
+        w->pixel_sums = calloc((size_t)w->pixels, sizeof *w->pixel_sums);
     qem_status st = QEM_OK;
-    if (!w->valid || (dest && !w->window) || !w->chunks) {
+    if (!w->valid || (dest && !w->window) || !w->chunks || (sums && !w->pixel_sums)) {
         st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory for a %llu-scan window",
                       (unsigned long long)chunk);
         goto fail;
@@ -446,9 +456,42 @@ static qem_status write_encoded(qem_writer *w, const qem_encoded_chunk *e, uint6
     return QEM_OK;
 }
 
+/* Adds the window's valid pixels into the running sums: each thread a
+ * band of pixels over every scan, so the sums stay in its cache. */
+static void add_pixel_sums(qem_writer *w, uint64_t scans)
+{
+    enum { BAND = 2048 };
+    const uint64_t P = w->pixels, bands = (P + BAND - 1) / BAND;
+    const int wide = w->dtype == QEM_DTYPE_UINT16;
+#pragma omp parallel for schedule(static) num_threads(qem_threads_resolve(w->threads))
+    for (uint64_t b = 0; b < bands; b++) {
+        const uint64_t p0 = b * BAND, p1 = p0 + BAND < P ? p0 + BAND : P;
+        /* 32-bit partial sums are exact for up to 65536 scans of 16 bits. */
+        for (uint64_t s0 = 0; s0 < scans; s0 += 65536) {
+            const uint64_t s1 = scans - s0 < 65536 ? scans : s0 + 65536;
+            uint32_t acc[BAND] = {0};
+            for (uint64_t s = s0; s < s1; s++) {
+                if (wide) {
+                    const uint16_t *row = (const uint16_t *)w->window + s * P;
+                    for (uint64_t p = p0; p < p1; p++)
+                        acc[p - p0] += row[p];
+                } else {
+                    const uint8_t *row = w->window + s * P;
+                    for (uint64_t p = p0; p < p1; p++)
+                        acc[p - p0] += row[p];
+                }
+            }
+            for (uint64_t p = p0; p < p1; p++)
+                w->pixel_sums[p] += w->valid[p] ? acc[p - p0] : 0;
+        }
+    }
+}
+
 static qem_status write_chunk(qem_writer *w, qem_error *error)
 {
     const uint64_t scans = w->window_fill;
+    if (w->pixel_sums)
+        add_pixel_sums(w, scans);
     qem_encoded_chunk e;
     QEM_TRY(qem_encode_chunk(qem_rans_tables_shared(), w->codec, &w->geometry, w->valid, w->window,
                              w->dtype, scans, w->threads, &e, error));
@@ -646,6 +689,9 @@ static qem_status append_encoded(qem_writer *w, const void *blob, size_t size, q
                       (unsigned long long)chunk_room(w, w->scans_encoded),
                       (unsigned long long)h.first_scan, (unsigned long long)h.scans);
     if (st == QEM_OK) {
+        /* Its counts pass by undecoded: the sums cannot be recorded. */
+        free(w->pixel_sums);
+        w->pixel_sums = NULL;
         st = write_encoded(w, &e, h.scans, bits, error);
         if (st != QEM_OK)
             w->broken = 1;
@@ -715,6 +761,16 @@ static qem_status codec_keys(qem_writer *w, json_t *h, qem_error *error)
 
 static qem_status build_header(qem_writer *w, json_t **out, qem_error *error)
 {
+    /* Recorded from the data written, whatever metadata the caller gave
+     * (a re-save passes its source's on: never an old record). */
+    char body_digest[65];
+    QEM_TRY(qem_pixel_sums_body_digest((const uint8_t(*)[32])w->hasher.digests, w->hasher.count,
+                                       body_digest, error));
+    QEM_TRY(qem_pixel_sums_put(w->scientific,
+                               qem_pixel_sums_worth_recording(w->pixels, w->body_bytes)
+                                   ? w->pixel_sums
+                                   : NULL,
+                               w->scans, w->pixels, body_digest, error));
     json_t *sha = json_array();
     for (size_t i = 0; sha && i < w->hasher.count; i++) {
         char hex[65];

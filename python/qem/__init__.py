@@ -32,7 +32,7 @@ LIBRARY_VERSION = _qem.LIBRARY_VERSION
 
 
 def open(path, *, threads=None, verify=True, raw=False, expect_sha256=None,
-         progress=None) -> File:
+         progress=None, resident=False, column_cache_mib=0) -> File:
     """Opens a ``.qem`` file or a pack (recognised by content) as a
     :class:`qem.File`; use it as a context manager.
 
@@ -49,9 +49,16 @@ def open(path, *, threads=None, verify=True, raw=False, expect_sha256=None,
     progress: True for a bar, or a callable(done, total): while a .qem file
         is hashed on opening (bytes; expect_sha256, then the body blocks) or
         a pack loads (shards). Ctrl-C, or an exception it raises, stops it.
+    resident: .qem files: hold the encoded body in memory (read and checked
+        once while opening, whatever verify says): reads and products then
+        decode from memory, with no copy out of the file per call. Costs the
+        body's size (``file_bytes``). Packs are always held whole.
+    column_cache_mib: .qem files opened resident: MiB of decoded pixel
+        columns kept for detector reductions over few pixels (a session's
+        moves), least recently used replaced; 0 keeps none.
     """
     return File(path, threads=threads, verify=verify, raw=raw, expect_sha256=expect_sha256,
-                progress=progress)
+                progress=progress, resident=resident, column_cache_mib=column_cache_mib)
 
 
 def session(files) -> Session:

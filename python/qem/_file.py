@@ -172,15 +172,18 @@ class File:
     """
 
     def __init__(self, path, *, threads=None, verify=True, raw=False, expect_sha256=None,
-                 progress=None):
+                 progress=None, resident=False, column_cache_mib=0):
         count = _args.threads(threads)  # None and 0: every core
+        cache_mib = _args.integer(column_cache_mib, "column_cache_mib", 0, 1 << 20)
         self._options = dict(threads=None if threads is None else count, verify=verify, raw=raw,
-                             expect_sha256=expect_sha256)
+                             expect_sha256=expect_sha256, resident=resident,
+                             column_cache_mib=cache_mib)
         # Packs report shards loaded; .qem files the bytes hashed on opening.
         with reporter(progress, "opening", "") as callback:
             self._c = _qem.Container(os.fspath(path), threads=count, verify=bool(verify),
                                      raw=bool(raw), expect_sha256=expect_sha256,
-                                     progress=callback)
+                                     progress=callback, resident=bool(resident),
+                                     column_cache_mib=cache_mib)
         info = self._c.info()
         self._info = info
         self.path = self._c.path
