@@ -114,6 +114,11 @@ const option_spec option_specs[OPT_COUNT] = {
     [OPT_FROM_DISK] = {"--from-disk", NULL, ARG_FLAG, NULL, 0, 0, 0, 0, 0, NULL,
                        ".qem files: read chunks from the file for each use instead of\n"
                        "holding the encoded body in memory (slower moves; no column cache)"},
+    [OPT_CACHE_DIR] = {"--cache-dir", NULL, ARG_PATH, "DIR", 0, 0, 0, 0, 0, NULL,
+                       "where mean patterns of files that do not record them are kept\n"
+                       "between opens (default $XDG_CACHE_HOME/qem, else ~/.cache/qem)"},
+    [OPT_NO_CACHE] = {"--no-cache", NULL, ARG_FLAG, NULL, 0, 0, 0, 0, 0, NULL,
+                      "keep nothing between opens"},
 };
 /* clang-format on */
 

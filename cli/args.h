@@ -56,6 +56,8 @@ typedef enum option_id {
     OPT_VERBOSE,
     OPT_COLUMN_CACHE,
     OPT_FROM_DISK,
+    OPT_CACHE_DIR,
+    OPT_NO_CACHE,
     OPT_COUNT
 } option_id;
 

@@ -445,12 +445,34 @@ typedef struct qem_products_options {
     int threads;               /* 0 = the source's */
     qem_progress_fn progress;  /* per window of scans */
     void *progress_user;
+    /* Folder where whole-file results of a file that does not record them
+     * (each pixel's sum over every scan, behind the mean pattern and the
+     * calibration estimate) are kept between opens, keyed by the file's
+     * content identity (a .qem header's SHA-256; a uint16 pack's manifest
+     * and shard digests): a changed file has another key. Made (mode 0700)
+     * when missing; an entry that fails any check is ignored and replaced;
+     * a folder that cannot be written costs only the next open's pass.
+     * NULL keeps nothing. */
+    const char *cache_dir;
 } qem_products_options;
+
+/* Where a products handle's whole-file pixel sums came from. */
+typedef enum qem_origin {
+    QEM_ORIGIN_NONE = 0,     /* not needed yet */
+    QEM_ORIGIN_COMPUTED = 1, /* a pass over every scan */
+    QEM_ORIGIN_RECORDED = 2, /* recorded in the file by its writer */
+    QEM_ORIGIN_CACHED = 3    /* kept by an earlier open (cache_dir) */
+} qem_origin;
 
 QEM_API void qem_products_options_init(qem_products_options *options);
 QEM_API qem_status qem_products_open(qem_container *source, const qem_products_options *options,
                                      qem_products **out, qem_error *error);
 QEM_API void qem_products_close(qem_products *products);
+/* The origin of the last whole-file pixel sums (qem_products_mean, the
+ * calibration estimate); "computed", "recorded", "cached" or "none" by
+ * qem_origin_name. */
+QEM_API qem_origin qem_products_sums_origin(const qem_products *products);
+QEM_API const char *qem_origin_name(qem_origin origin);
 
 /* A product array owned by the caller after a successful call; release
  * with qem_image_free. Never grows (no struct_size). */

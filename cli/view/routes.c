@@ -508,6 +508,10 @@ static void route_detector(view_server *s, const view_request *q, view_reply *r)
     json_object_set_new(j, "file", json_integer((json_int_t)q->file));
     json_object_set_new(j, "mask_pixels", json_integer((json_int_t)res.pixels));
     json_object_set_new(j, "center_radius_from", json_string(res.named.origin));
+    /* Where the mean pattern behind an estimate came from. */
+    json_object_set_new(
+        j, "mean_from",
+        json_string(qem_origin_name(qem_products_sums_origin(s->files[q->file].products))));
     if (q->det.kind == VIEW_DETECTOR_RECT) {
         json_object_set_new(j, "detector", json_string("rect"));
         json_object_set_new(j, "rect",

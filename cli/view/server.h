@@ -23,6 +23,7 @@ typedef struct view_config {
      * decoded columns kept, shared by the files. */
     int resident;
     uint64_t column_cache_mib;
+    const char *cache_dir; /* products' cache_dir, or NULL */
 } view_config;
 
 /* Opens every file (a pack is loaded, with progress and Ctrl-C as in every

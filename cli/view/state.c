@@ -71,6 +71,7 @@ qem_status view_state_open(view_server *s, qem_error *error)
         qem_products_options po;
         qem_products_options_init(&po);
         po.threads = config->threads;
+        po.cache_dir = config->cache_dir;
         po.progress = cancel_when_stopping;
         po.progress_user = s;
         st = qem_products_open(f->source, &po, &f->products, error);

@@ -199,7 +199,21 @@ static int run_view(const args *a)
                           quiet,
                           !given(a, OPT_FROM_DISK),
                           given(a, OPT_COLUMN_CACHE) ? (uint64_t)a->v[OPT_COLUMN_CACHE].i[0]
-                                                     : 768};
+                                                     : 768,
+                          NULL};
+    if (given(a, OPT_CACHE_DIR) && given(a, OPT_NO_CACHE))
+        return usage_fail("view", "give --cache-dir or --no-cache, not both");
+    char cache_dir[4096] = "";
+    if (given(a, OPT_CACHE_DIR)) {
+        snprintf(cache_dir, sizeof cache_dir, "%s", text_of(a, OPT_CACHE_DIR));
+    } else if (!given(a, OPT_NO_CACHE)) {
+        const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+        if (xdg && xdg[0] == '/')
+            snprintf(cache_dir, sizeof cache_dir, "%s/qem", xdg);
+        else if (home && home[0] == '/')
+            snprintf(cache_dir, sizeof cache_dir, "%s/.cache/qem", home);
+    }
+    config.cache_dir = cache_dir[0] ? cache_dir : NULL;
     if (given(a, OPT_FROM_DISK) && given(a, OPT_COLUMN_CACHE) && config.column_cache_mib)
         return usage_fail("view", "--column-cache keeps columns of a body held in memory; "
                                   "--from-disk holds none");
@@ -259,6 +273,8 @@ static const command_option view_options[] = {{OPT_PORT, NULL},
                                               {OPT_VERBOSE, NULL},
                                               {OPT_COLUMN_CACHE, NULL},
                                               {OPT_FROM_DISK, NULL},
+                                              {OPT_CACHE_DIR, NULL},
+                                              {OPT_NO_CACHE, NULL},
                                               {OPT_NONE, NULL}};
 
 const command_spec view_commands[] = {

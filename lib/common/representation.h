@@ -55,6 +55,14 @@ typedef struct qem_representation_ops {
      * into sums[p] (and raises max[p], if given) without building rows. */
     qem_status (*pixel_sums)(void *impl, uint64_t first, uint64_t count, uint64_t *sums,
                              uint32_t *max, int threads, qem_error *error);
+    /* Optional, integer data: each valid pixel's sum over every scan as
+     * the file records it (checked when it was opened): 1 with `sums`
+     * filled, else 0. */
+    int (*recorded_pixel_sums)(const void *impl, uint64_t *sums);
+    /* Optional: 32 bytes that differ whenever the values products read
+     * could (the key of results kept between opens): 1, else 0 where the
+     * file has no such cheap identity. */
+    int (*content_identity)(const void *impl, uint8_t id[32]);
     /* Codes: value = code * scale + offset for scan `scan`. */
     void (*code_affine)(const void *impl, uint64_t scan, double *scale, double *offset);
     /* The float mean-dark plane (pixels floats): 1 if the file has one. */

@@ -3,6 +3,7 @@
 
 #include "common/error.h"
 #include "common/json.h"
+#include "common/sha256.h"
 #include "pack/pack_internal.h"
 #include "common/representation.h"
 
@@ -162,6 +163,25 @@ static uint64_t resident_of(const void *impl)
     return info.resident_bytes;
 }
 
+/* A loaded uint16 pack's working values follow from its manifest (shape,
+ * exclusions) and each shard's decoded bitstream, which loading checked
+ * against its decoded digest. A uint8 pack's digests leave its compact
+ * headers out: no cheap identity. */
+static int content_identity_of(const void *impl, uint8_t id[32])
+{
+    const qem_pack *p = impl;
+    if (!p->loaded || p->profile != QEM_PACK_UINT16_LZ4)
+        return 0;
+    qem_sha256 *ctx = qem_sha256_new();
+    int ok = ctx && qem_sha256_update(ctx, "qem.pack-content/v1", 20) == 0 &&
+             qem_sha256_update(ctx, p->manifest_text, (size_t)p->manifest_bytes) == 0;
+    for (uint64_t k = 0; ok && k < p->shard_count; k++)
+        ok = qem_sha256_update(ctx, p->shards[k].decoded_sha256, 32) == 0;
+    ok = ok && qem_sha256_final(ctx, id) == 0;
+    qem_sha256_free(ctx);
+    return ok;
+}
+
 static void file_id_of(const void *impl, uint64_t id[2])
 {
     const qem_pack *p = impl;
@@ -242,6 +262,7 @@ const qem_representation_ops qem_pack_representation = {
     .dark = no_dark,
     .detector_calibration = detector_calibration_of,
     .semiangle_mrad = no_semiangle,
+    .content_identity = content_identity_of,
     .resident_bytes = resident_of,
     .file_id = file_id_of,
     .header_json = header_json_of,

@@ -80,6 +80,11 @@ qem_status qem_products_open_path(qem_container *source, const qem_products_opti
         free(p);
         return st;
     }
+    if (p->options.cache_dir && !(p->cache_dir = strdup(p->options.cache_dir))) {
+        free(p);
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    }
+    p->options.cache_dir = p->cache_dir;
     p->source = source;
     p->path = path;
     p->ops = source->ops;
@@ -117,7 +122,24 @@ void qem_products_close(qem_products *p)
         return;
     free(p->valid);
     free(p->dark);
+    free(p->cache_dir);
     free(p);
+}
+
+qem_origin qem_products_sums_origin(const qem_products *p)
+{
+    return p ? (qem_origin)atomic_load(&p->sums_origin) : QEM_ORIGIN_NONE;
+}
+
+const char *qem_origin_name(qem_origin origin)
+{
+    switch (origin) {
+    case QEM_ORIGIN_COMPUTED: return "computed";
+    case QEM_ORIGIN_RECORDED: return "recorded";
+    case QEM_ORIGIN_CACHED: return "cached";
+    case QEM_ORIGIN_NONE: break;
+    }
+    return "none";
 }
 
 qem_status qem_products_valid(const qem_products *p, uint8_t *mask, size_t mask_size,

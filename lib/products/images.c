@@ -185,6 +185,33 @@ static qem_status int_pixels_window(void *user, uint64_t first, uint64_t count, 
     return QEM_OK;
 }
 
+qem_status qem_prod_whole_sums(qem_products *p, uint64_t *sums, qem_error *error)
+{
+    const int fast = p->path == QEM_PATH_FAST;
+    if (fast && p->ops->recorded_pixel_sums && p->ops->recorded_pixel_sums(p->impl, sums)) {
+        atomic_store(&p->sums_origin, QEM_ORIGIN_RECORDED);
+        return QEM_OK;
+    }
+    uint8_t id[32];
+    const int keyed = fast && p->cache_dir && p->ops->content_identity &&
+                      p->ops->content_identity(p->impl, id);
+    if (keyed && qem_prod_sums_cache_load(p, id, sums)) {
+        atomic_store(&p->sums_origin, QEM_ORIGIN_CACHED);
+        return QEM_OK;
+    }
+    memset(sums, 0, (size_t)p->pixels * sizeof *sums);
+    int_pixels s = {p, sums, NULL};
+    QEM_TRY(fast && p->ops->pixel_sums
+                ? p->ops->pixel_sums(p->impl, 0, p->scans, sums, NULL, p->threads, error)
+                : qem_prod_for_windows(p, 0, p->scans, int_pixels_window, &s, error));
+    for (uint64_t px = 0; px < p->pixels; px++)
+        sums[px] = p->valid[px] ? sums[px] : 0;
+    atomic_store(&p->sums_origin, QEM_ORIGIN_COMPUTED);
+    if (keyed)
+        qem_prod_sums_cache_store(p, id, sums);
+    return QEM_OK;
+}
+
 /* Reduction of the patterns of scans [first, first + count) for each
  * (row range) of a rectangle: integer sums/max exact, float compensated. */
 static qem_status reduce_rect(qem_products *p, uint64_t r0, uint64_t r1, uint64_t c0, uint64_t c1,
@@ -205,6 +232,11 @@ static qem_status reduce_rect(qem_products *p, uint64_t r0, uint64_t r1, uint64_
         const int fast = p->path == QEM_PATH_FAST && p->ops->pixel_sums;
         /* Full-width rectangles are one contiguous range of scans. */
         const int whole_rows = c0 == 0 && c1 == p->scan_cols;
+        const int whole_file = whole_rows && r0 == 0 && r1 == p->scan_rows;
+        if (st == QEM_OK && whole_file && reduce != QEM_REDUCE_MAX) {
+            st = qem_prod_whole_sums(p, s.sum, error);
+            r0 = r1; /* nothing left for the loop */
+        }
         for (uint64_t r = r0; st == QEM_OK && r < r1; r += whole_rows ? r1 - r0 : 1) {
             const uint64_t at = r * p->scan_cols + c0;
             const uint64_t span = whole_rows ? (r1 - r0) * p->scan_cols : c1 - c0;

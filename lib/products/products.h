@@ -6,6 +6,8 @@
 
 #include "qem.h"
 #include "qem_experimental.h"
+#include <stdatomic.h>
+
 #include "common/representation.h"
 
 struct qem_products {
@@ -21,7 +23,18 @@ struct qem_products {
     qem_products_options options;
     qem_products_path path; /* fast, or the dense reference (qem_experimental.h) */
     int threads;
+    char *cache_dir;              /* options.cache_dir, copied; or NULL */
+    _Atomic int sums_origin;      /* a qem_origin */
 };
+
+/* Each valid pixel's sum over every scan (integer data): recorded in the
+ * file, kept from an earlier open (cache_dir), or a pass over the scans
+ * (then kept). sums_origin says which. */
+qem_status qem_prod_whole_sums(qem_products *p, uint64_t *sums, qem_error *error);
+/* sums_cache.c: 1 when a kept entry for `id` passed every check (sums
+ * filled); the store is best effort. */
+int qem_prod_sums_cache_load(const qem_products *p, const uint8_t id[32], uint64_t *sums);
+void qem_prod_sums_cache_store(const qem_products *p, const uint8_t id[32], const uint64_t *sums);
 
 /* Largest integer a count (or code) can take: from the working dtype. */
 uint32_t qem_prod_max_value(const qem_products *p);

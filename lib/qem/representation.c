@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "common/json.h"
+#include "common/sha256.h"
 #include "common/representation.h"
 #include "qem/column_cache.h"
 #include "qem/qem_internal.h"
@@ -218,6 +219,23 @@ static uint64_t resident_of(const void *impl)
            qem_column_cache_capacity(f->columns) * QEM_INTERVAL * sizeof(uint16_t);
 }
 
+static int recorded_pixel_sums_of(const void *impl, uint64_t *sums)
+{
+    const qem_file *f = impl;
+    if (!f->recorded_sums)
+        return 0;
+    memcpy(sums, f->recorded_sums, (size_t)f->pixels * sizeof *sums);
+    return 1;
+}
+
+/* The header's SHA-256: the prefix authenticates the header, the header
+ * holds every body block's digest, and no block is decoded unchecked. */
+static int content_identity_of(const void *impl, uint8_t id[32])
+{
+    const qem_file *f = impl;
+    return qem_sha256_oneshot(f->header_text, (size_t)f->header_bytes, id) == 0;
+}
+
 static void file_id_of(const void *impl, uint64_t id[2])
 {
     const qem_file *f = impl;
@@ -295,6 +313,8 @@ const qem_representation_ops qem_file_representation = {
     .dark = dark_of,
     .detector_calibration = detector_calibration_of,
     .semiangle_mrad = semiangle_of,
+    .recorded_pixel_sums = recorded_pixel_sums_of,
+    .content_identity = content_identity_of,
     .resident_bytes = resident_of,
     .file_id = file_id_of,
     .header_json = header_json_of,

@@ -513,12 +513,6 @@ qem_status qem_pixel_sums(qem_file *f, uint64_t first, uint64_t count, uint64_t 
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_pixel_sums: bad range or argument");
     if (!count)
         return QEM_OK;
-    if (f->recorded_sums && first == 0 && count == f->scans && !max) {
-        /* Every scan: the sums the writer recorded (checked on opening). */
-        for (uint64_t p = 0; p < f->pixels; p++)
-            sums[p] = f->valid[p] ? sums[p] + f->recorded_sums[p] : 0;
-        return QEM_OK;
-    }
     threads = qem_threads_resolve(threads > 0 ? threads : f->threads);
     const uint64_t P = f->pixels, end = first + count;
     const uint64_t groups = (P + PIXEL_GROUP - 1) / PIXEL_GROUP;

@@ -34,6 +34,7 @@ qem_products *ext_products_open(ext_container *c, ext_progress *progress)
     qem_products_options po;
     qem_products_options_init(&po);
     po.threads = c->threads;
+    po.cache_dir = c->cache_dir;
     po.progress = ext_progress_fn;
     po.progress_user = progress;
     qem_products *p = NULL;
@@ -49,8 +50,9 @@ qem_products *ext_products_open(ext_container *c, ext_progress *progress)
 
 static int container_init(ext_container *self, PyObject *args, PyObject *kwargs)
 {
-    static char *kw[] = {"path",     "threads",  "verify",           "raw", "expect_sha256",
-                         "progress", "resident", "column_cache_mib", NULL};
+    static char *kw[] = {"path",     "threads",  "verify",           "raw",       "expect_sha256",
+                         "progress", "resident", "column_cache_mib", "cache_dir", NULL};
+    PyObject *cache_obj = NULL;
     PyObject *path_obj = NULL, *progress = Py_None;
     int threads = 0, verify = 1, raw = 0, resident = 0;
     unsigned long long cache_mib = 0;
@@ -59,11 +61,24 @@ static int container_init(ext_container *self, PyObject *args, PyObject *kwargs)
         PyErr_SetString(PyExc_RuntimeError, "Container is already open");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|O&ppzOpK:Container", kw,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|O&ppzOpKO&:Container", kw,
                                      PyUnicode_FSConverter, &path_obj, ext_threads_arg, &threads,
-                                     &verify, &raw, &expect, &progress, &resident, &cache_mib))
+                                     &verify, &raw, &expect, &progress, &resident, &cache_mib,
+                                     PyUnicode_FSConverter, &cache_obj))
         return -1;
+    free(self->cache_dir);
+    self->cache_dir = NULL;
+    if (cache_obj) {
+        self->cache_dir = strdup(PyBytes_AS_STRING(cache_obj));
+        Py_DECREF(cache_obj);
+        if (!self->cache_dir) {
+            Py_DECREF(path_obj);
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
     if (cache_mib > (1ull << 20)) {
+        Py_DECREF(path_obj);
         PyErr_SetString(PyExc_ValueError, "column_cache_mib must be 0 to 1048576");
         return -1;
     }
@@ -132,6 +147,7 @@ static PyObject *container_close(ext_container *self, PyObject *noargs)
 static void container_dealloc(ext_container *self)
 {
     qem_container_close(self->container);
+    free(self->cache_dir);
     Py_XDECREF(self->path);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -465,6 +481,8 @@ static PyObject *run_product(ext_container *self, product_call call, void *args)
         Py_BEGIN_ALLOW_THREADS
         st = call(p, args, &im, &e);
         Py_END_ALLOW_THREADS
+        if (qem_products_sums_origin(p) != QEM_ORIGIN_NONE)
+            self->sums_origin = qem_products_sums_origin(p);
         qem_products_close(p);
         if (ext_progress_raise(&pr))
             qem_image_free(&im);
@@ -487,6 +505,12 @@ static PyObject *container_mean(ext_container *self, PyObject *noargs)
 {
     (void)noargs;
     return run_product(self, call_mean, NULL);
+}
+
+static PyObject *container_sums_origin(ext_container *self, PyObject *noargs)
+{
+    (void)noargs;
+    return PyUnicode_FromString(qem_origin_name(self->sums_origin));
 }
 
 static qem_status call_frame(qem_products *p, void *args, qem_image *im, qem_error *e)
@@ -938,6 +962,8 @@ static PyMethodDef container_methods[] = {
     {"gather", (PyCFunction)container_gather, METH_VARARGS,
      "gather(scans, slots, rows, cols, out): reads scans (ascending) into out[slots]."},
     {"mean", (PyCFunction)container_mean, METH_NOARGS, "The mean pattern."},
+    {"sums_origin", (PyCFunction)container_sums_origin, METH_NOARGS,
+     "Where the last whole-file pixel sums came from."},
     {"frame", (PyCFunction)container_frame, METH_VARARGS, "frame(scan): one pattern."},
     {"region", (PyCFunction)container_region, METH_VARARGS,
      "region(r0, r1, c0, c1, reduce): a reduction over a scan rectangle."},

@@ -74,6 +74,8 @@ typedef struct ext_container {
     qem_container_info info;
     PyObject *path;
     int threads;
+    char *cache_dir; /* products' cache_dir, or NULL */
+    qem_origin sums_origin; /* of the last product that needed whole-file sums */
     qem_values values;
     int busy; /* calls in flight (the GIL released); close waits for none */
 } ext_container;

@@ -169,3 +169,20 @@ def test_resident_session_equals_numpy(generated):
         qem.open(path, column_cache_mib=1)
     with pytest.raises(ValueError, match="column_cache_mib"):
         qem.open(path, resident=True, column_cache_mib=-1)
+
+
+def test_mean_kept_between_opens(fixtures, tmp_path):
+    """cache_dir keeps the exact pixel sums of a file that does not record
+    them: the second open's mean comes from there and is the same."""
+    path = fixtures / "qem" / "u16_dense_highdose.qem"
+    cache = tmp_path / "cache"
+    means = []
+    for want in ("computed", "cached"):
+        with qem.open(path, cache_dir=cache) as f:
+            assert f.sums_origin == "none"
+            means.append(f.mean())
+            assert f.sums_origin == want
+    np.testing.assert_array_equal(means[0], means[1])
+    with qem.open(path) as f:
+        np.testing.assert_array_equal(f.mean(), means[0])
+        assert f.sums_origin == "computed"

@@ -195,6 +195,37 @@ def test_detector_resolution_is_the_cli_s(tmp_path):
             assert got["mask_pixels"] == want["mask_pixels"]
 
 
+def test_mean_kept_between_opens(tmp_path):
+    """A file that does not record its pixel sums (an upstream fixture):
+    the first server computes the mean behind the estimate and keeps it in
+    --cache-dir, the second takes it from there, with the same detector;
+    --no-cache keeps nothing; a file qem wrote records them."""
+    path = fixture("qem", "u16_dense_highdose.qem")
+    cache = tmp_path / "cache"
+    seen = []
+    for want in ("computed", "cached"):
+        with Server([path], "--cache-dir", str(cache)) as server:
+            status, _, body = api(server, "/api/detector", detector="bf")
+            assert status == 200, body
+            got = json.loads(body)
+            assert got["mean_from"] == want
+            seen.append((got["center"], got["radius"]))
+            status, _, mean = api(server, "/api/mean.npy")
+            assert status == 200 and load_npy(mean).dtype == np.float32
+    assert seen[0] == seen[1]
+    assert len(list(cache.glob("pixel-sums-*.bin"))) == 1
+    with Server([path], "--no-cache") as server:
+        assert json.loads(api(server, "/api/detector", detector="bf")[2])["mean_from"] == "computed"
+    rng = np.random.default_rng(5)
+    counts = rng.poisson(3, (48, 48, 16, 16)).astype(np.uint16)
+    np.save(tmp_path / "big.npy", counts)
+    subprocess.run([QEM, "save", str(tmp_path / "big.npy"), str(tmp_path / "big.qem"), "-q"],
+                   check=True)
+    with Server([str(tmp_path / "big.qem")], "--cache-dir", str(cache)) as server:
+        assert json.loads(api(server, "/api/detector", detector="bf")[2])["mean_from"] == "recorded"
+    assert len(list(cache.glob("pixel-sums-*.bin"))) == 1
+
+
 def live(server, client, seq, conn=None, **params):
     target = "/api/live?" + urllib.parse.urlencode({"client": client, "seq": seq, **params})
     status, headers, body = server.request(target, token="header", conn=conn)

@@ -18,6 +18,7 @@ import urllib.parse
 import numpy as np
 
 QEM = os.environ.get("QEM_CLI", "qem")
+CACHE_HOME = tempfile.mkdtemp(prefix="qem-viewer-cache-")
 
 
 def shared_dir():
@@ -49,11 +50,13 @@ class Server:
     """`qem view --no-open --port 0 FILES...`, stopped by SIGTERM."""
 
     def __init__(self, files, *extra):
+        # Mean patterns kept between opens go to a folder of the tests' own.
         self.proc = subprocess.Popen(
             [QEM, "view", "--no-open", "--port", "0", *extra, *files],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            env={**os.environ, "XDG_CACHE_HOME": CACHE_HOME},
         )
         ready, _, _ = select.select([self.proc.stdout], [], [], 120)
         assert ready, "qem view printed no address within 120 s"

@@ -684,7 +684,8 @@ async function start() {
       const d = await getJson('/api/detector', { file: 0, detector: 'bf' });
       centre = d.center;
       radius = d.radius;
-      setStatus(`detector from the ${d.center_radius_from}`);
+      const meanFrom = { recorded: 'recorded in the file', cached: 'kept from an earlier open', computed: 'computed from every scan' }[d.mean_from];
+      setStatus(`detector from the ${d.center_radius_from}` + (meanFrom ? `; mean pattern ${meanFrom}` : ''));
     } catch (error) {
       setStatus('no detector calibration or estimate (' + error.message + '); starting from the detector centre');
     }
