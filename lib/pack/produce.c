@@ -17,10 +17,13 @@
 #include "common/fileio.h"
 #include "common/options.h"
 #include "common/sha256.h"
+#include "common/threads.h"
 #include "pack/encode.h"
 #include "pack/h5write.h"
+#include "pack/calibrated_copy.h"
 #include "pack/pack_internal.h"
 #include "input/input.h"
+#include "products/calibration.h"
 
 #define RECEIPT_SCHEMA "quantem.gpu.lossless-pack-production/v1"
 #define FORMAT_SCHEMA "quantem.gpu.lossless-pack-format/v1"
@@ -391,6 +394,9 @@ typedef struct production {
     uint8_t (*payload_sha)[32], (*header_sha)[32];
     unsigned *max_width;
     uint8_t raw_sha[32], working_sha[32], mask_sha[32];
+    /* Each admitted pixel's working-value sum over every scan: the mean
+     * pattern behind the detector calibration estimate recorded. */
+    uint64_t *pixel_sums;
     const char *mask_origin;
     uint64_t accounted_peak, observed_resident;
     double t_auth, t_pack, t_write, t_final;
@@ -409,6 +415,59 @@ static void production_free(production *pr)
     free(pr->payload_sha);
     free(pr->header_sha);
     free(pr->max_width);
+    free(pr->pixel_sums);
+}
+
+/* Adds one shard's working values into the pixel sums: threads take bands
+ * of pixels over every scan (32-bit partial sums: at most 65536 scans). */
+static void add_pixel_sums(production *pr, const uint16_t *rows)
+{
+    enum { BAND = 2048 };
+    const uint64_t P = pr->P, bands = (P + BAND - 1) / BAND;
+#pragma omp parallel for schedule(static) num_threads(qem_threads_resolve(0))
+    for (uint64_t b = 0; b < bands; b++) {
+        const uint64_t p0 = b * BAND, p1 = p0 + BAND < P ? p0 + BAND : P;
+        for (uint64_t s0 = 0; s0 < pr->sps; s0 += 65536) {
+            const uint64_t s1 = pr->sps - s0 < 65536 ? pr->sps : s0 + 65536;
+            uint32_t acc[BAND] = {0};
+            for (uint64_t i = s0; i < s1; i++)
+                for (uint64_t p = p0; p < p1; p++)
+                    acc[p - p0] += rows[i * P + p];
+            for (uint64_t p = p0; p < p1; p++)
+                pr->pixel_sums[p] += pr->is_excluded[p] ? 0 : acc[p - p0];
+        }
+    }
+}
+
+/* The detector calibration estimate from the mean pattern of the working
+ * values (exact total / scans, rounded once: what qem_products_mean gives
+ * on the pack), as the manifest member; NULL where no bright-field disk
+ * stands out (nothing is recorded then). */
+static json_t *calibration_estimate(const production *pr)
+{
+    const uint64_t P = pr->P, scans = pr->src->shape[0] * pr->src->shape[1];
+    float *mean = malloc((size_t)P * sizeof *mean);
+    uint8_t *admitted = malloc((size_t)P);
+    json_t *member = NULL;
+    if (mean && admitted && scans) {
+        for (uint64_t p = 0; p < P; p++) {
+            admitted[p] = !pr->is_excluded[p];
+            mean[p] = admitted[p] ? (float)((double)pr->pixel_sums[p] / (double)scans) : 0.0f;
+        }
+        product_calibration est;
+        if (qem_product_calibration_estimate(mean, admitted, pr->src->shape[2], pr->src->shape[3],
+                                             &est, NULL) == QEM_OK) {
+            char hex[65];
+            qem_sha256_hex(pr->src->identity, hex);
+            member = json_pack("{s:s, s:s, s:[f,f], s:f, s:s}", "schema", PACK_CALIBRATION_SCHEMA,
+                               "source_identity_sha256", hex, "detector_center_px", est.center_row,
+                               est.center_col, "bright_field_radius_px", est.radius, "method",
+                               PRODUCT_CALIBRATION_METHOD);
+        }
+    }
+    free(mean);
+    free(admitted);
+    return member;
 }
 
 /* Raw and working digests of one shard's rows; the uint8 profile also
@@ -503,6 +562,8 @@ static qem_status build_shards(production *pr, pack_h5_writer *h5,
         if (st == QEM_OK)
             st = digest_rows(pr, rows, s * pr->sps, raw, working, frame, error);
         if (st == QEM_OK)
+            add_pixel_sums(pr, rows);
+        if (st == QEM_OK)
             st = u8 ? qem_pack_encode_v3_shard(rows, pr->sps, P, pr->is_excluded, s * pr->sps, &enc,
                                                error)
                     : qem_pack_encode_v1_shard(rows, pr->sps, P, &enc, error);
@@ -580,7 +641,10 @@ static json_t *manifest(production *pr)
     memcpy(f.detector_mask_sha256, pr->mask_sha, 32);
     f.records = pr->records;
     f.encoded = pr->profile == QEM_PACK_UINT16_LZ4 ? pr->kept : NULL;
+    json_t *calibration = pr->pixel_sums ? calibration_estimate(pr) : NULL;
+    f.detector_calibration = calibration;
     json_t *m = qem_pack_manifest_build(&f);
+    json_decref(calibration);
     if (!m)
         return NULL;
     json_t *shards = json_object_get(m, "shards");
@@ -793,10 +857,11 @@ static qem_status prepare(production *pr, qem_pack_inspection *in, const qem_pac
     pr->payload_sha = calloc((size_t)pr->shards, sizeof *pr->payload_sha);
     pr->header_sha = calloc((size_t)pr->shards, sizeof *pr->header_sha);
     pr->max_width = calloc((size_t)pr->shards, sizeof *pr->max_width);
+    pr->pixel_sums = calloc((size_t)pr->P, sizeof *pr->pixel_sums);
     if (pr->profile == QEM_PACK_UINT8_BITPACKED)
         pr->constants = calloc((size_t)(pr->excluded_count + 1), sizeof *pr->constants);
     if (!pr->is_excluded || !pr->records || !pr->kept || !pr->range_sha || !pr->payload_sha ||
-        !pr->header_sha || !pr->max_width ||
+        !pr->header_sha || !pr->max_width || !pr->pixel_sums ||
         (pr->profile == QEM_PACK_UINT8_BITPACKED && !pr->constants))
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     for (uint64_t k = 0; k < pr->excluded_count; k++)

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <jansson.h>
+#include <math.h>
 
 #include "common/sha256.h"
 #include "h5_build.h"
@@ -35,6 +36,12 @@ static void make_data(void)
     uint64_t seed = 12;
     for (uint64_t k = 0; k < SCANS * PIXELS; k++)
         data[k] = (uint16_t)(test_rand(&seed) % (k % 3 ? 40 : 256));
+    /* A bright-field disk around (3, 4), for the calibration estimate. */
+    for (uint64_t k = 0; k < SCANS * PIXELS; k++) {
+        const int r = (int)(k % PIXELS / DC) - 3, c = (int)(k % DC) - 4;
+        if (r * r + c * c <= 4)
+            data[k] = (uint16_t)(200 + test_rand(&seed) % 50);
+    }
     for (uint64_t s = 0; s < SCANS; s++)
         for (size_t i = 0; i < 2; i++)
             data[s * PIXELS + bad[i]] = 65535;
@@ -172,6 +179,28 @@ static void produce_and_check(source_case *sc, qem_pack_profile profile)
     }
     CHECK_EQ_U64(wrong, 0);
     qem_pack_close(p);
+
+    /* The producer recorded the detector calibration estimate: exactly the
+     * one products compute from the pack's own mean pattern. */
+    {
+        qem_container *c = NULL;
+        CHECK_OK(qem_container_open(dest, NULL, &c, &e), &e);
+        qem_products *pp = NULL;
+        if (c)
+            CHECK_OK(qem_products_open(c, NULL, &pp, &e), &e);
+        qem_detector_calibration est = {.struct_size = sizeof est};
+        qem_detector_calibration rec = {.struct_size = sizeof rec};
+        if (pp) {
+            CHECK_OK(qem_products_file_calibration(pp, &rec, &e), &e);
+            CHECK_OK(qem_products_estimate_calibration(pp, &est, &e), &e);
+            CHECK(est.center_row == rec.center_row && est.center_column == rec.center_column &&
+                  est.bright_field_radius == rec.bright_field_radius);
+            CHECK(fabs(rec.center_row - 3) < 0.5 && fabs(rec.center_column - 4) < 0.5);
+            CHECK(!strcmp(rec.method, "mean-diffraction-half-maximum") && !rec.has_dpc);
+        }
+        qem_products_close(pp);
+        qem_container_close(c);
+    }
 
     /* Digests and identity, computed independently. */
     json_t *m = manifest_of(dest);
