@@ -7,6 +7,7 @@
 
 #include "common/bitpack.h"
 #include "common/error.h"
+#include "common/byteorder.h"
 #include "common/sha256.h"
 #include "pack/pack_internal.h"
 
@@ -18,18 +19,6 @@ void qem_pack_encoded_shard_free(pack_encoded_shard *s)
     free(s->lengths);
     free(s->headers);
     memset(s, 0, sizeof *s);
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-    put32(p, (uint32_t)v);
-    put32(p + 4, (uint32_t)(v >> 32));
 }
 
 /* Packs `count` values LSB-first at word `word` (the words are zeroed). */
@@ -294,33 +283,33 @@ uint8_t *qem_pack_index_build(qem_pack_profile profile, const uint64_t shape[4],
     if (!ix)
         return NULL;
     memcpy(ix, profile == QEM_PACK_UINT16_LZ4 ? PACK_INDEX_MAGIC_V1 : PACK_INDEX_MAGIC_V3, 8);
-    put32(ix + 8, (uint32_t)shard_count);
-    put32(ix + 12, profile == QEM_PACK_UINT16_LZ4 ? PACK_CHUNK_BYTES : 0);
+    qem_put_le32(ix + 8, (uint32_t)shard_count);
+    qem_put_le32(ix + 12, profile == QEM_PACK_UINT16_LZ4 ? PACK_CHUNK_BYTES : 0);
     for (int i = 0; i < 4; i++)
-        put32(ix + 16 + 4 * i, (uint32_t)shape[i]);
-    put32(ix + 32, (uint32_t)sps);
+        qem_put_le32(ix + 16 + 4 * i, (uint32_t)shape[i]);
+    qem_put_le32(ix + 32, (uint32_t)sps);
     if (profile == QEM_PACK_UINT8_BITPACKED) {
-        put32(ix + 36, PACK_V3_TILE);
-        put32(ix + 40, 1);
+        qem_put_le32(ix + 36, PACK_V3_TILE);
+        qem_put_le32(ix + 40, 1);
     }
     uint8_t *cur = ix + head;
-    put32(cur, (uint32_t)excluded_count);
+    qem_put_le32(cur, (uint32_t)excluded_count);
     cur += 4;
     for (uint64_t i = 0; i < excluded_count; i++, cur += 4)
-        put32(cur, excluded[i]);
+        qem_put_le32(cur, excluded[i]);
     memcpy(cur, identity, 32);
     cur += 32;
     for (uint64_t s = 0; s < shard_count; s++, cur += PACK_RECORD_BYTES) {
         const pack_shard_record *r = &records[s];
-        put64(cur, r->payload_offset);
-        put64(cur + 8, r->payload_bytes);
-        put64(cur + 16, r->lengths_offset);
-        put64(cur + 24, r->lengths_bytes);
-        put64(cur + 32, r->widths_offset);
-        put64(cur + 40, r->widths_bytes);
-        put64(cur + 48, r->decoded_bytes);
-        put32(cur + 56, r->descriptor_count);
-        put32(cur + 60, r->chunk_count);
+        qem_put_le64(cur, r->payload_offset);
+        qem_put_le64(cur + 8, r->payload_bytes);
+        qem_put_le64(cur + 16, r->lengths_offset);
+        qem_put_le64(cur + 24, r->lengths_bytes);
+        qem_put_le64(cur + 32, r->widths_offset);
+        qem_put_le64(cur + 40, r->widths_bytes);
+        qem_put_le64(cur + 48, r->decoded_bytes);
+        qem_put_le32(cur + 56, r->descriptor_count);
+        qem_put_le32(cur + 60, r->chunk_count);
         memcpy(cur + 64, r->decoded_sha256, 32);
     }
     *size = n;
@@ -341,10 +330,10 @@ qem_status qem_pack_user_block(const char *manifest, uint64_t manifest_bytes, co
     if (!b)
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     memcpy(b, PACK_MAGIC, 8);
-    put32(b + 8, (uint32_t)manifest_bytes);
-    put32(b + 12, (uint32_t)libdeflate_crc32(0, manifest, (size_t)manifest_bytes));
-    put32(b + 16, (uint32_t)index_at);
-    put32(b + 20, (uint32_t)index_bytes);
+    qem_put_le32(b + 8, (uint32_t)manifest_bytes);
+    qem_put_le32(b + 12, (uint32_t)libdeflate_crc32(0, manifest, (size_t)manifest_bytes));
+    qem_put_le32(b + 16, (uint32_t)index_at);
+    qem_put_le32(b + 20, (uint32_t)index_bytes);
     memcpy(b + PACK_PRELUDE_BYTES, manifest, (size_t)manifest_bytes);
     memcpy(b + index_at, index, (size_t)index_bytes);
     *block = b;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/byteorder.h"
 #include "common/options.h"
 #include "common/fileio.h"
 #include "common/json.h"
@@ -29,16 +30,6 @@ double qem_pack_elapsed_ms(const struct timespec *start)
     struct timespec t;
     qem_pack_now(&t);
     return (double)(t.tv_sec - start->tv_sec) * 1e3 + (double)(t.tv_nsec - start->tv_nsec) * 1e-6;
-}
-
-static uint32_t le32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
-}
-
-static uint64_t le64(const uint8_t *p)
-{
-    return (uint64_t)le32(p) | ((uint64_t)le32(p + 4) << 32);
 }
 
 void qem_pack_close(qem_pack *p)
@@ -77,9 +68,9 @@ static qem_status read_prelude(qem_pack *p, uint64_t *index_offset, uint64_t *in
     if (memcmp(pre, PACK_MAGIC, 8) != 0)
         return qem_fail(error, QEM_E_PACK_PRELUDE,
                         "'%s' does not begin with the pack signature QGPUH5\\0\\x01", p->path);
-    const uint32_t json_bytes = le32(pre + 8), crc = le32(pre + 12);
-    *index_offset = le32(pre + 16);
-    *index_bytes = le32(pre + 20);
+    const uint32_t json_bytes = qem_get_le32(pre + 8), crc = qem_get_le32(pre + 12);
+    *index_offset = qem_get_le32(pre + 16);
+    *index_bytes = qem_get_le32(pre + 20);
     if (json_bytes == 0 || *index_offset < PACK_PRELUDE_BYTES + (uint64_t)json_bytes)
         return qem_fail(error, QEM_E_PACK_PRELUDE,
                         "pack manifest length %u does not fit before the index at byte %llu",
@@ -122,10 +113,10 @@ static qem_status parse_index(qem_pack *p, const uint8_t *ix, uint64_t n, qem_er
     }
     if (n < head + 4)
         return qem_fail(error, QEM_E_PACK_INDEX, "pack binary index is truncated in its header");
-    p->shard_count = le32(ix + 8);
+    p->shard_count = qem_get_le32(ix + 8);
     for (int i = 0; i < 4; i++)
-        p->shape[i] = le32(ix + 16 + 4 * i);
-    p->sps = le32(ix + 32);
+        p->shape[i] = qem_get_le32(ix + 16 + 4 * i);
+    p->sps = qem_get_le32(ix + 32);
     if (p->shard_count == 0)
         return qem_fail(error, QEM_E_PACK_INDEX, "pack index declares no shards");
     if (!p->shape[0] || !p->shape[1] || !p->shape[2] || !p->shape[3] || !p->sps)
@@ -147,21 +138,21 @@ static qem_status parse_index(qem_pack *p, const uint8_t *ix, uint64_t n, qem_er
                         (unsigned long long)p->scans, (unsigned long long)p->shard_count,
                         (unsigned long long)p->sps);
     if (p->profile == QEM_PACK_UINT16_LZ4) {
-        if (le32(ix + 12) != PACK_CHUNK_BYTES)
+        if (qem_get_le32(ix + 12) != PACK_CHUNK_BYTES)
             return qem_fail(error, QEM_E_PACK_INDEX,
-                            "pack index payload chunk size %u is not 128", le32(ix + 12));
+                            "pack index payload chunk size %u is not 128", qem_get_le32(ix + 12));
         p->tiles = (p->sps + PACK_V1_TILE - 1) / PACK_V1_TILE;
     } else {
-        if (le32(ix + 12) != 0)
+        if (qem_get_le32(ix + 12) != 0)
             return qem_fail(error, QEM_E_PACK_INDEX, "pack index reserved word is not zero");
-        if (le32(ix + 36) != PACK_V3_TILE)
+        if (qem_get_le32(ix + 36) != PACK_V3_TILE)
             return qem_fail(error, QEM_E_PACK_INDEX, "pack index scan tile %u is not 32",
-                            le32(ix + 36));
-        if (le32(ix + 40) != 1)
+                            qem_get_le32(ix + 36));
+        if (qem_get_le32(ix + 40) != 1)
             return qem_fail(error, QEM_E_UNSUPPORTED,
                             "pack header encoding %u is not supported (only 1, uint8 widths); "
                             "update qem",
-                            le32(ix + 40));
+                            qem_get_le32(ix + 40));
         if (p->sps % PACK_V3_TILE != 0)
             return qem_fail(error, QEM_E_PACK_INDEX,
                             "pack shards of %llu scans are not whole 32-scan tiles",
@@ -170,7 +161,7 @@ static qem_status parse_index(qem_pack *p, const uint8_t *ix, uint64_t n, qem_er
         p->checkpoints = (p->tiles + 31) / 32;
         p->width_words = (p->tiles + 7) / 8;
     }
-    const uint64_t excluded = le32(ix + head);
+    const uint64_t excluded = qem_get_le32(ix + head);
     if (excluded > p->pixels)
         return qem_fail(error, QEM_E_PACK_INDEX,
                         "pack index excludes %llu of only %llu detector pixels",
@@ -190,7 +181,7 @@ static qem_status parse_index(qem_pack *p, const uint8_t *ix, uint64_t n, qem_er
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     const uint8_t *cur = ix + head + 4;
     for (uint64_t i = 0; i < excluded; i++, cur += 4) {
-        uint32_t px = le32(cur);
+        uint32_t px = qem_get_le32(cur);
         if (px >= p->pixels || p->is_excluded[px])
             return qem_fail(error, QEM_E_PACK_INDEX,
                             "pack excluded pixel %u is out of range or listed twice", px);
@@ -201,15 +192,15 @@ static qem_status parse_index(qem_pack *p, const uint8_t *ix, uint64_t n, qem_er
     cur += 32;
     for (uint64_t s = 0; s < p->shard_count; s++, cur += PACK_RECORD_BYTES) {
         pack_shard *r = &p->shards[s];
-        r->payload_offset = le64(cur);
-        r->payload_bytes = le64(cur + 8);
-        r->lengths_offset = le64(cur + 16);
-        r->lengths_bytes = le64(cur + 24);
-        r->widths_offset = le64(cur + 32);
-        r->widths_bytes = le64(cur + 40);
-        r->decoded_bytes = le64(cur + 48);
-        r->descriptor_count = le32(cur + 56);
-        r->chunk_count = le32(cur + 60);
+        r->payload_offset = qem_get_le64(cur);
+        r->payload_bytes = qem_get_le64(cur + 8);
+        r->lengths_offset = qem_get_le64(cur + 16);
+        r->lengths_bytes = qem_get_le64(cur + 24);
+        r->widths_offset = qem_get_le64(cur + 32);
+        r->widths_bytes = qem_get_le64(cur + 40);
+        r->decoded_bytes = qem_get_le64(cur + 48);
+        r->descriptor_count = qem_get_le32(cur + 56);
+        r->chunk_count = qem_get_le32(cur + 60);
         memcpy(r->decoded_sha256, cur + 64, 32);
     }
     return QEM_OK;

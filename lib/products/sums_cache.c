@@ -16,25 +16,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/byteorder.h"
 #include "common/sha256.h"
 #include "products/products.h"
 
 #define MAGIC "QEMSUMS1"
 #define FIXED (8u + 32u + 8u + 8u)
-
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int k = 0; k < 8; k++)
-        p[k] = (uint8_t)(v >> (8 * k));
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int k = 7; k >= 0; k--)
-        v = v << 8 | p[k];
-    return v;
-}
 
 static int entry_path(const qem_products *p, const uint8_t id[32], char *path, size_t size)
 {
@@ -86,13 +73,13 @@ int qem_prod_sums_cache_load(const qem_products *p, const uint8_t id[32], uint64
     uint8_t digest[32];
     ok = ok && qem_sha256_oneshot(data, (size_t)(size - 32), digest) == 0 &&
          memcmp(digest, data + size - 32, 32) == 0 && memcmp(data, MAGIC, 8) == 0 &&
-         memcmp(data + 8, id, 32) == 0 && get64(data + 40) == p->scans &&
-         get64(data + 48) == p->pixels;
+         memcmp(data + 8, id, 32) == 0 && qem_get_le64(data + 40) == p->scans &&
+         qem_get_le64(data + 48) == p->pixels;
     uint64_t bound;
     if (__builtin_mul_overflow(p->scans, (uint64_t)qem_prod_max_value(p), &bound))
         bound = UINT64_MAX;
     for (uint64_t px = 0; ok && px < p->pixels; px++) {
-        sums[px] = get64(data + FIXED + 8 * px);
+        sums[px] = qem_get_le64(data + FIXED + 8 * px);
         ok = sums[px] <= bound && (p->valid[px] || sums[px] == 0);
     }
     free(data);
@@ -113,10 +100,10 @@ void qem_prod_sums_cache_store(const qem_products *p, const uint8_t id[32], cons
         return;
     memcpy(data, MAGIC, 8);
     memcpy(data + 8, id, 32);
-    put64(data + 40, p->scans);
-    put64(data + 48, p->pixels);
+    qem_put_le64(data + 40, p->scans);
+    qem_put_le64(data + 48, p->pixels);
     for (uint64_t px = 0; px < p->pixels; px++)
-        put64(data + FIXED + 8 * px, sums[px]);
+        qem_put_le64(data + FIXED + 8 * px, sums[px]);
     int ok = qem_sha256_oneshot(data, (size_t)(size - 32), data + size - 32) == 0;
     const int fd = ok ? mkstemp(temporary) : -1;
     ok = fd >= 0;

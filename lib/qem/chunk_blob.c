@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/byteorder.h"
 #include "common/error.h"
 #include "common/sha256.h"
 #include "qem/chunk_blob.h"
@@ -9,34 +10,6 @@
 #define BLOB_MAGIC "QEMCHNK1"
 #define BLOB_VERSION 1u
 #define BLOB_FIXED 144u
-
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
 
 static uint64_t pad8(uint64_t n)
 {
@@ -85,19 +58,19 @@ qem_status qem_chunk_blob_pack(const qem_chunk_blob_header *h, const qem_encoded
     if (!b)
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory for an encoded chunk");
     memcpy(b, BLOB_MAGIC, 8);
-    put32(b + 8, BLOB_VERSION);
-    put32(b + 12, (uint32_t)h->codec);
-    put32(b + 16, (uint32_t)h->dtype);
+    qem_put_le32(b + 8, BLOB_VERSION);
+    qem_put_le32(b + 12, (uint32_t)h->codec);
+    qem_put_le32(b + 16, (uint32_t)h->dtype);
     for (int k = 0; k < 4; k++)
-        put64(b + 24 + 8 * k, h->shape[k]);
-    put64(b + 56, h->first_scan);
-    put64(b + 64, h->scans);
+        qem_put_le64(b + 24 + 8 * k, h->shape[k]);
+    qem_put_le64(b + 56, h->first_scan);
+    qem_put_le64(b + 64, h->scans);
     memcpy(b + 72, h->valid_sha256, 32);
-    put64(b + 104, e->payload_bytes);
-    put64(b + 112, e->streams);
-    put64(b + 120, e->spatial_word_count);
-    put64(b + 128, e->spatial_streams);
-    put64(b + 136, bits_bytes);
+    qem_put_le64(b + 104, e->payload_bytes);
+    qem_put_le64(b + 112, e->streams);
+    qem_put_le64(b + 120, e->spatial_word_count);
+    qem_put_le64(b + 128, e->spatial_streams);
+    qem_put_le64(b + 136, bits_bytes);
     const void *src[7] = {e->payload,       e->offsets,        e->models, e->spatial_words,
                           e->spatial_offsets, e->spatial_widths, bits};
     uint64_t at = BLOB_FIXED;
@@ -124,10 +97,10 @@ qem_status qem_chunk_blob_parse(const void *blob, size_t size, qem_chunk_blob_he
         return BAD("not an encoded chunk (QEMCHNK1)");
     if ((uintptr_t)b % 8)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "encoded chunk: not 8-byte aligned");
-    if (get32(b + 8) != BLOB_VERSION)
-        return BAD("version %u; this qem writes and reads version 1", get32(b + 8));
-    h->codec = (qem_codec)get32(b + 12);
-    h->dtype = (qem_dtype)get32(b + 16);
+    if (qem_get_le32(b + 8) != BLOB_VERSION)
+        return BAD("version %u; this qem writes and reads version 1", qem_get_le32(b + 8));
+    h->codec = (qem_codec)qem_get_le32(b + 12);
+    h->dtype = (qem_dtype)qem_get_le32(b + 16);
     if (h->codec != QEM_CODEC_INTEGER && h->codec != QEM_CODEC_FLOAT32 &&
         h->codec != QEM_CODEC_SCALED)
         return BAD("unknown codec %u", (unsigned)h->codec);
@@ -135,23 +108,23 @@ qem_status qem_chunk_blob_parse(const void *blob, size_t size, qem_chunk_blob_he
                          : h->codec == QEM_CODEC_SCALED
                              ? h->dtype == QEM_DTYPE_UINT16
                              : h->dtype == QEM_DTYPE_UINT8 || h->dtype == QEM_DTYPE_UINT16;
-    if (!ok_dtype || get32(b + 20) != 0)
+    if (!ok_dtype || qem_get_le32(b + 20) != 0)
         return BAD("dtype %u does not belong to its codec", (unsigned)h->dtype);
     for (int k = 0; k < 4; k++) {
-        h->shape[k] = get64(b + 24 + 8 * k);
+        h->shape[k] = qem_get_le64(b + 24 + 8 * k);
         if (h->shape[k] == 0 || h->shape[k] >= (1ull << 24))
             return BAD("axis %d is %llu", k, (unsigned long long)h->shape[k]);
     }
-    h->first_scan = get64(b + 56);
-    h->scans = get64(b + 64);
+    h->first_scan = qem_get_le64(b + 56);
+    h->scans = qem_get_le64(b + 64);
     const uint64_t scans = h->shape[0] * h->shape[1], pixels = h->shape[2] * h->shape[3];
     if (h->scans == 0 || h->first_scan >= scans || h->scans > scans - h->first_scan)
         return BAD("scans [%llu, +%llu) outside the %llu of the shape",
                    (unsigned long long)h->first_scan, (unsigned long long)h->scans,
                    (unsigned long long)scans);
     memcpy(h->valid_sha256, b + 72, 32);
-    const uint64_t payload = get64(b + 104), streams = get64(b + 112), words = get64(b + 120),
-                   spatial = get64(b + 128), nbits = get64(b + 136);
+    const uint64_t payload = qem_get_le64(b + 104), streams = qem_get_le64(b + 112), words = qem_get_le64(b + 120),
+                   spatial = qem_get_le64(b + 128), nbits = qem_get_le64(b + 136);
     const int has_spatial = h->codec == QEM_CODEC_INTEGER;
     const uint64_t blocks = (h->scans + 511) / 512;
     const uint64_t lanes = h->codec == QEM_CODEC_FLOAT32 ? 2 * pixels : pixels;
@@ -189,14 +162,14 @@ qem_status qem_chunk_blob_parse(const void *blob, size_t size, qem_chunk_blob_he
     /* Offsets: from 0, never decreasing, ending at the array they index. */
     uint64_t prev = 0;
     for (uint64_t s = 0; s <= streams; s++) {
-        const uint32_t o = get32(p[1] + 4 * s);
+        const uint32_t o = qem_get_le32(p[1] + 4 * s);
         if ((s == 0 && o != 0) || o < prev || (s == streams && o != payload))
             return BAD("stream offset %llu is out of order", (unsigned long long)s);
         prev = o;
     }
     prev = 0;
     for (uint64_t s = 0; has_spatial && s <= spatial; s++) {
-        const uint64_t o = get64(p[4] + 8 * s);
+        const uint64_t o = qem_get_le64(p[4] + 8 * s);
         if ((s == 0 && o != 0) || o < prev || (s == spatial && o != words))
             return BAD("spatial offset %llu is out of order", (unsigned long long)s);
         prev = o;

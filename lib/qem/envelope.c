@@ -5,22 +5,9 @@
 
 #include "common/error.h"
 #include "common/fileio.h"
+#include "common/byteorder.h"
 #include "common/sha256.h"
 #include "qem/qem_internal.h"
-
-static uint64_t load_u64le(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
-
-static void store_u64le(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
 
 qem_status qem_envelope_read(int fd, uint64_t file_size, char **header_out, uint64_t *size_out,
                              qem_error *error)
@@ -40,8 +27,8 @@ qem_status qem_envelope_read(int fd, uint64_t file_size, char **header_out, uint
         return qem_fail(error, QEM_E_NOT_QEM,
                         "not a complete QEM file: the QEMDATA1 signature is missing");
     }
-    uint64_t header_bytes = load_u64le(prefix + 8);
-    uint64_t body_start = load_u64le(prefix + 16);
+    uint64_t header_bytes = qem_get_le64(prefix + 8);
+    uint64_t body_start = qem_get_le64(prefix + 16);
     if (header_bytes == 0 || header_bytes > QEM_MAX_HEADER_BYTES)
         return qem_fail(error, QEM_E_HEADER_LENGTH,
                         "QEM header length %llu is outside 1..16 MiB; the file is damaged",
@@ -88,8 +75,8 @@ qem_status qem_envelope_prefix(const char *header, size_t size, uint8_t prefix[Q
                         "more scans per chunk (--chunk-scans) to shorten the chunk list",
                         size);
     memcpy(prefix, QEM_MAGIC, 8);
-    store_u64le(prefix + 8, size);
-    store_u64le(prefix + 16, QEM_PREFIX_BYTES + size);
+    qem_put_le64(prefix + 8, size);
+    qem_put_le64(prefix + 16, QEM_PREFIX_BYTES + size);
     if (qem_sha256_oneshot(header, size, prefix + 24) != 0)
         return qem_fail(error, QEM_E_IO, "SHA-256 computation failed");
     return QEM_OK;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common/base64.h"
+#include "common/byteorder.h"
 #include "common/error.h"
 #include "common/sha256.h"
 #include "qem/qem_internal.h"
@@ -39,8 +40,7 @@ qem_status qem_pixel_sums_put(json_t *scientific, const uint64_t *sums, uint64_t
     if (!le)
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     for (uint64_t p = 0; p < pixels; p++)
-        for (int k = 0; k < 8; k++)
-            le[p * 8 + (uint64_t)k] = (uint8_t)(sums[p] >> (8 * k));
+        qem_put_le64(le + p * 8, sums[p]);
     char *data = qem_base64_encode(le, (size_t)pixels * 8);
     free(le);
     json_t *record = data ? json_pack("{s:s, s:I, s:I, s:s, s:s, s:s}", "schema",
@@ -114,9 +114,7 @@ qem_status qem_pixel_sums_load(qem_file *f, qem_error *error)
         bound = UINT64_MAX;
     qem_status st = QEM_OK;
     for (uint64_t p = 0; p < f->pixels && st == QEM_OK; p++) {
-        uint64_t v = 0;
-        for (int k = 7; k >= 0; k--)
-            v = v << 8 | le[p * 8 + (uint64_t)k];
+        const uint64_t v = qem_get_le64(le + p * 8);
         sums[p] = v;
         if (!f->valid[p] && v)
             st = refuse(f, "gives an invalid pixel a nonzero sum", error);
