@@ -1,5 +1,6 @@
-/* Decoded pixel columns (column_cache.h): a chained hash table over a
- * fixed array of entries, with a doubly linked recency list; one mutex. */
+/* Decoded pixel columns (column_cache.h): 16 shards, each a chained hash
+ * table over a fixed array of entries with a doubly linked recency list
+ * and its own mutex, so threads reducing different pixels rarely wait. */
 #include "qem/column_cache.h"
 
 #include <pthread.h>
@@ -11,6 +12,7 @@
 
 #define NONE UINT32_MAX
 #define COLUMN_SAMPLES 512u
+#define SHARDS 16u
 
 typedef struct column_entry {
     uint64_t block; /* chunk << 32 | block in the chunk */
@@ -20,7 +22,7 @@ typedef struct column_entry {
     uint32_t bucket;
 } column_entry;
 
-struct qem_column_cache {
+typedef struct column_shard {
     pthread_mutex_t lock;
     uint32_t capacity, used;
     uint32_t *buckets;
@@ -29,56 +31,75 @@ struct qem_column_cache {
     uint16_t *data; /* capacity x COLUMN_SAMPLES, touched as it fills */
     uint32_t newest, oldest;
     uint64_t hits, misses;
+} column_shard;
+
+struct qem_column_cache {
+    column_shard shard[SHARDS];
+    uint64_t capacity;
 };
 
-qem_status qem_column_cache_new(uint64_t bytes, qem_column_cache **out, qem_error *error)
+static uint64_t hash_of(uint64_t block, uint64_t pixel)
 {
-    *out = NULL;
-    const uint64_t per = COLUMN_SAMPLES * sizeof(uint16_t) + sizeof(column_entry) + 2 * 4;
-    uint64_t capacity = bytes / per;
-    if (capacity > (1ull << 30))
-        capacity = 1ull << 30;
-    if (!capacity)
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
-                        "a column cache of %llu bytes holds no column (one takes %llu)",
-                        (unsigned long long)bytes, (unsigned long long)per);
-    uint32_t buckets = 1;
-    while (buckets < 2 * capacity)
-        buckets <<= 1;
-    qem_column_cache *c = calloc(1, sizeof *c);
-    if (c) {
-        c->buckets = malloc((size_t)buckets * sizeof *c->buckets);
-        c->entries = qem_large_alloc((size_t)capacity * sizeof *c->entries);
-        c->data = qem_large_alloc((size_t)capacity * COLUMN_SAMPLES * sizeof *c->data);
-    }
-    if (!c || !c->buckets || !c->entries || !c->data) {
-        if (c) {
-            free(c->buckets);
-            free(c->entries);
-            free(c->data);
-        }
-        free(c);
-        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory for a %llu-byte column cache",
-                        (unsigned long long)bytes);
-    }
-    memset(c->buckets, 0xff, (size_t)buckets * sizeof *c->buckets);
-    pthread_mutex_init(&c->lock, NULL);
-    c->capacity = (uint32_t)capacity;
-    c->bucket_mask = buckets - 1;
-    c->newest = c->oldest = NONE;
-    *out = c;
-    return QEM_OK;
+    uint64_t h = (block * 0x9e3779b97f4a7c15ull) ^ (pixel + 0x632be59bd9b4e019ull);
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 32;
+    return h;
 }
 
 void qem_column_cache_free(qem_column_cache *c)
 {
     if (!c)
         return;
-    pthread_mutex_destroy(&c->lock);
-    free(c->buckets);
-    free(c->entries);
-    free(c->data);
+    for (unsigned s = 0; s < SHARDS; s++) {
+        pthread_mutex_destroy(&c->shard[s].lock);
+        free(c->shard[s].buckets);
+        free(c->shard[s].entries);
+        free(c->shard[s].data);
+    }
     free(c);
+}
+
+qem_status qem_column_cache_new(uint64_t bytes, qem_column_cache **out, qem_error *error)
+{
+    *out = NULL;
+    const uint64_t per = COLUMN_SAMPLES * sizeof(uint16_t) + sizeof(column_entry) + 2 * 4;
+    uint64_t each = bytes / per / SHARDS;
+    if (each > (1ull << 26))
+        each = 1ull << 26;
+    if (!each)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "a column cache of %llu bytes holds no column (it needs at least %llu)",
+                        (unsigned long long)bytes, (unsigned long long)(per * SHARDS));
+    uint32_t buckets = 1;
+    while (buckets < 2 * each)
+        buckets <<= 1;
+    qem_column_cache *c = calloc(1, sizeof *c);
+    if (!c)
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory for a column cache");
+    for (unsigned s = 0; s < SHARDS; s++)
+        pthread_mutex_init(&c->shard[s].lock, NULL);
+    int ok = 1;
+    for (unsigned s = 0; ok && s < SHARDS; s++) {
+        column_shard *h = &c->shard[s];
+        h->buckets = malloc((size_t)buckets * sizeof *h->buckets);
+        h->entries = qem_large_alloc((size_t)each * sizeof *h->entries);
+        h->data = qem_large_alloc((size_t)each * COLUMN_SAMPLES * sizeof *h->data);
+        ok = h->buckets && h->entries && h->data;
+        if (ok)
+            memset(h->buckets, 0xff, (size_t)buckets * sizeof *h->buckets);
+        h->capacity = (uint32_t)each;
+        h->bucket_mask = buckets - 1;
+        h->newest = h->oldest = NONE;
+    }
+    if (!ok) {
+        qem_column_cache_free(c);
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory for a %llu-byte column cache",
+                        (unsigned long long)bytes);
+    }
+    c->capacity = each * SHARDS;
+    *out = c;
+    return QEM_OK;
 }
 
 uint64_t qem_column_cache_capacity(const qem_column_cache *c)
@@ -86,70 +107,61 @@ uint64_t qem_column_cache_capacity(const qem_column_cache *c)
     return c ? c->capacity : 0;
 }
 
-static uint32_t bucket_of(const qem_column_cache *c, uint64_t block, uint64_t pixel)
+static void unlink_recency(column_shard *h, uint32_t e)
 {
-    uint64_t h = (block * 0x9e3779b97f4a7c15ull) ^ (pixel + 0x632be59bd9b4e019ull);
-    h ^= h >> 29;
-    h *= 0xbf58476d1ce4e5b9ull;
-    h ^= h >> 32;
-    return (uint32_t)h & c->bucket_mask;
-}
-
-static void unlink_recency(qem_column_cache *c, uint32_t e)
-{
-    column_entry *x = &c->entries[e];
+    column_entry *x = &h->entries[e];
     if (x->newer != NONE)
-        c->entries[x->newer].older = x->older;
+        h->entries[x->newer].older = x->older;
     else
-        c->newest = x->older;
+        h->newest = x->older;
     if (x->older != NONE)
-        c->entries[x->older].newer = x->newer;
+        h->entries[x->older].newer = x->newer;
     else
-        c->oldest = x->newer;
+        h->oldest = x->newer;
 }
 
-static void make_newest(qem_column_cache *c, uint32_t e)
+static void make_newest(column_shard *h, uint32_t e)
 {
-    column_entry *x = &c->entries[e];
+    column_entry *x = &h->entries[e];
     x->newer = NONE;
-    x->older = c->newest;
-    if (c->newest != NONE)
-        c->entries[c->newest].newer = e;
-    c->newest = e;
-    if (c->oldest == NONE)
-        c->oldest = e;
+    x->older = h->newest;
+    if (h->newest != NONE)
+        h->entries[h->newest].newer = e;
+    h->newest = e;
+    if (h->oldest == NONE)
+        h->oldest = e;
 }
 
-static uint32_t find(const qem_column_cache *c, uint64_t block, uint64_t pixel)
+static uint32_t find(const column_shard *h, uint32_t bucket, uint64_t block, uint64_t pixel)
 {
-    for (uint32_t e = c->buckets[bucket_of(c, block, pixel)]; e != NONE; e = c->entries[e].next)
-        if (c->entries[e].block == block && c->entries[e].pixel == pixel)
+    for (uint32_t e = h->buckets[bucket]; e != NONE; e = h->entries[e].next)
+        if (h->entries[e].block == block && h->entries[e].pixel == pixel)
             return e;
     return NONE;
 }
 
-uint64_t qem_column_cache_take(qem_column_cache *c, uint64_t chunk, uint64_t block,
-                               const uint64_t *pixels, uint64_t count, uint32_t samples,
-                               uint16_t *out, uint8_t *hit)
+const uint16_t *qem_column_cache_hold(qem_column_cache *c, uint64_t chunk, uint64_t block,
+                                      uint64_t pixel, qem_column_hold *hold)
 {
-    const uint64_t key = chunk << 32 | block;
-    uint64_t hits = 0;
-    pthread_mutex_lock(&c->lock);
-    for (uint64_t j = 0; j < count; j++) {
-        const uint32_t e = find(c, key, pixels[j]);
-        hit[j] = e != NONE;
-        if (e == NONE)
-            continue;
-        memcpy(out + j * samples, c->data + (size_t)e * COLUMN_SAMPLES,
-               (size_t)samples * sizeof *out);
-        unlink_recency(c, e);
-        make_newest(c, e);
-        hits++;
+    const uint64_t key = chunk << 32 | block, hash = hash_of(key, pixel);
+    column_shard *h = &c->shard[hash >> 60];
+    pthread_mutex_lock(&h->lock);
+    const uint32_t e = find(h, (uint32_t)hash & h->bucket_mask, key, pixel);
+    if (e == NONE) {
+        h->misses++;
+        pthread_mutex_unlock(&h->lock);
+        return NULL;
     }
-    c->hits += hits;
-    c->misses += count - hits;
-    pthread_mutex_unlock(&c->lock);
-    return hits;
+    h->hits++;
+    unlink_recency(h, e);
+    make_newest(h, e);
+    *hold = h;
+    return h->data + (size_t)e * COLUMN_SAMPLES;
+}
+
+void qem_column_cache_release(qem_column_hold hold)
+{
+    pthread_mutex_unlock(&((column_shard *)hold)->lock);
 }
 
 void qem_column_cache_put(qem_column_cache *c, uint64_t chunk, uint64_t block,
@@ -157,43 +169,47 @@ void qem_column_cache_put(qem_column_cache *c, uint64_t chunk, uint64_t block,
                           const uint16_t *columns)
 {
     const uint64_t key = chunk << 32 | block;
-    pthread_mutex_lock(&c->lock);
     for (uint64_t j = 0; j < count; j++) {
-        if (find(c, key, pixels[j]) != NONE)
-            continue; /* another thread kept it first */
+        const uint64_t hash = hash_of(key, pixels[j]);
+        column_shard *h = &c->shard[hash >> 60];
+        const uint32_t bucket = (uint32_t)hash & h->bucket_mask;
+        pthread_mutex_lock(&h->lock);
+        if (find(h, bucket, key, pixels[j]) != NONE) {
+            pthread_mutex_unlock(&h->lock); /* another thread kept it first */
+            continue;
+        }
         uint32_t e;
-        if (c->used < c->capacity) {
-            e = c->used++;
+        if (h->used < h->capacity) {
+            e = h->used++;
         } else {
             /* Replace the least recently used: out of its chain first. */
-            e = c->oldest;
-            unlink_recency(c, e);
-            uint32_t *link = &c->buckets[c->entries[e].bucket];
+            e = h->oldest;
+            unlink_recency(h, e);
+            uint32_t *link = &h->buckets[h->entries[e].bucket];
             while (*link != e)
-                link = &c->entries[*link].next;
-            *link = c->entries[e].next;
+                link = &h->entries[*link].next;
+            *link = h->entries[e].next;
         }
-        column_entry *x = &c->entries[e];
+        column_entry *x = &h->entries[e];
         x->block = key;
         x->pixel = pixels[j];
-        x->bucket = bucket_of(c, key, pixels[j]);
-        x->next = c->buckets[x->bucket];
-        c->buckets[x->bucket] = e;
-        make_newest(c, e);
-        memcpy(c->data + (size_t)e * COLUMN_SAMPLES, columns + j * samples,
+        x->bucket = bucket;
+        x->next = h->buckets[bucket];
+        h->buckets[bucket] = e;
+        make_newest(h, e);
+        memcpy(h->data + (size_t)e * COLUMN_SAMPLES, columns + j * samples,
                (size_t)samples * sizeof *columns);
+        pthread_mutex_unlock(&h->lock);
     }
-    pthread_mutex_unlock(&c->lock);
 }
 
-void qem_column_cache_stats(const qem_column_cache *c, uint64_t *hits, uint64_t *misses)
+void qem_column_cache_stats(qem_column_cache *c, uint64_t *hits, uint64_t *misses)
 {
-    if (!c) {
-        *hits = *misses = 0;
-        return;
+    *hits = *misses = 0;
+    for (unsigned s = 0; c && s < SHARDS; s++) {
+        pthread_mutex_lock(&c->shard[s].lock);
+        *hits += c->shard[s].hits;
+        *misses += c->shard[s].misses;
+        pthread_mutex_unlock(&c->shard[s].lock);
     }
-    pthread_mutex_lock((pthread_mutex_t *)&c->lock);
-    *hits = c->hits;
-    *misses = c->misses;
-    pthread_mutex_unlock((pthread_mutex_t *)&c->lock);
 }

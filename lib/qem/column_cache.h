@@ -22,17 +22,18 @@ void qem_column_cache_free(qem_column_cache *cache);
 /* How many columns it can hold. */
 uint64_t qem_column_cache_capacity(const qem_column_cache *cache);
 
-/* For each of pixels[0 .. count) of (chunk, block), copies a kept column
- * of `samples` values to out + j * samples and sets hit[j] = 1 (else
- * hit[j] = 0). Returns the number of hits. */
-uint64_t qem_column_cache_take(qem_column_cache *cache, uint64_t chunk, uint64_t block,
-                               const uint64_t *pixels, uint64_t count, uint32_t samples,
-                               uint16_t *out, uint8_t *hit);
+/* The kept column of `pixel` in (chunk, block), held (its shard locked)
+ * until qem_column_cache_release(*hold); NULL (nothing held) when it is
+ * not kept. Counts a hit or a miss. */
+typedef void *qem_column_hold;
+const uint16_t *qem_column_cache_hold(qem_column_cache *cache, uint64_t chunk, uint64_t block,
+                                      uint64_t pixel, qem_column_hold *hold);
+void qem_column_cache_release(qem_column_hold hold);
 /* Keeps the columns of pixels[0 .. count) of (chunk, block), column j at
  * columns + j * samples (samples <= 512). */
 void qem_column_cache_put(qem_column_cache *cache, uint64_t chunk, uint64_t block,
                           const uint64_t *pixels, uint64_t count, uint32_t samples,
                           const uint16_t *columns);
-void qem_column_cache_stats(const qem_column_cache *cache, uint64_t *hits, uint64_t *misses);
+void qem_column_cache_stats(qem_column_cache *cache, uint64_t *hits, uint64_t *misses);
 
 #endif

@@ -276,6 +276,22 @@ __attribute__((target("avx2"))) static void dot_rows_avx2(const uint16_t *tile, 
 }
 #endif
 
+/* dst[i] += weight * col[i], i < n: the common weights of a detector move
+ * (+1, -1) without a multiply, so the compiler widens and adds in SIMD. */
+static void add_column(int64_t *restrict dst, const uint16_t *restrict col, uint32_t n,
+                       int64_t weight)
+{
+    if (weight == 1)
+        for (uint32_t i = 0; i < n; i++)
+            dst[i] += col[i];
+    else if (weight == -1)
+        for (uint32_t i = 0; i < n; i++)
+            dst[i] -= col[i];
+    else if (weight)
+        for (uint32_t i = 0; i < n; i++)
+            dst[i] += weight * col[i];
+}
+
 /* One block: decoded streams and whole tiles, samples [lo, hi) into
  * out[k * count + at + (i - lo)]. */
 static qem_status reduce_block(const qem_file *f, const qem_chunk_view *v, uint64_t block,
@@ -315,22 +331,20 @@ static qem_status reduce_block(const qem_file *f, const qem_chunk_view *v, uint6
             for (uint64_t j = 0; j < m; j++)
                 missed_at[j] = first_j + j;
             if (cache) {
-                uint8_t hit[PIXEL_GROUP];
-                qem_column_cache_take(cache, chunk, block, lanes, m, n, kept, hit);
+                /* Kept columns are added in place, their shard held. */
                 uint64_t left = 0;
                 for (uint64_t j = 0; j < m; j++) {
-                    if (!hit[j]) {
+                    qem_column_hold hold;
+                    const uint16_t *col = qem_column_cache_hold(cache, chunk, block, lanes[j], &hold);
+                    if (!col) {
                         missed[left] = lanes[j];
                         missed_at[left++] = first_j + j;
                         continue;
                     }
-                    const uint16_t *col = kept + j * n;
-                    for (unsigned k = 0; k < K; k++) {
-                        const int64_t wt = sp->weight[(first_j + j) * K + k];
-                        int64_t *dst = local + (uint64_t)k * span;
-                        for (uint32_t i = lo; wt && i < hi; i++)
-                            dst[i - lo] += wt * col[i];
-                    }
+                    for (unsigned k = 0; k < K; k++)
+                        add_column(local + (uint64_t)k * span, col + lo, hi - lo,
+                                   sp->weight[(first_j + j) * K + k]);
+                    qem_column_cache_release(hold);
                 }
                 lanes = missed;
                 m = left;
