@@ -256,6 +256,48 @@ int main(int argc, char **argv)
         free(b);
         encoded_chunk_seed(out, path, qem[i]);
     }
+    /* A file qem wrote, large enough to record its pixel sums. */
+    {
+        const uint64_t shape[4] = {32, 48, 8, 8};
+        const size_t count = 32 * 48 * 64;
+        uint8_t *counts = malloc(count);
+        uint64_t state = 7;
+        for (size_t k = 0; counts && k < count; k++) {
+            state = state * 6364136223846793005ull + 1442695040888963407ull;
+            counts[k] = (uint8_t)(state >> 56);
+        }
+        snprintf(path, sizeof path, "%s/recorded-sums.qem", out);
+        qem_writer *w = NULL;
+        size_t n = 0;
+        uint8_t *b = NULL;
+        if (counts && qem_writer_create(path, QEM_DTYPE_UINT8, shape, NULL, &w, NULL) == QEM_OK &&
+            qem_writer_append(w, counts, 32 * 48, NULL) == QEM_OK &&
+            qem_writer_finish(w, NULL) == QEM_OK && (b = slurp(path, &n)))
+            put(out, "qem_file", "recorded-sums.qem", b, n, NULL, 0);
+        qem_writer_free(w);
+        remove(path);
+        free(b);
+        free(counts);
+    }
+    /* A products cache entry (lib/products/sums_cache.c) for the fixture
+     * the sums_cache target reads. */
+    {
+        snprintf(path, sizeof path, "%s/fixtures/qem/u16_nonsquare_masked.qem", shared);
+        char dir[1024];
+        snprintf(dir, sizeof dir, "%s/sums_cache", out);
+        qem_container *c = NULL;
+        qem_products_options o;
+        qem_products_options_init(&o);
+        o.cache_dir = dir;
+        qem_products *p = NULL;
+        qem_image im = {0};
+        if (qem_container_open(path, NULL, &c, NULL) == QEM_OK &&
+            qem_products_open(c, &o, &p, NULL) == QEM_OK)
+            qem_products_mean(p, &im, NULL); /* writes dir/pixel-sums-<id>.bin */
+        qem_image_free(&im);
+        qem_products_close(p);
+        qem_container_close(c);
+    }
     static const char *const packs[] = {"v1_u16_4x32_16x16", "v1_u16_excluded_retained",
                                         "v3_upstream_test_writer_legacy_nonportable",
                                         "v3_upstream_test_writer_notes_v3"};
