@@ -22,7 +22,7 @@ The set is generated once into --workdir by qem-bench-viewer (its .npy,
 - the pack's load phases (qem info --json --timings);
 - Python (this interpreter: the repository's venv): f[r, c] at random
   positions and a full BF virtual image, on .qem with qem.open(path) and
-  with qem.open(path, resident=True, column_cache_mib=768), and on the
+  with qem.open(path, resident=True), and on the
   pack, each in its own process;
 - the same BF image by a plain C loop over the mapped .npy (qem-bench-viewer
   --dense); its sum is checked against qem's.
@@ -339,7 +339,7 @@ def main():
     mask_path = os.path.join(args.workdir, "bench-scale-bf-mask.u8")
     py = {}
     py["qem"] = python_measure(args, qemf, {}, bf, mask_out=mask_path)
-    py["qem resident"] = python_measure(args, qemf, {"resident": True, "column_cache_mib": 768}, bf)
+    py["qem resident"] = python_measure(args, qemf, {"resident": True}, bf)
     if "refused" not in viewer.get("pack", {}):
         py["pack"] = python_measure(args, pack, {}, bf)
     for k, v in py.items():
@@ -375,8 +375,10 @@ def main():
     def both(fn):
         return [fn(viewer[k], k) if k in kinds else "not produced" for k in ("qem", "pack")]
 
-    for name, key in (("1-px BF move", "move"), ("ADF ring resize, 1 px", "adf"),
-                      ("rectangle move, 1 px", "rect")):
+    for name, key in (("1-px BF move, a drag back and forth over 10 positions", "move"),
+                      ("1-px BF move, every position new", "fresh"),
+                      ("ADF ring resize, 1 px, back and forth", "adf"),
+                      ("rectangle move, 1 px, back and forth", "rect")):
         cells = both(lambda v, k: f"{ms(v[key + '_p50'])} / {ms(v[key + '_p95'])} / "
                                   f"{ms(v[key + '_max_all'])}")
         marks = both(lambda v, k: f"{LABEL[k]}: p95 {verdict(v[key + '_p95'], MOVE_P95_MS)}, "
@@ -417,7 +419,7 @@ def main():
         return fn(v)
 
     for label, k in (("qem.open(path)", "qem"),
-                     ("qem.open(path, resident=True, column_cache_mib=768)", "qem resident")):
+                     ("qem.open(path, resident=True)", "qem resident")):
         pv = "" if k != "qem" else pycell("pack", lambda v: (
             f"{v['pattern_p50_ms']:.2f} / {v['pattern_p95_ms']:.2f} / {v['pattern_max_ms']:.1f}"))
         row(f"Python f[r, c] at random positions, p50 / p95 / max, ms: {label}",
@@ -428,7 +430,7 @@ def main():
                       for n, x in ((".qem", k), ("pack", "pack" if k == "qem" else None))
                       if x in py and "error" not in py[x]))
     for label, k in (("qem.open(path)", "qem"),
-                     ("qem.open(path, resident=True, column_cache_mib=768)", "qem resident")):
+                     ("qem.open(path, resident=True)", "qem resident")):
         def bfcell(v):
             t = statistics.median(v["bf_s"])
             ratio = f", {t / dense_s:.2f}x the dense loop" if dense_s else ""
@@ -442,7 +444,7 @@ def main():
     row("Python: open, s / process peak RSS, MiB: qem.open(path)",
         pycell("qem", lambda v: f"{v['open_s']:.2f} / {v['peak_rss_mib']:.0f}"),
         pycell("pack", lambda v: f"{v['open_s']:.2f} / {v['peak_rss_mib']:.0f}"), "", "")
-    row("Python: open, s / process peak RSS, MiB: resident=True, column_cache_mib=768",
+    row("Python: open, s / process peak RSS, MiB: resident=True",
         pycell("qem resident", lambda v: f"{v['open_s']:.2f} / {v['peak_rss_mib']:.0f}"), "", "",
         "")
     if dense:

@@ -108,12 +108,12 @@ const option_spec option_specs[OPT_COUNT] = {
                      "print the address only; do not start a browser"},
     [OPT_VERBOSE] = {"--verbose", NULL, ARG_FLAG, NULL, 0, 0, 0, 0, 0, NULL,
                      "one line per request on stderr (the token hidden)"},
-    [OPT_COLUMN_CACHE] = {"--column-cache", NULL, ARG_INT, "MIB", 0, 1 << 20, 0, 0, 0, NULL,
-                          ".qem files: MiB of decoded pixel columns kept for detector moves,\n"
-                          "shared by the files (default 768; 0 = none)"},
+    [OPT_KEEP_MASKS] = {"--keep-masks", NULL, ARG_INT, "MIB", 0, 1 << 20, 0, 0, 0, NULL,
+                        "MiB of recent detectors' images each page keeps, so a detector\n"
+                        "dragged back is a copy (default 256; 0 = none)"},
     [OPT_FROM_DISK] = {"--from-disk", NULL, ARG_FLAG, NULL, 0, 0, 0, 0, 0, NULL,
                        ".qem files: read chunks from the file for each use instead of\n"
-                       "holding the encoded body in memory (slower moves; no column cache)"},
+                       "holding the encoded body in memory (slower moves)"},
     [OPT_CACHE_DIR] = {"--cache-dir", NULL, ARG_PATH, "DIR", 0, 0, 0, 0, 0, NULL,
                        "where mean patterns of files that do not record them are kept\n"
                        "between opens (default $XDG_CACHE_HOME/qem, else ~/.cache/qem)"},

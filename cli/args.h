@@ -54,7 +54,7 @@ typedef enum option_id {
     OPT_BIND,
     OPT_NO_OPEN,
     OPT_VERBOSE,
-    OPT_COLUMN_CACHE,
+    OPT_KEEP_MASKS,
     OPT_FROM_DISK,
     OPT_CACHE_DIR,
     OPT_NO_CACHE,

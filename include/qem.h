@@ -310,11 +310,8 @@ typedef struct qem_container_options {
      * opening; QEM_LOAD_LATER opens cheaply for describing, summarising
      * and verifying, and qem_container_load makes the source readable. */
     qem_load load;
-    /* .qem: as qem_open_options.resident and .column_cache_bytes. A pack
-     * is always resident and decodes nothing per reduction: both are
-     * ignored there. */
+    /* .qem: as qem_open_options.resident (a pack is always resident). */
     int resident;
-    uint64_t column_cache_bytes;
 } qem_container_options;
 
 QEM_API void qem_container_options_init(qem_container_options *options);
@@ -695,6 +692,7 @@ typedef struct qem_session_stats {
     uint64_t pixels_changed;     /* last update: pixels whose membership changed */
     int full_recomputation;      /* last update recomputed everything */
     uint64_t ffts;               /* FFTs performed by the last update (0 here) */
+    int from_kept;               /* last update: a kept mask's images (no computation) */
 } qem_session_stats;
 
 /* Refuses duplicate sources (the same file twice) and differing detector
@@ -702,6 +700,12 @@ typedef struct qem_session_stats {
 QEM_API qem_status qem_detector_session_create(qem_products *const *products, size_t count,
                                                qem_detector_session **out, qem_error *error);
 QEM_API void qem_detector_session_free(qem_detector_session *session);
+/* Keeps the images (and exact sums) of up to `bytes` of the session's
+ * recent masks, least recently used replaced: setting a kept mask again (a
+ * detector dragged back over where it was) swaps its images in without
+ * computing; stats.from_kept says so. 0 (the default) keeps none. */
+QEM_API qem_status qem_detector_session_keep(qem_detector_session *session, uint64_t bytes,
+                                             qem_error *error);
 /* Sets the mask: full computation (first time), or an update that adds and
  * subtracts only the pixels whose membership changed (integer data; float
  * data recompute). The new images replace the old only when every source
@@ -789,10 +793,6 @@ typedef struct qem_open_options {
      * decode from memory with no copy per read, and the file may change
      * or go without affecting them. Costs the body's size in memory. */
     int resident;
-    /* Bytes of decoded pixel columns kept (least recently used replaced)
-     * for detector reductions that touch few pixels, so a detector dragged
-     * back and forth decodes nothing twice; 0 = none. Needs resident. */
-    uint64_t column_cache_bytes;
 } qem_open_options;
 
 QEM_API void qem_open_options_init(qem_open_options *options);

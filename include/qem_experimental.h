@@ -114,11 +114,6 @@ QEM_API qem_status qem_container_time_first_access(qem_container *source, qem_er
 QEM_API void qem_container_pattern_cache_stats(const qem_container *source, uint64_t *hits,
                                                uint64_t *misses);
 
-/* Pixel columns a .qem source opened with a column cache served from it
- * (hits) or decoded (misses) in detector reductions; 0 and 0 without one. */
-QEM_API void qem_container_column_cache_stats(const qem_container *source, uint64_t *hits,
-                                              uint64_t *misses);
-
 #ifdef __cplusplus
 }
 #endif

@@ -19,10 +19,9 @@ typedef struct view_config {
     int threads;              /* library threads per call; 0 = all cores */
     int verbose;              /* one line per request on stderr */
     int quiet;                /* no progress while packs load */
-    /* .qem files: body held in memory (else read per use), and the MiB of
-     * decoded columns kept, shared by the files. */
-    int resident;
-    uint64_t column_cache_mib;
+    int resident; /* .qem files: body held in memory (else read per use) */
+    /* MiB of recent detectors' images each page's session keeps. */
+    uint64_t keep_masks_mib;
     const char *cache_dir; /* products' cache_dir, or NULL */
 } view_config;
 

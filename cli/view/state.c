@@ -56,12 +56,6 @@ qem_status view_state_open(view_server *s, qem_error *error)
         qem_container_options_init(&so);
         so.threads = config->threads;
         so.resident = config->resident;
-        if (config->resident && config->column_cache_mib) {
-            /* One share per .qem file (packs ignore it); at least one column. */
-            so.column_cache_bytes = (config->column_cache_mib << 20) / config->files;
-            if (so.column_cache_bytes < 4096)
-                so.column_cache_bytes = 4096;
-        }
         progress_state loading;
         progress_setup(&loading, "loading shards", "shards", config->quiet, &so.progress,
                        &so.progress_user);
@@ -237,8 +231,10 @@ view_client *view_client_acquire(view_server *s, const char *id, qem_error *e)
     if (!found) {
         const int slot = free_slot >= 0 ? free_slot : idle;
         found = slot >= 0 ? calloc(1, sizeof *found) : NULL;
-        if (found && qem_detector_session_create(s->products, s->nfiles, &found->session, e) ==
-                         QEM_OK) {
+        if (found &&
+            qem_detector_session_create(s->products, s->nfiles, &found->session, e) == QEM_OK &&
+            qem_detector_session_keep(found->session, s->config.keep_masks_mib << 20, e) ==
+                QEM_OK) {
             memcpy(found->id, id, strlen(id) + 1);
             pthread_mutex_init(&found->lock, NULL);
             if (!s->clients[slot]) {

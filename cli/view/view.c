@@ -198,8 +198,7 @@ static int run_view(const args *a)
                           given(a, OPT_VERBOSE),
                           quiet,
                           !given(a, OPT_FROM_DISK),
-                          given(a, OPT_COLUMN_CACHE) ? (uint64_t)a->v[OPT_COLUMN_CACHE].i[0]
-                                                     : 768,
+                          given(a, OPT_KEEP_MASKS) ? (uint64_t)a->v[OPT_KEEP_MASKS].i[0] : 256,
                           NULL};
     if (given(a, OPT_CACHE_DIR) && given(a, OPT_NO_CACHE))
         return usage_fail("view", "give --cache-dir or --no-cache, not both");
@@ -214,9 +213,6 @@ static int run_view(const args *a)
             snprintf(cache_dir, sizeof cache_dir, "%s/.cache/qem", home);
     }
     config.cache_dir = cache_dir[0] ? cache_dir : NULL;
-    if (given(a, OPT_FROM_DISK) && given(a, OPT_COLUMN_CACHE) && config.column_cache_mib)
-        return usage_fail("view", "--column-cache keeps columns of a body held in memory; "
-                                  "--from-disk holds none");
     qem_error e = {0};
     const view_module *vm = load_server(&e);
     if (!vm)
@@ -271,7 +267,7 @@ static const command_option view_options[] = {{OPT_PORT, NULL},
                                               {OPT_BIND, NULL},
                                               {OPT_NO_OPEN, NULL},
                                               {OPT_VERBOSE, NULL},
-                                              {OPT_COLUMN_CACHE, NULL},
+                                              {OPT_KEEP_MASKS, NULL},
                                               {OPT_FROM_DISK, NULL},
                                               {OPT_CACHE_DIR, NULL},
                                               {OPT_NO_CACHE, NULL},
@@ -289,8 +285,9 @@ const command_spec view_commands[] = {
      "printed on stdout carries a random access token: every request without it\n"
      "is refused. Ctrl-C or SIGTERM stops the server (exit status 128 + the\n"
      "signal). A .qem file's encoded body is held in memory (its size; packs are\n"
-     "held whole anyway), so detector moves decode from memory, and the columns\n"
-     "they decode are kept for the next moves (--column-cache). The API the page\n"
-     "uses (also for scripts) is in doc/viewer.md.\n",
+     "held whole anyway), so detector moves decode from memory; each page keeps\n"
+     "the images of its recent detectors (--keep-masks), so a detector dragged\n"
+     "back is a copy. The API the page uses (also for scripts) is in\n"
+     "doc/viewer.md.\n",
      1, VIEW_MAX_FILES, "at least one FILE", view_options, run_view},
     {NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, NULL}};

@@ -14,7 +14,6 @@
 #include "common/threads.h"
 #include "common/representation.h"
 #include "pack/pack_internal.h"
-#include "qem/column_cache.h"
 #include "qem/qem_internal.h"
 
 void qem_container_options_init(qem_container_options *o)
@@ -92,7 +91,6 @@ qem_status qem_container_open(const char *path, const qem_container_options *opt
         oo.expect_sha256 = o.expect_sha256;
         oo.body_check = o.body_check;
         oo.resident = o.resident;
-        oo.column_cache_bytes = o.column_cache_bytes;
         oo.progress = o.progress;
         oo.progress_user = o.progress_user;
         st = qem_open_descriptor(path, fd, &sb, &oo, NULL, &f, error);
@@ -247,12 +245,6 @@ void qem_container_pattern_cache_stats(const qem_container *s, uint64_t *hits, u
     const qem_file *f = s && s->ops->kind == QEM_KIND_QEM ? s->impl : NULL;
     *hits = f ? atomic_load(&f->pattern_hits) : 0;
     *misses = f ? atomic_load(&f->pattern_misses) : 0;
-}
-
-void qem_container_column_cache_stats(const qem_container *s, uint64_t *hits, uint64_t *misses)
-{
-    const qem_file *f = s && s->ops->kind == QEM_KIND_QEM ? s->impl : NULL;
-    qem_column_cache_stats(f ? f->columns : NULL, hits, misses);
 }
 
 qem_file *qem_container_file(qem_container *s)

@@ -10,14 +10,97 @@
 #include "common/options.h"
 #include "products/products.h"
 
+/* A mask the session held before, with what it gave every source. */
+typedef struct kept_mask {
+    uint8_t *mask;
+    uint64_t hash;
+    int64_t **sums;    /* per source; NULL entries for float data */
+    qem_image *images; /* per source */
+    uint64_t bytes, tick;
+} kept_mask;
+
 struct qem_detector_session {
     qem_products **sources;
     size_t count;
     uint8_t *mask;        /* current mask, pixels bytes; NULL before the first */
+    uint64_t mask_hash;
     int64_t **sums;       /* integer data: exact per-scan sums per source */
     qem_image *images;    /* current images per source */
     qem_session_stats stats;
+    /* Recent masks (qem_detector_session_keep), least recently used out. */
+    kept_mask *kept;
+    size_t kept_count;
+    uint64_t kept_bytes, keep_limit, clock;
 };
+
+static void kept_free(kept_mask *k, size_t sources)
+{
+    for (size_t i = 0; i < sources; i++) {
+        if (k->sums)
+            free(k->sums[i]);
+        if (k->images)
+            qem_image_free(&k->images[i]);
+    }
+    free(k->sums);
+    free(k->images);
+    free(k->mask);
+    memset(k, 0, sizeof *k);
+}
+
+/* FNV-1a: a cheap first test before comparing whole masks. */
+static uint64_t mask_hash(const uint8_t *mask, uint64_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (uint64_t i = 0; i < n; i++)
+        h = (h ^ (mask[i] != 0)) * 0x100000001b3ull;
+    return h;
+}
+
+static uint64_t image_bytes(const qem_image *im)
+{
+    return im->shape[0] * im->shape[1] * (im->ndim == 3 ? im->shape[2] : 1) *
+           qem_dtype_size(im->dtype);
+}
+
+/* Drops the least recently used kept masks until they fit the limit. */
+static void kept_trim(qem_detector_session *s)
+{
+    while (s->kept_count && s->kept_bytes > s->keep_limit) {
+        size_t oldest = 0;
+        for (size_t k = 1; k < s->kept_count; k++)
+            if (s->kept[k].tick < s->kept[oldest].tick)
+                oldest = k;
+        s->kept_bytes -= s->kept[oldest].bytes;
+        kept_free(&s->kept[oldest], s->count);
+        s->kept[oldest] = s->kept[--s->kept_count];
+    }
+}
+
+/* The current mask and results become a kept entry (the session keeps
+ * none of them current afterwards); dropped when they cannot be kept. */
+static void keep_current(qem_detector_session *s)
+{
+    if (!s->mask)
+        return;
+    kept_mask k = {s->mask, s->mask_hash, s->sums, s->images, s->sources[0]->pixels, ++s->clock};
+    for (size_t i = 0; i < s->count; i++)
+        k.bytes += (s->sums[i] ? s->sources[i]->scans * sizeof(int64_t) : 0) +
+                   image_bytes(&s->images[i]);
+    s->mask = NULL;
+    s->sums = calloc(s->count, sizeof *s->sums);
+    s->images = calloc(s->count, sizeof *s->images);
+    kept_mask *grown = s->keep_limit && k.bytes <= s->keep_limit && s->sums && s->images
+                           ? realloc(s->kept, (s->kept_count + 1) * sizeof *s->kept)
+                           : NULL;
+    if (!grown) {
+        kept_free(&k, s->count);
+        return;
+    }
+    s->kept = grown;
+    s->kept[s->kept_count++] = k;
+    s->kept_bytes += k.bytes;
+    kept_trim(s);
+}
 
 void qem_detector_session_free(qem_detector_session *s)
 {
@@ -33,7 +116,59 @@ void qem_detector_session_free(qem_detector_session *s)
     free(s->images);
     free(s->sources);
     free(s->mask);
+    for (size_t k = 0; k < s->kept_count; k++)
+        kept_free(&s->kept[k], s->count);
+    free(s->kept);
     free(s);
+}
+
+qem_status qem_detector_session_keep(qem_detector_session *s, uint64_t bytes, qem_error *error)
+{
+    qem_error_clear(error);
+    if (!s)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_detector_session_keep: NULL");
+    s->keep_limit = bytes;
+    kept_trim(s);
+    return QEM_OK;
+}
+
+/* A kept entry for `mask`, made current (the current one kept in its
+ * place): 1, else 0. */
+static int take_kept(qem_detector_session *s, const uint8_t *mask, uint64_t hash)
+{
+    const qem_products *p0 = s->sources[0];
+    for (size_t k = 0; k < s->kept_count; k++) {
+        kept_mask *e = &s->kept[k];
+        if (e->hash != hash)
+            continue;
+        int same = 1;
+        for (uint64_t px = 0; same && px < p0->pixels; px++)
+            same = (e->mask[px] != 0) == (mask[px] != 0);
+        if (!same)
+            continue;
+        uint64_t changed = 0;
+        for (uint64_t px = 0; px < p0->pixels; px++)
+            changed += p0->valid[px] && (s->mask[px] != 0) != (mask[px] != 0);
+        /* Swap: the entry becomes current, the current one the entry. */
+        kept_mask was = {s->mask, s->mask_hash, s->sums, s->images, e->bytes, ++s->clock};
+        s->mask = e->mask;
+        s->mask_hash = e->hash;
+        s->sums = e->sums;
+        s->images = e->images;
+        uint64_t bytes = p0->pixels;
+        for (size_t i = 0; i < s->count; i++)
+            bytes += (was.sums[i] ? s->sources[i]->scans * sizeof(int64_t) : 0) +
+                     image_bytes(&was.images[i]);
+        s->kept_bytes += bytes - e->bytes;
+        was.bytes = bytes;
+        *e = was;
+        s->stats.full_recomputation = 0;
+        s->stats.pixels_changed = changed;
+        s->stats.ffts = 0;
+        s->stats.from_kept = 1;
+        return 1;
+    }
+    return 0;
 }
 
 qem_status qem_detector_session_create(qem_products *const *products, size_t count,
@@ -158,6 +293,9 @@ qem_status qem_detector_session_set_mask(qem_detector_session *s, const uint8_t 
     if (!s || !mask)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_detector_session_set_mask: NULL");
     const uint64_t P = s->sources[0]->pixels;
+    const uint64_t hash = s->keep_limit ? mask_hash(mask, P) : 0;
+    if (s->keep_limit && s->mask && take_kept(s, mask, hash))
+        return QEM_OK;
     int64_t **sums = calloc(s->count, sizeof *sums);
     qem_image *images = calloc(s->count, sizeof *images);
     uint8_t *kept = malloc((size_t)P);
@@ -183,17 +321,21 @@ qem_status qem_detector_session_set_mask(qem_detector_session *s, const uint8_t 
     s->stats.full_recomputation = s->mask == NULL || any_float;
     s->stats.pixels_changed = changed;
     s->stats.ffts = 0;
-    for (size_t i = 0; i < s->count; i++) {
+    s->stats.from_kept = 0;
+    if (s->keep_limit)
+        keep_current(s); /* the old results stay for a move back */
+    for (size_t i = 0; s->sums && s->images && i < s->count; i++) {
         free(s->sums[i]);
         qem_image_free(&s->images[i]);
-        s->sums[i] = sums[i];
-        s->images[i] = images[i];
     }
-    free(sums);
-    free(images);
+    free(s->sums);
+    free(s->images);
+    s->sums = sums;
+    s->images = images;
     memcpy(kept, mask, (size_t)P);
     free(s->mask);
     s->mask = kept;
+    s->mask_hash = hash;
     return QEM_OK;
 }
 

@@ -140,8 +140,6 @@ struct qem_file {
     /* Each pixel's sum over every scan as qem's writer recorded it
      * (pixel_sums.h), checked while opening; NULL when not recorded. */
     uint64_t *recorded_sums;
-    /* Decoded pixel columns kept for detector reductions (select.c). */
-    struct qem_column_cache *columns;
 
     qem_rans_path rans_path; /* resolved once at open */
     int threads;

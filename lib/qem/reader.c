@@ -17,7 +17,6 @@
 #include "common/options.h"
 #include "common/sha256.h"
 #include "common/threads.h"
-#include "qem/column_cache.h"
 #include "qem/pixel_sums.h"
 #include "qem/qem_internal.h"
 
@@ -44,7 +43,6 @@ void qem_close(qem_file *f)
     free(f->resident);
     free(f->resident_fill);
     free(f->recorded_sums);
-    qem_column_cache_free(f->columns);
     for (int k = 0; k < QEM_PATTERN_BLOCKS; k++)
         free(f->pattern_blocks[k].data);
     pthread_mutex_destroy(&f->pattern_lock);
@@ -231,10 +229,6 @@ static qem_status open_options_local(const qem_open_options *options,
     qem_open_options_init(local);
     QEM_TRY(qem_options_overlay(local, sizeof *local, options, "qem_open_options", error));
     QEM_TRY(qem_threads_check(local->threads, "qem_open_options.threads", error));
-    if (local->column_cache_bytes && !local->resident)
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
-                        "qem_open_options.column_cache_bytes needs resident: decoded columns are "
-                        "kept only of a body held in memory");
     qem_experimental_open_options_init(x);
     return qem_options_overlay(x, sizeof *x, experimental, "qem_experimental_open_options",
                                error);
@@ -307,8 +301,6 @@ qem_status qem_open_descriptor(const char *path, int fd, const struct stat *sb,
     else if (st == QEM_OK && options->body_check == QEM_BODY_CHECK_ON_OPEN)
         st = qem_body_check_range(f, 0, f->body_bytes, 0, NULL, options->progress,
                                   options->progress_user, error);
-    if (st == QEM_OK && options->column_cache_bytes)
-        st = qem_column_cache_new(options->column_cache_bytes, &f->columns, error);
     if (st != QEM_OK)
         goto fail;
     /* The file must not have changed while it was validated. */

@@ -9,7 +9,6 @@
 #include "common/json.h"
 #include "common/sha256.h"
 #include "common/representation.h"
-#include "qem/column_cache.h"
 #include "qem/qem_internal.h"
 
 static qem_output output_of(const qem_file *f, qem_values values)
@@ -210,13 +209,12 @@ static int semiangle_of(const void *impl, double *mrad)
 }
 
 /* A .qem file holds one chunk's arrays at a time, or its whole body when
- * opened resident, plus the column cache's full size. */
+ * opened resident. */
 static uint64_t resident_of(const void *impl)
 {
     const qem_file *f = impl;
     return f->pixels + (f->dark ? f->pixels * sizeof(float) : 0) +
-           (f->resident ? f->body_bytes : 0) +
-           qem_column_cache_capacity(f->columns) * QEM_INTERVAL * sizeof(uint16_t);
+           (f->resident ? f->body_bytes : 0);
 }
 
 static int recorded_pixel_sums_of(const void *impl, uint64_t *sums)

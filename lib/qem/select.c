@@ -10,7 +10,6 @@
 
 #include "common/bitpack.h"
 #include "common/error.h"
-#include "qem/column_cache.h"
 #include "qem/qem_internal.h"
 #include "rans/rans.h"
 
@@ -276,31 +275,13 @@ __attribute__((target("avx2"))) static void dot_rows_avx2(const uint16_t *tile, 
 }
 #endif
 
-/* dst[i] += weight * col[i], i < n: the common weights of a detector move
- * (+1, -1) without a multiply, so the compiler widens and adds in SIMD. */
-static void add_column(int64_t *restrict dst, const uint16_t *restrict col, uint32_t n,
-                       int64_t weight)
-{
-    if (weight == 1)
-        for (uint32_t i = 0; i < n; i++)
-            dst[i] += col[i];
-    else if (weight == -1)
-        for (uint32_t i = 0; i < n; i++)
-            dst[i] -= col[i];
-    else if (weight)
-        for (uint32_t i = 0; i < n; i++)
-            dst[i] += weight * col[i];
-}
-
 /* One block: decoded streams and whole tiles, samples [lo, hi) into
  * out[k * count + at + (i - lo)]. */
 static qem_status reduce_block(const qem_file *f, const qem_chunk_view *v, uint64_t block,
                                uint32_t lo, uint32_t hi, const select_plan *sp, int64_t *out,
-                               uint64_t count, uint64_t at, int threads,
-                               qem_column_cache *cache, qem_error *error)
+                               uint64_t count, uint64_t at, int threads, qem_error *error)
 {
     const uint32_t n = qem_block_samples(v->chunk, block), span = hi - lo;
-    const uint64_t chunk = (uint64_t)(v->chunk - f->chunks);
     const unsigned K = sp->planes;
     const uint64_t groups = (sp->decode_count + PIXEL_GROUP - 1) / PIXEL_GROUP;
 #ifdef QEM_SELECT_AVX2
@@ -312,47 +293,20 @@ static qem_status reduce_block(const qem_file *f, const qem_chunk_view *v, uint6
 #pragma omp parallel num_threads(qem_threads_resolve(threads))
     {
         uint16_t *cols = malloc((size_t)PIXEL_GROUP * n * sizeof *cols);
-        /* With a cache: kept columns, then the decoded ones as columns. */
-        uint16_t *kept = cache ? malloc((size_t)PIXEL_GROUP * n * sizeof *kept) : NULL;
         int64_t *local = calloc((size_t)span * K, sizeof *local);
         int64_t wk[4][PIXEL_GROUP];
         qem_error e = {0};
 #pragma omp for schedule(dynamic, 1)
         for (uint64_t grp = 0; grp < groups; grp++) {
-            if (!cols || !local || (cache && !kept))
+            if (!cols || !local)
                 continue;
             const uint64_t first_j = grp * PIXEL_GROUP;
             const uint64_t end = first_j + PIXEL_GROUP < sp->decode_count ? first_j + PIXEL_GROUP
                                                                           : sp->decode_count;
-            uint64_t m = end - first_j;
-            /* The group's pixels still to decode, and where each sits in the plan. */
-            const uint64_t *lanes = sp->decode + first_j;
-            uint64_t missed[PIXEL_GROUP], missed_at[PIXEL_GROUP];
-            for (uint64_t j = 0; j < m; j++)
-                missed_at[j] = first_j + j;
-            if (cache) {
-                /* Kept columns are added in place, their shard held. */
-                uint64_t left = 0;
-                for (uint64_t j = 0; j < m; j++) {
-                    qem_column_hold hold;
-                    const uint16_t *col = qem_column_cache_hold(cache, chunk, block, lanes[j], &hold);
-                    if (!col) {
-                        missed[left] = lanes[j];
-                        missed_at[left++] = first_j + j;
-                        continue;
-                    }
-                    for (unsigned k = 0; k < K; k++)
-                        add_column(local + (uint64_t)k * span, col + lo, hi - lo,
-                                   sp->weight[(first_j + j) * K + k]);
-                    qem_column_cache_release(hold);
-                }
-                lanes = missed;
-                m = left;
-                if (!m)
-                    continue;
-            }
+            const uint64_t m = end - first_j;
             uint64_t bad_lane;
-            qem_status st = qem_chunk_decode_rows(f, v, block, lanes, m, cols, &bad_lane);
+            qem_status st = qem_chunk_decode_rows(f, v, block, sp->decode + first_j, m, cols,
+                                                  &bad_lane);
             if (st != QEM_OK) {
                 /* The scalar decoder words the message for that stream. */
                 st = qem_chunk_decode_stream(f, v, block, bad_lane, cols, &e);
@@ -373,7 +327,7 @@ static qem_status reduce_block(const qem_file *f, const qem_chunk_view *v, uint6
                 for (unsigned k = k0; k < K && k < k0 + 4; k++) {
                     int nonzero = 0;
                     for (uint64_t j = 0; j < m; j++) {
-                        wk[used][j] = sp->weight[missed_at[j] * K + k];
+                        wk[used][j] = sp->weight[(first_j + j) * K + k];
                         nonzero |= wk[used][j] != 0;
                     }
                     if (nonzero)
@@ -396,17 +350,10 @@ static qem_status reduce_block(const qem_file *f, const qem_chunk_view *v, uint6
                         dst[u][i - lo] += acc;
                     }
             }
-            if (cache) {
-                /* The tile's columns, kept for the next reduction. */
-                for (uint32_t i = 0; i < n; i++)
-                    for (uint64_t j = 0; j < m; j++)
-                        kept[j * n + i] = cols[(size_t)i * m + j];
-                qem_column_cache_put(cache, chunk, block, lanes, m, n, kept);
-            }
         }
 #pragma omp critical(qem_select_merge)
         {
-            if (!cols || !local || (cache && !kept)) {
+            if (!cols || !local) {
                 if (failed == QEM_OK)
                     failed = QEM_E_NO_MEMORY;
             } else {
@@ -416,7 +363,6 @@ static qem_status reduce_block(const qem_file *f, const qem_chunk_view *v, uint6
             }
         }
         free(cols);
-        free(kept);
         free(local);
     }
     if (failed == QEM_E_NO_MEMORY && failed_at == UINT64_MAX)
@@ -470,13 +416,6 @@ qem_status qem_weighted_sums(qem_file *f, uint64_t first, uint64_t count,
         plan_free(&sp);
         return QEM_OK; /* nothing selected: all sums are zero */
     }
-    /* Decoded columns are kept when the file's cache can hold this
-     * reduction's twice over for every block: a move's changed pixels,
-     * not a whole image's, which would only push out what moves reuse. */
-    qem_column_cache *cache = NULL;
-    if (f->columns && sp.decode_count <= qem_column_cache_capacity(f->columns) / 2 /
-                                             ((f->scans + QEM_INTERVAL - 1) / QEM_INTERVAL))
-        cache = f->columns;
     /* Whole chunks per thread when there are enough of them (each writes
      * its own scans of `out`); otherwise threads share each block. */
     const int per_chunk = threads > 1 && c_end - c0 >= (uint64_t)threads;
@@ -501,7 +440,7 @@ qem_status qem_weighted_sums(qem_file *f, uint64_t first, uint64_t count,
             const uint32_t lo = (uint32_t)((first > b0 ? first : b0) - b0);
             const uint32_t hi = (uint32_t)((end < b1 ? end : b1) - b0);
             cst = reduce_block(f, &v, b, lo, hi, &sp, out, count, b0 + lo - first,
-                               per_chunk ? 1 : threads, cache, &e);
+                               per_chunk ? 1 : threads, &e);
         }
         qem_chunk_view_free(&v);
         if (cst != QEM_OK) {

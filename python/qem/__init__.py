@@ -32,7 +32,7 @@ LIBRARY_VERSION = _qem.LIBRARY_VERSION
 
 
 def open(path, *, threads=None, verify=True, raw=False, expect_sha256=None,
-         progress=None, resident=False, column_cache_mib=0, cache_dir=None) -> File:
+         progress=None, resident=False, cache_dir=None) -> File:
     """Opens a ``.qem`` file or a pack (recognised by content) as a
     :class:`qem.File`; use it as a context manager.
 
@@ -53,9 +53,6 @@ def open(path, *, threads=None, verify=True, raw=False, expect_sha256=None,
         once while opening, whatever verify says): reads and products then
         decode from memory, with no copy out of the file per call. Costs the
         body's size (``file_bytes``). Packs are always held whole.
-    column_cache_mib: .qem files opened resident: MiB of decoded pixel
-        columns kept for detector reductions over few pixels (a session's
-        moves), least recently used replaced; 0 keeps none.
     cache_dir: a folder where the mean pattern's exact pixel sums of a file
         that does not record them are kept between opens, keyed by the
         file's content (a changed file is another key), so the second
@@ -63,8 +60,7 @@ def open(path, *, threads=None, verify=True, raw=False, expect_sha256=None,
         nothing. Files qem writes record them; see ``f.sums_origin``.
     """
     return File(path, threads=threads, verify=verify, raw=raw, expect_sha256=expect_sha256,
-                progress=progress, resident=resident, column_cache_mib=column_cache_mib,
-                cache_dir=cache_dir)
+                progress=progress, resident=resident, cache_dir=cache_dir)
 
 
 def session(files) -> Session:

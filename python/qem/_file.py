@@ -172,19 +172,17 @@ class File:
     """
 
     def __init__(self, path, *, threads=None, verify=True, raw=False, expect_sha256=None,
-                 progress=None, resident=False, column_cache_mib=0, cache_dir=None):
+                 progress=None, resident=False, cache_dir=None):
         count = _args.threads(threads)  # None and 0: every core
-        cache_mib = _args.integer(column_cache_mib, "column_cache_mib", 0, 1 << 20)
         self._options = dict(threads=None if threads is None else count, verify=verify, raw=raw,
                              expect_sha256=expect_sha256, resident=resident,
-                             column_cache_mib=cache_mib, cache_dir=cache_dir)
+                             cache_dir=cache_dir)
         extra = {} if cache_dir is None else {"cache_dir": os.fspath(cache_dir)}
         # Packs report shards loaded; .qem files the bytes hashed on opening.
         with reporter(progress, "opening", "") as callback:
             self._c = _qem.Container(os.fspath(path), threads=count, verify=bool(verify),
                                      raw=bool(raw), expect_sha256=expect_sha256,
-                                     progress=callback, resident=bool(resident),
-                                     column_cache_mib=cache_mib, **extra)
+                                     progress=callback, resident=bool(resident), **extra)
         info = self._c.info()
         self._info = info
         self.path = self._c.path

@@ -50,20 +50,19 @@ qem_products *ext_products_open(ext_container *c, ext_progress *progress)
 
 static int container_init(ext_container *self, PyObject *args, PyObject *kwargs)
 {
-    static char *kw[] = {"path",     "threads",  "verify",           "raw",       "expect_sha256",
-                         "progress", "resident", "column_cache_mib", "cache_dir", NULL};
+    static char *kw[] = {"path",     "threads",  "verify",    "raw", "expect_sha256",
+                         "progress", "resident", "cache_dir", NULL};
     PyObject *cache_obj = NULL;
     PyObject *path_obj = NULL, *progress = Py_None;
     int threads = 0, verify = 1, raw = 0, resident = 0;
-    unsigned long long cache_mib = 0;
     const char *expect = NULL;
     if (self->container) {
         PyErr_SetString(PyExc_RuntimeError, "Container is already open");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|O&ppzOpKO&:Container", kw,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|O&ppzOpO&:Container", kw,
                                      PyUnicode_FSConverter, &path_obj, ext_threads_arg, &threads,
-                                     &verify, &raw, &expect, &progress, &resident, &cache_mib,
+                                     &verify, &raw, &expect, &progress, &resident,
                                      PyUnicode_FSConverter, &cache_obj))
         return -1;
     free(self->cache_dir);
@@ -77,18 +76,12 @@ static int container_init(ext_container *self, PyObject *args, PyObject *kwargs)
             return -1;
         }
     }
-    if (cache_mib > (1ull << 20)) {
-        Py_DECREF(path_obj);
-        PyErr_SetString(PyExc_ValueError, "column_cache_mib must be 0 to 1048576");
-        return -1;
-    }
     qem_container_options o;
     qem_container_options_init(&o);
     o.threads = threads;
     o.expect_sha256 = expect;
     o.body_check = verify ? QEM_BODY_CHECK_ON_OPEN : QEM_BODY_CHECK_ON_READ;
     o.resident = resident;
-    o.column_cache_bytes = (uint64_t)cache_mib << 20;
     ext_progress pr;
     ext_progress_init(&pr, progress);
     o.progress = ext_progress_fn;

@@ -1,21 +1,20 @@
 /* A .qem file opened resident (its encoded body held in memory, read and
  * authenticated once) gives every read and product the file-per-use path
- * gives, bit for bit, on every upstream fixture; the decoded-column cache
- * serves detector moves only columns of its own file as opened (two files
- * side by side, the file replaced or rewritten in place after opening),
- * is used only for reductions it can hold, and counts its hits; the
- * options that make no sense are refused; a damaged body is refused while
- * opening, as without resident. */
+ * gives, bit for bit, on every upstream fixture; a detector session over
+ * it keeps the images of recent masks (qem_detector_session_keep) and
+ * serves a mask set again from them, equal to a computation, within its
+ * byte limit; two files side by side and a file replaced or rewritten in
+ * place after opening each give their own values; a damaged body is
+ * refused while opening, as without resident. */
 #include <sys/stat.h>
 
 #include "test_util.h"
 
-static qem_container *open_source(const char *path, int resident, uint64_t cache_bytes)
+static qem_container *open_source(const char *path, int resident)
 {
     qem_container_options o;
     qem_container_options_init(&o);
     o.resident = resident;
-    o.column_cache_bytes = cache_bytes;
     qem_container *c = NULL;
     qem_error e = {0};
     CHECK_OK(qem_container_open(path, &o, &c, &e), &e);
@@ -44,7 +43,7 @@ static int same_image(const qem_image *a, const qem_image *b)
 static void fixture_equal(const char *name)
 {
     const char *path = fixture_path(name);
-    qem_container *plain = open_source(path, 0, 0), *held = open_source(path, 1, 1 << 20);
+    qem_container *plain = open_source(path, 0), *held = open_source(path, 1);
     if (!plain || !held) {
         qem_container_close(plain);
         qem_container_close(held);
@@ -113,118 +112,127 @@ static void fixture_equal(const char *name)
     qem_container_close(held);
 }
 
-/* The exact sums of `count` single pixels weighted +1/-1 (a move's changed
- * pixels), through products `p`. */
-static void move_sums(qem_products *p, uint64_t pixels, uint64_t scans, const uint64_t *at,
-                      unsigned count, int64_t *out)
+static qem_image session_image(qem_detector_session *s)
 {
-    int32_t *w = calloc((size_t)pixels, sizeof *w);
-    for (unsigned k = 0; k < count; k++)
-        w[at[k] % pixels] = k % 2 ? -1 : 1;
-    const int32_t *planes[1] = {w};
+    qem_image im = {0};
     qem_error e = {0};
-    CHECK_OK(qem_products_weighted_sums(p, 0, scans, planes, 1, out, scans * 8, &e), &e);
-    free(w);
+    CHECK_OK(qem_detector_session_image(s, 0, &im, &e), &e);
+    return im;
 }
 
-static void column_cache(void)
+/* Disk masks of radius 3 at (8, c) on a 16 x 16 detector. */
+static void disk_at(uint8_t *mask, int c)
 {
-    /* 1200 scans in chunks of 700: three blocks, one crossing no chunk. */
-    const uint64_t shape[4] = {30, 40, 16, 16}, scans = 1200, pixels = 256;
+    for (int p = 0; p < 256; p++) {
+        const int dr = p / 16 - 8, dc = p % 16 - c;
+        mask[p] = dr * dr + dc * dc <= 9;
+    }
+}
+
+static void kept_masks_and_isolation(void)
+{
+    /* 1200 scans in chunks of 700: blocks that cross no chunk. */
+    const uint64_t shape[4] = {30, 40, 16, 16}, scans = 1200;
     char *a = strdup(test_path("a.qem")), *b = strdup(test_path("b.qem")),
          *x = strdup(test_path("x.qem"));
     CHECK(write_count_sources(shape, 3, 40, 700, test_path("a.npy"), a, NULL));
     CHECK(write_count_sources(shape, 4, 40, 700, test_path("b.npy"), b, NULL));
-    qem_container *pa = open_source(a, 0, 0), *pb = open_source(b, 0, 0);
-    /* A cache of 1 MiB holds about 980 columns: moves of 4 pixels over
-     * three blocks are kept, a whole image (256 x 3) is not. */
-    qem_container *ca = open_source(a, 1, 1 << 20), *cb = open_source(b, 1, 1 << 20);
-    if (!pa || !pb || !ca || !cb)
+    qem_container *pa = open_source(a, 0), *ca = open_source(a, 1), *cb = open_source(b, 1);
+    if (!pa || !ca || !cb)
         goto out;
-    qem_products *ppa = products_of(pa), *ppb = products_of(pb), *pca = products_of(ca),
-                 *pcb = products_of(cb);
-    int64_t *want = malloc((size_t)scans * 8), *got = malloc((size_t)scans * 8);
-    uint64_t hits = 0, misses = 0;
-    const uint64_t moves[4][4] = {{3, 4, 19, 20}, {5, 6, 21, 22}, {3, 4, 19, 20}, {100, 101, 7, 9}};
-    for (int round = 0; round < 2; round++)
-        for (int m = 0; m < 4; m++) {
-            /* The same pixels of two files, interleaved: each its own. */
-            move_sums(ppa, pixels, scans, moves[m], 4, want);
-            move_sums(pca, pixels, scans, moves[m], 4, got);
-            CHECK(memcmp(want, got, (size_t)scans * 8) == 0);
-            move_sums(ppb, pixels, scans, moves[m], 4, want);
-            move_sums(pcb, pixels, scans, moves[m], 4, got);
-            CHECK(memcmp(want, got, (size_t)scans * 8) == 0);
-        }
-    /* 3 distinct moves' 12 pixels x 3 blocks decoded once (the repeated
-     * move and the second round from the cache). */
-    qem_container_column_cache_stats(ca, &hits, &misses);
-    CHECK(misses == 3 * 4 * 3);
-    CHECK(hits == (8 * 4 - 3 * 4) * 3);
-    /* A whole image is more than the cache should take: no lookups. */
-    uint8_t *mask = malloc(pixels);
-    memset(mask, 1, pixels);
-    qem_image want_image = {0}, got_image = {0};
+    qem_products *ppa = products_of(pa), *pca = products_of(ca), *pcb = products_of(cb);
     qem_error e = {0};
-    CHECK_OK(qem_products_virtual(ppa, mask, &want_image, &e), &e);
-    CHECK_OK(qem_products_virtual(pca, mask, &got_image, &e), &e);
-    CHECK(same_image(&want_image, &got_image));
-    uint64_t hits2 = 0, misses2 = 0;
-    qem_container_column_cache_stats(ca, &hits2, &misses2);
-    CHECK(hits2 == hits && misses2 == misses);
-    qem_image_free(&want_image);
-    qem_image_free(&got_image);
-    free(mask);
-    /* A file without a cache reports none. */
-    qem_container_column_cache_stats(pa, &hits2, &misses2);
-    CHECK(hits2 == 0 && misses2 == 0);
+    /* A series over two resident files, keeping recent masks; a plain
+     * session over file a as the reference. */
+    qem_products *both[2] = {pca, pcb};
+    qem_detector_session *kept = NULL, *ref = NULL;
+    CHECK_OK(qem_detector_session_create(both, 2, &kept, &e), &e);
+    CHECK_OK(qem_detector_session_create(&ppa, 1, &ref, &e), &e);
+    /* Room for three masks' results: each its mask (256 bytes) and, per
+     * source, 1200 exact sums (8 bytes) and a uint32 image. */
+    CHECK_OK(qem_detector_session_keep(kept, 3 * (256 + 2 * (1200 * 8 + 1200 * 4)), &e), &e);
+    uint8_t mask[256];
+    const int path[] = {5, 6, 7, 8, 7, 6, 5, 9, 5, 8};
+    /* Back over 7, 6, 5: kept; 9 is new (8, the least recent, goes); back
+     * to 5, the mask before it; 8 again: computed. */
+    const int want_kept[] = {0, 0, 0, 0, 1, 1, 1, 0, 1, 0};
+    for (size_t k = 0; k < sizeof path / sizeof path[0]; k++) {
+        disk_at(mask, path[k]);
+        CHECK_OK(qem_detector_session_set_mask(kept, mask, &e), &e);
+        CHECK_OK(qem_detector_session_set_mask(ref, mask, &e), &e);
+        qem_session_stats st = {.struct_size = sizeof st};
+        CHECK_OK(qem_detector_session_stats(kept, &st, &e), &e);
+        if (st.from_kept != want_kept[k])
+            fprintf(stderr, "step %zu: from_kept %d, expected %d\n", k, st.from_kept, want_kept[k]);
+        CHECK(st.from_kept == want_kept[k]);
+        CHECK(k == 0 || st.pixels_changed > 0);
+        qem_image got = session_image(kept), want = session_image(ref);
+        CHECK(same_image(&got, &want));
+        qem_image_free(&got);
+        qem_image_free(&want);
+        /* The second source is file b's own image. */
+        qem_image other = {0}, direct = {0};
+        CHECK_OK(qem_detector_session_image(kept, 1, &other, &e), &e);
+        CHECK_OK(qem_products_virtual(pcb, mask, &direct, &e), &e);
+        CHECK(same_image(&other, &direct));
+        qem_image_free(&other);
+        qem_image_free(&direct);
+    }
+    /* Keeping nothing: every move computes. */
+    CHECK_OK(qem_detector_session_keep(kept, 0, &e), &e);
+    disk_at(mask, 6);
+    CHECK_OK(qem_detector_session_set_mask(kept, mask, &e), &e);
+    qem_session_stats st = {.struct_size = sizeof st};
+    CHECK_OK(qem_detector_session_stats(kept, &st, &e), &e);
+    CHECK(!st.from_kept);
+    qem_detector_session_free(kept);
+    qem_detector_session_free(ref);
 
     /* The file changed after a resident open: the open keeps what it read
-     * and authenticated (its cache included); a new open reads the new file. */
-    int64_t *before = malloc((size_t)scans * 8);
+     * and authenticated; a new open reads the new file. */
     size_t size_a = 0, size_b = 0;
     uint8_t *bytes_a = read_file(a, &size_a), *bytes_b = read_file(b, &size_b);
     CHECK(bytes_a && bytes_b && write_file(x, bytes_a, size_a));
-    qem_container *cx = open_source(x, 1, 1 << 20);
+    qem_container *cx = open_source(x, 1);
     if (cx) {
         qem_products *pcx = products_of(cx);
-        move_sums(pcx, pixels, scans, moves[0], 4, before);
-        move_sums(ppa, pixels, scans, moves[0], 4, want);
-        CHECK(memcmp(before, want, (size_t)scans * 8) == 0);
-        /* Rewritten in place (same inode), then replaced by another file. */
-        FILE *fp = fopen(x, "r+b");
+        qem_image before = {0}, after = {0}, want = {0};
+        disk_at(mask, 7);
+        CHECK_OK(qem_products_virtual(pcx, mask, &before, &e), &e);
+        CHECK_OK(qem_products_virtual(ppa, mask, &want, &e), &e);
+        CHECK(same_image(&before, &want));
+        FILE *fp = fopen(x, "r+b"); /* rewritten in place: the same inode */
         CHECK(fp && fwrite(bytes_b, 1, size_b, fp) == size_b);
         if (fp)
             fclose(fp);
-        move_sums(pcx, pixels, scans, moves[0], 4, got);
-        CHECK(memcmp(before, got, (size_t)scans * 8) == 0);
-        move_sums(pcx, pixels, scans, moves[1], 4, got);
-        move_sums(ppa, pixels, scans, moves[1], 4, want);
-        CHECK(memcmp(want, got, (size_t)scans * 8) == 0);
-        qem_container *cy = open_source(x, 1, 1 << 20);
+        CHECK_OK(qem_products_virtual(pcx, mask, &after, &e), &e);
+        CHECK(same_image(&before, &after));
+        qem_image_free(&after);
+        qem_container *cy = open_source(x, 1);
         if (cy) {
             qem_products *pcy = products_of(cy);
-            move_sums(pcy, pixels, scans, moves[0], 4, got);
-            move_sums(ppb, pixels, scans, moves[0], 4, want);
-            CHECK(memcmp(want, got, (size_t)scans * 8) == 0);
+            qem_image fresh = {0}, of_b = {0};
+            CHECK_OK(qem_products_virtual(pcy, mask, &fresh, &e), &e);
+            CHECK_OK(qem_products_virtual(pcb, mask, &of_b, &e), &e);
+            CHECK(same_image(&fresh, &of_b) && !same_image(&fresh, &before));
+            qem_image_free(&fresh);
+            qem_image_free(&of_b);
             qem_products_close(pcy);
             qem_container_close(cy);
         }
+        qem_image_free(&before);
+        qem_image_free(&want);
         qem_products_close(pcx);
         qem_container_close(cx);
     }
+    (void)scans;
     free(bytes_a);
     free(bytes_b);
-    free(before);
-    free(want);
-    free(got);
     qem_products_close(ppa);
-    qem_products_close(ppb);
     qem_products_close(pca);
     qem_products_close(pcb);
 out:
     qem_container_close(pa);
-    qem_container_close(pb);
     qem_container_close(ca);
     qem_container_close(cb);
     free(a);
@@ -238,25 +246,16 @@ static void refusals(void)
     qem_container *c = NULL;
     qem_container_options o;
     qem_container_options_init(&o);
-    o.column_cache_bytes = 1 << 20; /* without resident */
-    CHECK_STATUS(qem_container_open(fixture_path("qem/u8_sparse_lowdose.qem"), &o, &c, &e),
-                 QEM_E_INVALID_ARGUMENT, &e);
-    CHECK(strstr(e.message, "resident") != NULL && c == NULL);
     o.resident = 1;
-    o.column_cache_bytes = 100; /* less than one column */
-    CHECK_STATUS(qem_container_open(fixture_path("qem/u8_sparse_lowdose.qem"), &o, &c, &e),
-                 QEM_E_INVALID_ARGUMENT, &e);
-    CHECK(c == NULL);
     /* A damaged body is refused while opening resident, with the status a
      * default open gives. */
-    o.column_cache_bytes = 0;
     CHECK_STATUS(qem_container_open(fixture_path("qem/corrupt/flipped_body_byte.qem"), &o, &c, &e),
                  QEM_E_BODY_CHECKSUM, &e);
     CHECK(c == NULL);
-    /* A pack ignores both. */
-    o.column_cache_bytes = 1 << 20;
+    /* A pack is resident anyway. */
     CHECK_OK(qem_container_open(fixture_path("pack/v1_u16_4x32_16x16.h5"), &o, &c, &e), &e);
     qem_container_close(c);
+    CHECK_STATUS(qem_detector_session_keep(NULL, 1, &e), QEM_E_INVALID_ARGUMENT, &e);
 }
 
 int main(void)
@@ -266,7 +265,7 @@ int main(void)
     fixture_equal("qem/u16_nonsquare_masked.qem");
     fixture_equal("qem/scaled_u16_regions.qem");
     fixture_equal("qem/f32_special_bits.qem");
-    column_cache();
+    kept_masks_and_isolation();
     refusals();
     return test_finish("unit_qem_resident");
 }
