@@ -8,7 +8,7 @@
 #include "qem/chunk_blob.h"
 
 #define BLOB_MAGIC "QEMCHNK1"
-#define BLOB_VERSION 1u
+#define BLOB_VERSION 2u
 #define BLOB_FIXED 144u
 
 static uint64_t pad8(uint64_t n)
@@ -98,7 +98,8 @@ qem_status qem_chunk_blob_parse(const void *blob, size_t size, qem_chunk_blob_he
     if ((uintptr_t)b % 8)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "encoded chunk: not 8-byte aligned");
     if (qem_get_le32(b + 8) != BLOB_VERSION)
-        return BAD("version %u; this qem writes and reads version 1", qem_get_le32(b + 8));
+        return BAD("version %u; this qem writes and reads version %u", qem_get_le32(b + 8),
+                   BLOB_VERSION);
     h->codec = (qem_codec)qem_get_le32(b + 12);
     h->dtype = (qem_dtype)qem_get_le32(b + 16);
     if (h->codec != QEM_CODEC_INTEGER && h->codec != QEM_CODEC_FLOAT32 &&
@@ -137,10 +138,12 @@ qem_status qem_chunk_blob_parse(const void *blob, size_t size, qem_chunk_blob_he
     if (spatial != (has_spatial ? blocks * g.fields : 0) || (!has_spatial && words))
         return BAD("%llu spatial streams where the codec has %llu", (unsigned long long)spatial,
                    (unsigned long long)(has_spatial ? blocks * g.fields : 0));
-    const uint64_t want_bits = h->codec == QEM_CODEC_FLOAT32 ? h->scans * pixels * 4 : 0;
+    const uint64_t want_bits = h->codec == QEM_CODEC_FLOAT32   ? h->scans * pixels * 4
+                               : h->codec == QEM_CODEC_INTEGER ? pixels * 8
+                                                               : 0;
     if (nbits != want_bits)
-        return BAD("%llu bytes of source bits where %llu belong", (unsigned long long)nbits,
-                   (unsigned long long)want_bits);
+        return BAD("%llu bytes of source bits or pixel sums where %llu belong",
+                   (unsigned long long)nbits, (unsigned long long)want_bits);
     blob_arrays a;
     uint64_t total = 0;
     if (!array_sizes(payload, streams, words, spatial, nbits, has_spatial, &a, &total) ||

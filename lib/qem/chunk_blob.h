@@ -5,7 +5,7 @@
  * starting 8-byte aligned):
  *
  *   0  "QEMCHNK1"
- *   8  u32 version (1), u32 codec, u32 dtype, u32 zero
+ *   8  u32 version (2), u32 codec, u32 dtype, u32 zero
  *  24  u64 shape[4]; u64 first_scan; u64 scans
  *  72  SHA-256 of the validity mask the chunk was encoded with (pixels
  *      bytes, 0/1)
@@ -13,8 +13,10 @@
  *      bits_bytes
  * 144  payload, offsets (streams + 1 u32), models (streams), spatial words
  *      (u32), spatial offsets (spatial_streams + 1 u64, integer codec),
- *      spatial widths (spatial_streams), the float codec's source bits
- *      (for logical_sha256), each padded to 8 bytes
+ *      spatial widths (spatial_streams), then the float codec's source
+ *      bits (for logical_sha256) or the integer codec's sum of each valid
+ *      pixel over the chunk (u64 per pixel, for the header's pixel-sum
+ *      record; version 1 had none), each padded to 8 bytes
  * end  SHA-256 of every byte before it
  *
  * Parsing checks all of it before the writer trusts one count. */

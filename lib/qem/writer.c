@@ -456,9 +456,9 @@ static qem_status write_encoded(qem_writer *w, const qem_encoded_chunk *e, uint6
     return QEM_OK;
 }
 
-/* Adds the window's valid pixels into the running sums: each thread a
- * band of pixels over every scan, so the sums stay in its cache. */
-static void add_pixel_sums(qem_writer *w, uint64_t scans)
+/* Adds `scans` rows' valid pixels into `sums`: each thread a band of
+ * pixels over every scan, so the sums stay in its cache. */
+static void add_pixel_sums(const qem_writer *w, const void *rows, uint64_t scans, uint64_t *sums)
 {
     enum { BAND = 2048 };
     const uint64_t P = w->pixels, bands = (P + BAND - 1) / BAND;
@@ -472,17 +472,17 @@ static void add_pixel_sums(qem_writer *w, uint64_t scans)
             uint32_t acc[BAND] = {0};
             for (uint64_t s = s0; s < s1; s++) {
                 if (wide) {
-                    const uint16_t *row = (const uint16_t *)w->window + s * P;
+                    const uint16_t *row = (const uint16_t *)rows + s * P;
                     for (uint64_t p = p0; p < p1; p++)
                         acc[p - p0] += row[p];
                 } else {
-                    const uint8_t *row = w->window + s * P;
+                    const uint8_t *row = (const uint8_t *)rows + s * P;
                     for (uint64_t p = p0; p < p1; p++)
                         acc[p - p0] += row[p];
                 }
             }
             for (uint64_t p = p0; p < p1; p++)
-                w->pixel_sums[p] += w->valid[p] ? acc[p - p0] : 0;
+                sums[p] += w->valid[p] ? acc[p - p0] : 0;
         }
     }
 }
@@ -491,7 +491,7 @@ static qem_status write_chunk(qem_writer *w, qem_error *error)
 {
     const uint64_t scans = w->window_fill;
     if (w->pixel_sums)
-        add_pixel_sums(w, scans);
+        add_pixel_sums(w, w->window, scans, w->pixel_sums);
     qem_encoded_chunk e;
     QEM_TRY(qem_encode_chunk(qem_rans_tables_shared(), w->codec, &w->geometry, w->valid, w->window,
                              w->dtype, scans, w->threads, &e, error));
@@ -640,8 +640,23 @@ qem_status qem_encode_scans(qem_dtype dtype, const uint64_t shape[4],
         qem_chunk_blob_header h = {w->codec, w->dtype, {0}, first_scan, count, {0}};
         memcpy(h.shape, w->shape, sizeof h.shape);
         memcpy(h.valid_sha256, w->valid_sha256, sizeof h.valid_sha256);
-        const uint64_t bits = w->codec == QEM_CODEC_FLOAT32 ? count * w->pixels * 4 : 0;
-        st = qem_chunk_blob_pack(&h, &e, scans, bits, blob, blob_size, error);
+        /* Float: the source bits (logical_sha256); integer: each valid
+         * pixel's sum over the chunk (the header's pixel-sum record). */
+        uint64_t *sums = NULL;
+        if (w->codec == QEM_CODEC_INTEGER) {
+            sums = calloc((size_t)w->pixels, sizeof *sums);
+            if (sums)
+                add_pixel_sums(w, scans, count, sums);
+            else
+                st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+        }
+        const uint64_t bits = w->codec == QEM_CODEC_FLOAT32   ? count * w->pixels * 4
+                              : w->codec == QEM_CODEC_INTEGER ? w->pixels * 8
+                                                              : 0;
+        if (st == QEM_OK)
+            st = qem_chunk_blob_pack(&h, &e, sums ? (const void *)sums : scans, bits, blob,
+                                     blob_size, error);
+        free(sums);
         qem_encoded_chunk_free(&e);
     }
     qem_writer_free(w);
@@ -688,11 +703,14 @@ static qem_status append_encoded(qem_writer *w, const void *blob, size_t size, q
                       (unsigned long long)w->scans_encoded,
                       (unsigned long long)chunk_room(w, w->scans_encoded),
                       (unsigned long long)h.first_scan, (unsigned long long)h.scans);
+    if (st == QEM_OK && w->codec == QEM_CODEC_INTEGER && w->pixel_sums) {
+        /* The encoding side summed the chunk's rows (trusted as its counts are). */
+        const uint64_t *sums = bits;
+        for (uint64_t p = 0; p < w->pixels; p++)
+            w->pixel_sums[p] += sums[p];
+    }
     if (st == QEM_OK) {
-        /* Its counts pass by undecoded: the sums cannot be recorded. */
-        free(w->pixel_sums);
-        w->pixel_sums = NULL;
-        st = write_encoded(w, &e, h.scans, bits, error);
+        st = write_encoded(w, &e, h.scans, w->codec == QEM_CODEC_FLOAT32 ? bits : NULL, error);
         if (st != QEM_OK)
             w->broken = 1;
     }

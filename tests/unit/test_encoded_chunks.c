@@ -171,7 +171,7 @@ static void test_refusals(void)
     bad[0] = 'X';
     CHECK_STATUS(qem_writer_append_encoded(w, bad, n0, &e), QEM_E_LAYOUT, &e);
     memcpy(bad, c0, n0);
-    bad[8] = 2; /* version */
+    bad[8] = 1; /* version 1: without pixel sums */
     CHECK_STATUS(qem_writer_append_encoded(w, bad, n0, &e), QEM_E_LAYOUT, &e);
     /* Unaligned bytes are accepted (copied first). */
     uint8_t *shifted = malloc(n0 + 1);

@@ -1,7 +1,7 @@
 /* The per-pixel sums qem's writer records in an integer file's header
  * (scientific_metadata.extensions "qem.pixel_sums"): recorded by a save
- * (invalid pixels 0), not by a save of chunks encoded elsewhere nor for a
- * file too small for them to pay; the mean pattern, pixel sums and
+ * (invalid pixels 0), the same by a save of chunks encoded elsewhere, not
+ * for a file too small for them to pay; the mean pattern, pixel sums and
  * calibration estimate from them equal the dense reference path bit for
  * bit; each rule broken in a header (rehashed, so that only that rule
  * fails) is refused on opening with QEM_E_METADATA; a record that keeps
@@ -213,12 +213,19 @@ int main(void)
     qem_parts_free(&parts);
     products_equal_reference(resaved);
 
-    /* Chunks encoded elsewhere pass undecoded: nothing is recorded. */
+    /* Chunks encoded elsewhere carry their sums: the file is the one a
+     * serial save writes, byte for byte. */
     char *distributed = strdup(test_path("distributed.qem"));
+    char *serial = strdup(test_path("serial.qem"));
     {
         qem_save_options o;
         qem_save_options_init(&o);
         o.chunk_scans = 800;
+        qem_writer *sw = NULL;
+        CHECK_OK(qem_writer_create(serial, QEM_DTYPE_UINT16, shape, &o, &sw, &e), &e);
+        CHECK_OK(qem_writer_append(sw, data, SCANS, &e), &e);
+        CHECK_OK(qem_writer_finish(sw, &e), &e);
+        qem_writer_free(sw);
         qem_writer *w = NULL;
         CHECK_OK(qem_writer_create(distributed, QEM_DTYPE_UINT16, shape, &o, &w, &e), &e);
         for (uint64_t first = 0; w && first < SCANS; first += 800) {
@@ -233,8 +240,13 @@ int main(void)
         CHECK_OK(qem_writer_finish(w, &e), &e);
         qem_writer_free(w);
         CHECK(qem_parts_load(distributed, &parts));
-        CHECK(record_of(parts.header) == NULL);
+        CHECK(record_of(parts.header) != NULL);
         qem_parts_free(&parts);
+        size_t n1 = 0, n2 = 0;
+        uint8_t *b1 = read_file(serial, &n1), *b2 = read_file(distributed, &n2);
+        CHECK(b1 && b2 && n1 == n2 && memcmp(b1, b2, n1) == 0);
+        free(b1);
+        free(b2);
     }
     /* A file whose record would weigh more than 1/64 of its body: none. */
     {
@@ -256,5 +268,6 @@ int main(void)
     free(bad);
     free(resaved);
     free(distributed);
+    free(serial);
     return test_finish("unit_qem_pixel_sums");
 }
