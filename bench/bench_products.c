@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "bench_util.h"
+#include "dense.h"
 #include "synth.h"
 
 typedef struct mask_case {
@@ -19,21 +20,6 @@ typedef struct mask_case {
     uint8_t *mask;
     uint64_t pixels;
 } mask_case;
-
-/* The tight loop: per scan, the masked pixels' counts, exact in uint64,
- * scans split over `threads`. */
-static void dense_virtual(const uint16_t *cube, uint64_t scans, uint64_t P, const uint32_t *idx,
-                          uint64_t n, uint64_t *out, int threads)
-{
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (uint64_t s = 0; s < scans; s++) {
-        const uint16_t *f = cube + s * P;
-        uint64_t acc = 0;
-        for (uint64_t k = 0; k < n; k++)
-            acc += f[idx[k]];
-        out[s] = acc;
-    }
-}
 
 /* A products session on `threads` over the file at `path`, or NULL. */
 static qem_products *open_products(const char *path, int threads, qem_container **src)
@@ -253,7 +239,7 @@ int bench_products(const config *c, const char *dir, char *out, size_t size)
             double t[MAX_RUNS], med;
             for (int r = 0; r < c->runs; r++) {
                 const double t0 = now();
-                dense_virtual(cube, scans, P, idx[k], masks[k].pixels, img, c->threads[th]);
+                bench_dense_virtual(cube, scans, P, idx[k], masks[k].pixels, img, c->threads[th]);
                 t[r] = now() - t0;
             }
             summarise(t, c->runs, &t_dense[k][th], &med);

@@ -36,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dense.h"
 #include "synth.h"
 
 extern char **environ;
@@ -707,22 +708,6 @@ static size_t npy_layout(const unsigned char *m, size_t size, uint64_t shape[4])
     return start + hl;
 }
 
-/* Per scan, the masked pixels' counts, exact in uint64, scans split over
- * `threads`, read straight from the mapping (as bench_products.c's loop
- * over the cube in memory). */
-static void dense_loop(const uint16_t *cube, uint64_t scans, uint64_t P, const uint32_t *idx,
-                       uint64_t n, uint64_t *out, int threads)
-{
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (uint64_t s = 0; s < scans; s++) {
-        const uint16_t *f = cube + s * P;
-        uint64_t acc = 0;
-        for (uint64_t k = 0; k < n; k++)
-            acc += f[idx[k]];
-        out[s] = acc;
-    }
-}
-
 static int dense(const char *npy, const char *mask_path, int runs, int threads)
 {
     const int fd = open(npy, O_RDONLY);
@@ -758,7 +743,7 @@ static int dense(const char *npy, const char *mask_path, int runs, int threads)
     uint64_t sum = 0;
     for (int k = 0; k < runs; k++) {
         const double t0 = now_ms();
-        dense_loop((const uint16_t *)(m + offset), scans, P, idx, n, img, threads);
+        bench_dense_virtual((const uint16_t *)(m + offset), scans, P, idx, n, img, threads);
         ms[k] = now_ms() - t0;
         sum = 0;
         for (uint64_t s = 0; s < scans; s++)
