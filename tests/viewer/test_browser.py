@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 
 import numpy as np
 import pytest
@@ -269,6 +270,28 @@ window.fetch = (url, options) => String(url).startsWith('/api/live')
   ? new Promise((resolve) => setTimeout(resolve, arguments[0])).then(() => original(url, options))
   : original(url, options);
 """
+
+
+def test_slow_work_shows_progress(driver, tmp_path):
+    """Work over a second says so with the seconds elapsed (a live answer
+    held back 2.5 s in the page), and the line clears when it is drawn;
+    where the detector and the mean pattern came from stays on the page."""
+    with Server([QEM_FIXTURE]) as server:
+        open_page(driver, server)
+        origin = driver.find_element("id", "origin").text
+        assert origin.startswith("detector from the ") and "mean pattern" in origin, origin
+        js(driver, SLOW_LIVE, 2500)
+        p = js(driver, "return qemView.detectorPoint();")
+        drag(driver, "dp-overlay", (p["x"], p["y"]), [(max(1, int(round(p["scale"]))), 0)])
+        deadline = time.monotonic() + 10
+        status = ""
+        while time.monotonic() < deadline and "computing the scan image" not in status:
+            time.sleep(0.1)
+            status = driver.find_element("id", "status").text
+        assert "computing the scan image (" in status and " s)" in status, status
+        wait_idle(driver, "the page after a slow update")
+        assert "computing" not in driver.find_element("id", "status").text
+        finish(driver, server, "viewer-progress")
 
 
 def test_moves_never_queue(driver, tmp_path):

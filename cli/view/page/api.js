@@ -58,6 +58,7 @@ export async function getLive(params) {
     pixelsChanged: Number(header('X-Qem-Pixels-Changed')),
     maskPixels: Number(header('X-Qem-Mask-Pixels')),
     fullRecomputation: header('X-Qem-Full-Recomputation') === '1',
+    fromKept: header('X-Qem-From-Kept') === '1',
     roundTripMs: performance.now() - started,
   };
 }

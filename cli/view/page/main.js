@@ -80,6 +80,28 @@ function setStatus(text) {
   $('status').textContent = text;
 }
 
+// Work that takes over a second says so, with the seconds elapsed, until
+// it ends (the server reports no fractions: this is the honest progress).
+const busy = { started: new Map(), timer: null };
+function busyStart(what) {
+  busy.started.set(what, performance.now());
+  if (!busy.timer) busy.timer = setInterval(busyShow, 250);
+}
+function busyEnd(what) {
+  busy.started.delete(what);
+  if (!busy.started.size && busy.timer) {
+    clearInterval(busy.timer);
+    busy.timer = null;
+    if ($('status').textContent.startsWith('computing')) setStatus('');
+  }
+}
+function busyShow() {
+  const now = performance.now();
+  const slow = [...busy.started].filter(([, t]) => now - t >= 1000);
+  if (!slow.length) return;
+  setStatus('computing ' + slow.map(([what, t]) => `${what} (${((now - t) / 1000).toFixed(1)} s)`).join(', '));
+}
+
 const file = () => state.files[state.selected];
 const scanShape = () => [file().shape[0], file().shape[1]];
 
@@ -88,7 +110,9 @@ const scanShape = () => [file().shape[0], file().shape[1]];
 const live = new LatestOnly(
   (det, seq) => {
     qemView.counts.liveSent++;
-    return getLive({ client: state.clientId, seq, file: state.selected, ...detectorParams(det) });
+    busyStart('the scan image');
+    return getLive({ client: state.clientId, seq, file: state.selected, ...detectorParams(det) })
+      .finally(() => busyEnd('the scan image'));
   },
   (result, det, seq) => {
     qemView.drawnSeqs.push(seq);
@@ -104,7 +128,8 @@ const live = new LatestOnly(
       maskPixels: result.maskPixels,
     };
     qemView.counts.liveDrawn++;
-    const work = result.fullRecomputation ? 'full computation' : `${result.pixelsChanged} pixels changed`;
+    const work = result.fromKept ? `a kept image, ${result.pixelsChanged} pixels changed`
+      : result.fullRecomputation ? 'full computation' : `${result.pixelsChanged} pixels changed`;
     $('latency').textContent = `update ${result.roundTripMs.toFixed(1)} ms (server ${result.computeMs.toFixed(1)} ms; `
       + `${work}, ${result.maskPixels} in the detector)`;
     setStatus('');
@@ -145,6 +170,7 @@ const patterns = new LatestOnly(
 async function loadMean(k) {
   if (state.means[k]) return;
   loading++;
+  busyStart('the mean pattern');
   try {
     state.means[k] = await getNpy('/api/mean.npy', { file: k });
     if (k === state.selected && state.dpMode === 'mean') {
@@ -154,6 +180,7 @@ async function loadMean(k) {
   } catch (error) {
     setStatus('mean pattern refused: ' + error.message);
   } finally {
+    busyEnd('the mean pattern');
     loading--;
   }
 }
@@ -680,12 +707,13 @@ async function start() {
     renderMeta();
     let centre = [(state.detShape[0] - 1) / 2, (state.detShape[1] - 1) / 2];
     let radius = Math.min(state.detShape[0], state.detShape[1]) / 6;
+    busyStart('the default detector');
     try {
-      const d = await getJson('/api/detector', { file: 0, detector: 'bf' });
+      const d = await getJson('/api/detector', { file: 0, detector: 'bf' }).finally(() => busyEnd('the default detector'));
       centre = d.center;
       radius = d.radius;
       const meanFrom = { recorded: 'recorded in the file', cached: 'kept from an earlier open', computed: 'computed from every scan' }[d.mean_from];
-      setStatus(`detector from the ${d.center_radius_from}` + (meanFrom ? `; mean pattern ${meanFrom}` : ''));
+      $('origin').textContent = `detector from the ${d.center_radius_from}` + (meanFrom ? `; mean pattern ${meanFrom}` : '');
     } catch (error) {
       setStatus('no detector calibration or estimate (' + error.message + '); starting from the detector centre');
     }
