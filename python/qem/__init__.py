@@ -63,10 +63,11 @@ def open(path, *, threads=None, verify=True, raw=False, expect_sha256=None,
                 progress=progress, resident=resident, cache_dir=cache_dir)
 
 
-def session(files) -> Session:
+def session(files, keep_mib=0) -> Session:
     """A detector session over several opened files (a tilt or time
-    series): ``set_mask`` updates every file's image, all or none."""
-    return Session(files)
+    series): ``set_mask`` updates every file's image, all or none;
+    ``keep_mib`` keeps recent masks' images (see qem.Session)."""
+    return Session(files, keep_mib=keep_mib)
 
 
 def identify(path) -> str:

@@ -116,15 +116,18 @@ class Session:
     (a list of them for a series), computed the first time and afterwards
     updated by adding and subtracting only the pixels whose membership
     changed (integer data). A series changes all together or not at all.
-    ``stats`` holds the counters of the last update."""
+    ``keep_mib``: MiB of recent masks' images kept, least recently used
+    out, so a mask set again is a copy (``stats["from_kept"]``); 0 keeps
+    none. ``stats`` holds the counters of the last update."""
 
-    def __init__(self, files):
+    def __init__(self, files, keep_mib=0):
         files = list(files)
         if not files or not all(isinstance(f, File) for f in files):
             raise TypeError("a session takes one or more qem.File objects")
+        keep = _args.integer(keep_mib, "keep_mib", 0, 1 << 20)
         self._files = files
         self._single = len(files) == 1
-        self._s = _qem.Session([f._c for f in files])
+        self._s = _qem.Session([f._c for f in files], keep_mib=keep)
 
     def set_mask(self, mask):
         images = self._s.set_mask(np.asarray(mask))
@@ -468,9 +471,9 @@ class File:
         estimate["recorded"] = self._c.file_calibration()
         return estimate
 
-    def session(self):
+    def session(self, keep_mib=0):
         """A detector session over this file (see qem.Session)."""
-        return Session([self])
+        return Session([self], keep_mib=keep_mib)
 
     # --- other libraries ---------------------------------------------------------------
 

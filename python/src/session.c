@@ -33,14 +33,19 @@ static void session_release(ext_session *self)
 
 static int session_init(ext_session *self, PyObject *args, PyObject *kwargs)
 {
-    static char *kw[] = {"files", NULL};
+    static char *kw[] = {"files", "keep_mib", NULL};
     PyObject *files;
+    unsigned long long keep_mib = 0;
     if (self->session) {
         PyErr_SetString(PyExc_RuntimeError, "Session is already started");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O:Session", kw, &files))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|K:Session", kw, &files, &keep_mib))
         return -1;
+    if (keep_mib > (1ull << 20)) {
+        PyErr_SetString(PyExc_ValueError, "keep_mib must be 0 to 1048576");
+        return -1;
+    }
     PyObject *tuple = PySequence_Tuple(files);
     if (!tuple)
         return -1;
@@ -74,7 +79,8 @@ static int session_init(ext_session *self, PyObject *args, PyObject *kwargs)
     self->rows = first->info.shape[2];
     self->columns = first->info.shape[3];
     qem_error e = {0};
-    if (qem_detector_session_create(self->products, (size_t)n, &self->session, &e) != QEM_OK) {
+    if (qem_detector_session_create(self->products, (size_t)n, &self->session, &e) != QEM_OK ||
+        qem_detector_session_keep(self->session, (uint64_t)keep_mib << 20, &e) != QEM_OK) {
         ext_raise(&e);
         goto fail;
     }
@@ -154,11 +160,12 @@ static PyObject *session_stats(ext_session *self, PyObject *noargs)
     qem_error e = {0};
     if (qem_detector_session_stats(self->session, &s, &e) != QEM_OK)
         return ext_raise(&e);
-    return Py_BuildValue("{s:K, s:K, s:K, s:O, s:K}", "sources", (unsigned long long)s.sources,
+    return Py_BuildValue("{s:K, s:K, s:K, s:O, s:K, s:O}", "sources", (unsigned long long)s.sources,
                          "resident_bytes", (unsigned long long)s.resident_bytes, "pixels_changed",
                          (unsigned long long)s.pixels_changed, "full_recomputation",
                          s.full_recomputation ? Py_True : Py_False, "ffts",
-                         (unsigned long long)s.ffts);
+                         (unsigned long long)s.ffts, "from_kept",
+                         s.from_kept ? Py_True : Py_False);
 }
 
 static PyObject *session_close(ext_session *self, PyObject *noargs)

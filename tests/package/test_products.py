@@ -157,10 +157,14 @@ def test_resident_session_equals_numpy(generated):
     numpy's images at every step, as a file read per use does."""
     path, a = generated["u16"]
     dense = a.astype(np.uint64)
-    with qem.open(path, resident=True) as f, f.session() as s:
+    with qem.open(path, resident=True) as f, f.session(keep_mib=1) as s:
+        seen = set()
         for center in [(6, 5), (6, 6), (6, 7), (6, 6), (6, 5), (5, 5)]:
             m = disk(a.shape[2:], center, 3)
             np.testing.assert_array_equal(s.set_mask(m), (dense * m).sum(axis=(2, 3)))
+            # A mask the session held before is a kept image, not a computation.
+            assert s.stats["from_kept"] == (center in seen and len(seen) > 1)
+            seen.add(center)
         np.testing.assert_array_equal(f[3, 4], a[3, 4])
         np.testing.assert_array_equal(f.mean(), a.mean(axis=(0, 1), dtype=np.float64)
                                       .astype(np.float32))
