@@ -162,6 +162,7 @@ static int take_kept(qem_detector_session *s, const uint8_t *mask, uint64_t hash
         s->kept_bytes += bytes - e->bytes;
         was.bytes = bytes;
         *e = was;
+        kept_trim(s); /* the current results may weigh more than the entry's */
         s->stats.full_recomputation = 0;
         s->stats.pixels_changed = changed;
         s->stats.ffts = 0;
