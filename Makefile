@@ -111,7 +111,7 @@ test-tsan:
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DQEM_TSAN=ON -DQEM_WERROR=ON
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target unit_concurrency unit_products
 	cd $(TSAN_BUILD) && OMP_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1 \
-		ctest --output-on-failure -R 'unit_concurrency|unit_products'
+		ctest --output-on-failure -R '^(unit_concurrency|unit_products)$$'
 
 # libFuzzer targets, built with clang under ASan + UBSan (tests/fuzz).
 fuzz-build:
