@@ -581,7 +581,10 @@ const command_spec product_commands[] = {
      "maximum; centre = their intensity-weighted centroid, radius =\n"
      "sqrt(count / pi)) and prints it. With -o, writes a new copy that\n"
      "records it: a pack as detector_calibration bound to the source identity\n"
-     "(payload unchanged), a .qem file in its metadata extensions. The\n"
-     "original is never modified.\n",
+     "(payload unchanged) with the upstream's prepared values for it (exact\n"
+     "per-scan DPC moments; for the uint8 profile BF/ABF/ADF masks and images\n"
+     "about the new calibration), which CoM, DPC and those detectors then use\n"
+     "without decoding; a .qem file in its metadata extensions. The original\n"
+     "is never modified.\n",
      1, 1, "FILE", calibrate_options, run_calibrate},
     {NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, NULL}};

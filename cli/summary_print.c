@@ -167,6 +167,12 @@ static void print_pack_summary(const json_t *s)
     } else {
         printf("%-18s none\n", "detector calib.");
     }
+    const int moments = json_is_true(json_object_get(s, "prepared_dpc_moments"));
+    const int products = json_is_true(json_object_get(s, "prepared_detector_products"));
+    printf("%-18s %s%s%s\n", "prepared values",
+           moments ? "DPC moments (CoM/DPC without decoding)" : "",
+           moments && products ? "; " : "",
+           products ? "BF/ABF/ADF about the calibration" : moments ? "" : "none");
     const json_t *t = json_object_get(s, "timings_ms");
     if (json_is_object(t)) {
         printf("timings (warm page cache; not a cold run; phases summed over loading "

@@ -118,7 +118,8 @@ typedef enum qem_status {
     QEM_E_INSUFFICIENT_MEMORY = 41, /* the plan needs more memory than is available [limit] */
     QEM_E_INSUFFICIENT_DISK = 42, /* the plan needs more disk than is available [limit] */
     QEM_E_NONCONSTANT_EXCLUDED = 43, /* an excluded pixel's raw value varies (uint8 profile) [unsupported] */
-    QEM_E_BUFFER_TOO_SMALL = 44 /* a caller's buffer is smaller than the call needs [usage] */
+    QEM_E_BUFFER_TOO_SMALL = 44, /* a caller's buffer is smaller than the call needs [usage] */
+    QEM_E_PACK_PREPARED = 45 /* pack: a prepared extension (DPC moments, detector products) invalid [format] */
 } qem_status;
 
 /* A short, static description of a status (never NULL). */
@@ -470,6 +471,12 @@ QEM_API void qem_products_close(qem_products *products);
  * qem_origin_name. */
 QEM_API qem_origin qem_products_sums_origin(const qem_products *products);
 QEM_API const char *qem_origin_name(qem_origin origin);
+/* Where the exact sums behind the last virtual image, CoM or DPC came
+ * from: QEM_ORIGIN_RECORDED when values the file records answered without
+ * decoding (a pack's prepared DPC moments or BF/ABF/ADF products, whose
+ * masks must match exactly), QEM_ORIGIN_COMPUTED after a pass over the
+ * encoded data, QEM_ORIGIN_NONE before the first. */
+QEM_API qem_origin qem_products_last_origin(const qem_products *products);
 
 /* A product array owned by the caller after a successful call; release
  * with qem_image_free. Never grows (no struct_size). */
@@ -693,6 +700,12 @@ typedef struct qem_session_stats {
     int full_recomputation;      /* last update recomputed everything */
     uint64_t ffts;               /* FFTs performed by the last update (0 here) */
     int from_kept;               /* last update: a kept mask's images (no computation) */
+    /* Last update: every source answered from values its file records (a
+     * pack's prepared BF/ABF/ADF or DPC totals), no decoding. */
+    int from_recorded;
+    /* Last update: sources that summed the pixels left out of the mask and
+     * took them from the recorded totals (fewer pixels to decode). */
+    uint64_t complement_sources;
 } qem_session_stats;
 
 /* Refuses duplicate sources (the same file twice) and differing detector
@@ -915,6 +928,11 @@ typedef struct qem_pack_info {
     int has_detector_calibration;
     char source_identity_sha256[65];
     uint64_t digests_checked; /* once loaded: shard payload digests verified */
+    /* The upstream's prepared extensions (pack notes 2.7), authenticated
+     * while opening: exact per-scan detector moments, and BF/ABF/ADF masks
+     * with their per-scan sums (uint8 profile). */
+    int has_prepared_dpc_moments;
+    int has_prepared_detector_products;
 } qem_pack_info;
 
 typedef struct qem_pack_options {

@@ -477,10 +477,12 @@ static void route_image(view_server *s, const view_request *q, view_reply *r)
     const qem_status st = q->route == VIEW_ROUTE_COM
                               ? qem_products_com(p, mask, q->subtract_mean, &im, &e)
                               : qem_products_virtual(p, mask, &im, &e);
-    if (st != QEM_OK)
+    if (st != QEM_OK) {
         reply_failure(r, &e);
-    else
+    } else {
         reply_image(r, &im);
+        reply_header(r, "X-Qem-Origin", "%s", qem_origin_name(qem_products_last_origin(p)));
+    }
     free(mask);
 }
 
@@ -546,6 +548,8 @@ static void route_dpc(view_server *s, const view_request *q, view_reply *r)
     } else {
         reply_header(r, "X-Qem-Rotation-Degrees", "%.17g", d.rotation_degrees);
         reply_header(r, "X-Qem-Components-Exchanged", "%d", d.components_exchanged);
+        reply_header(r, "X-Qem-Origin", "%s",
+                     qem_origin_name(qem_products_last_origin(s->files[q->file].products)));
         reply_image(r, &d.phase);
         qem_dpc_result_free(&d);
     }
@@ -625,6 +629,7 @@ static void route_live(view_server *s, const view_request *q, view_reply *r)
     reply_header(r, "X-Qem-Pixels-Changed", "%llu", (unsigned long long)stats.pixels_changed);
     reply_header(r, "X-Qem-Full-Recomputation", "%d", stats.full_recomputation);
     reply_header(r, "X-Qem-From-Kept", "%d", stats.from_kept);
+    reply_header(r, "X-Qem-From-Recorded", "%d", stats.from_recorded);
     reply_header(r, "X-Qem-Mask-Pixels", "%llu", (unsigned long long)res.pixels);
 }
 

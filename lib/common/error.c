@@ -53,6 +53,7 @@ const char *qem_strerror(qem_status status)
     case QEM_E_INSUFFICIENT_DISK: return "not enough disk space for the plan";
     case QEM_E_NONCONSTANT_EXCLUDED: return "an excluded pixel's raw value is not constant";
     case QEM_E_BUFFER_TOO_SMALL: return "buffer too small";
+    case QEM_E_PACK_PREPARED: return "invalid pack prepared extension";
     }
     return "unknown status";
 }
@@ -104,7 +105,8 @@ qem_status_group qem_status_group_of(qem_status status)
     case QEM_E_PACK_RANGE:
     case QEM_E_PACK_DESCRIPTOR:
     case QEM_E_PACK_LZ4:
-    case QEM_E_PACK_CALIBRATION: return QEM_GROUP_FORMAT;
+    case QEM_E_PACK_CALIBRATION:
+    case QEM_E_PACK_PREPARED: return QEM_GROUP_FORMAT;
     }
     return QEM_GROUP_USAGE;
 }

@@ -49,6 +49,17 @@ int qem_json_as_u64(const json_t *value, uint64_t *out)
     return 1;
 }
 
+int qem_json_is_lower_hex64(const json_t *value)
+{
+    if (!json_is_string(value) || json_string_length(value) != 64)
+        return 0;
+    const char *s = json_string_value(value);
+    for (int i = 0; i < 64; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return 0;
+    return 1;
+}
+
 char *qem_json_dump_canonical(const json_t *value, size_t *size)
 {
     char *text = json_dumps(value, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENSURE_ASCII |

@@ -20,6 +20,10 @@ const char *qem_json_error_reason(const json_error_t *error);
 /* A non-negative JSON integer (never a boolean or a real) as uint64. */
 int qem_json_as_u64(const json_t *value, uint64_t *out);
 
+/* 1 if `value` is a string of exactly 64 lowercase hex digits (a digest
+ * as the upstream formats write them). */
+int qem_json_is_lower_hex64(const json_t *value);
+
 /* Serialises with sorted keys, compact separators and ASCII-only output,
  * the layout the reference writer uses. Caller frees with free(). */
 char *qem_json_dump_canonical(const json_t *value, size_t *size);

@@ -18,7 +18,7 @@
 #include "qem.h"
 
 /* Bumped whenever any module table changes shape or meaning. */
-#define QEM_MODULE_ABI 1u
+#define QEM_MODULE_ABI 2u
 
 typedef struct qem_module_header {
     uint32_t struct_size; /* of the whole table */

@@ -59,6 +59,12 @@ typedef struct qem_representation_ops {
      * the file records it (checked when it was opened): 1 with `sums`
      * filled, else 0. */
     int (*recorded_pixel_sums)(const void *impl, uint64_t *sums);
+    /* Optional, integer data: every plane of a weighted sum (as
+     * weighted_sums) answered from per-scan values the file records and
+     * authenticated at open (a pack's prepared extensions): 1 with `out`
+     * filled, else 0 and nothing written. */
+    int (*prepared_sums)(const void *impl, uint64_t first, uint64_t count,
+                         const int32_t *const *weights, unsigned planes, int64_t *out);
     /* Optional: 32 bytes that differ whenever the values products read
      * could (the key of results kept between opens): 1, else 0 where the
      * file has no such cheap identity. */

@@ -29,7 +29,7 @@ static qem_status qem_write_calibrated_copy_body(const char *src, const char *de
                                         c->bright_field_radius, c->method,
                                         c->has_dpc,      c->dpc_rotation_degrees,
                                         c->dpc_component_order_exchanged};
-        return qem_pack_write_calibrated_copy(src, dest, &in, error);
+        return qem_pack_write_calibrated_copy(src, dest, &in, NULL, error);
     }
     if (kind == QEM_KIND_QEM)
         return qem_file_write_calibrated_copy(src, dest, c, error);

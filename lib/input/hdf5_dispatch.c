@@ -72,6 +72,13 @@ qem_status qem_pack_h5_append(pack_h5_writer *w, uint64_t shard, const char *nam
     return m->pack_append(w, shard, name, data, count, item_bytes, offset, bytes, error);
 }
 
+qem_status qem_pack_h5_prepared(int fd, pack_h5_dataset *items, size_t count, qem_error *error)
+{
+    const qem_hdf5_module *m;
+    QEM_TRY(module(&m, error));
+    return m->pack_prepared(fd, items, count, error);
+}
+
 qem_status qem_pack_h5_close(pack_h5_writer *w, qem_error *error)
 {
     const qem_hdf5_module *m;

@@ -8,6 +8,7 @@ static const qem_hdf5_module table = {
     qem_h5_pack_create,
     qem_h5_pack_append,
     qem_h5_pack_close,
+    qem_h5_pack_prepared,
 };
 
 const void *qem_module_hdf5_v1(void)

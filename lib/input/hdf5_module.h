@@ -21,6 +21,7 @@ typedef struct qem_hdf5_module {
                               const void *data, uint64_t count, unsigned item_bytes,
                               uint64_t *offset, uint64_t *bytes, qem_error *error);
     qem_status (*pack_close)(pack_h5_writer *w, qem_error *error);
+    qem_status (*pack_prepared)(int fd, pack_h5_dataset *items, size_t count, qem_error *error);
 } qem_hdf5_module;
 
 /* Inside the module: the real families and writer (qem_pack_h5_* and
@@ -33,6 +34,7 @@ qem_status qem_h5_pack_append(pack_h5_writer *w, uint64_t shard, const char *nam
                               uint64_t count, unsigned item_bytes, uint64_t *offset,
                               uint64_t *bytes, qem_error *error);
 qem_status qem_h5_pack_close(pack_h5_writer *w, qem_error *error);
+qem_status qem_h5_pack_prepared(int fd, pack_h5_dataset *items, size_t count, qem_error *error);
 
 /* The module's one export. */
 __attribute__((visibility("default"))) const void *qem_module_hdf5_v1(void);

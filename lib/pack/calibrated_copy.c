@@ -17,6 +17,7 @@
 #include "common/sha256.h"
 #include "pack/encode.h"
 #include "pack/pack_internal.h"
+#include "pack/prepared_write.h"
 
 #define CALIBRATION_KEY "detector_calibration"
 #define HDF5_SIGNATURE "\x89HDF\r\n\x1a\n"
@@ -246,11 +247,9 @@ static int split_members(const char *s, size_t n, size_t *open, size_t *close, m
     return 0;
 }
 
-/* The manifest with `member_text` replacing the calibration member, or
- * inserted before the first key that sorts after it (so a sorted manifest
- * stays sorted). Everything else is copied byte for byte. Caller frees. */
-static qem_status splice_manifest(const char *s, size_t n, const char *member_text, char **out,
-                                  size_t *out_bytes, qem_error *error)
+qem_status qem_pack_manifest_splice(const char *s, size_t n, const char *key,
+                                   const char *member_text, char **out, size_t *out_bytes,
+                                   qem_error *error)
 {
     size_t open = 0, close = 0, count = 0;
     member *m = NULL;
@@ -260,7 +259,7 @@ static qem_status splice_manifest(const char *s, size_t n, const char *member_te
     size_t at = count; /* where the new member goes */
     int replace = 0;
     for (size_t k = 0; k < count; k++) {
-        int cmp = strcmp(json_string_value(m[k].key), CALIBRATION_KEY);
+        int cmp = strcmp(json_string_value(m[k].key), key);
         if (cmp == 0) {
             at = k;
             replace = 1;
@@ -269,7 +268,7 @@ static qem_status splice_manifest(const char *s, size_t n, const char *member_te
         if (cmp > 0 && at == count)
             at = k;
     }
-    const size_t add = strlen(member_text);
+    const size_t add = member_text ? strlen(member_text) : 0;
     size_t total = n + add + 1;
     char *t = malloc(total + 1);
     if (!t) {
@@ -286,10 +285,12 @@ static qem_status splice_manifest(const char *s, size_t n, const char *member_te
     APPEND(s, open + 1);
     for (size_t k = 0; k <= count; k++) {
         if (k == at) {
-            if (!first)
-                APPEND(",", 1);
-            APPEND(member_text, add);
-            first = 0;
+            if (member_text) {
+                if (!first)
+                    APPEND(",", 1);
+                APPEND(member_text, add);
+                first = 0;
+            }
             if (replace)
                 continue;
         }
@@ -387,9 +388,13 @@ static qem_status verify_written(const qem_publish *pub, const pack_calibration_
 }
 
 qem_status qem_pack_write_calibrated_copy(const char *src, const char *dest,
-                                          const pack_calibration_in *cal, qem_error *error)
+                                          const pack_calibration_in *cal,
+                                          pack_prepared_report *report, qem_error *error)
 {
     qem_error_clear(error);
+    pack_prepared_report ignored;
+    if (!report)
+        report = &ignored;
     if (!src || !dest || !cal)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT,
                         "qem_pack_write_calibrated_copy: NULL argument");
@@ -407,14 +412,6 @@ qem_status qem_pack_write_calibrated_copy(const char *src, const char *dest,
     st = check_range(p, cal, error);
     if (st != QEM_OK)
         goto done;
-    /* Products precomputed from the present calibration would go stale. */
-    if (json_object_get(p->manifest, "prepared_detector_products")) {
-        st = qem_fail(error, QEM_E_UNSUPPORTED,
-                      "'%s' carries prepared detector products derived from its present "
-                      "calibration; recalibrating would leave them stale",
-                      src);
-        goto done;
-    }
     st = check_unchanged(p, src, error);
     if (st != QEM_OK)
         goto done;
@@ -462,8 +459,16 @@ qem_status qem_pack_write_calibrated_copy(const char *src, const char *dest,
         st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
         goto done;
     }
-    st = splice_manifest(p->manifest_text, (size_t)p->manifest_bytes, member_text, &manifest,
-                         &manifest_bytes, error);
+    st = qem_pack_manifest_splice(p->manifest_text, (size_t)p->manifest_bytes, CALIBRATION_KEY,
+                                  member_text, &manifest, &manifest_bytes, error);
+    /* Products prepared about the old calibration go; new ones follow. */
+    if (st == QEM_OK && json_object_get(p->manifest, PREPARED_PRODUCTS_KEY)) {
+        char *without = NULL;
+        st = qem_pack_manifest_splice(manifest, manifest_bytes, PREPARED_PRODUCTS_KEY, NULL,
+                                      &without, &manifest_bytes, error);
+        free(manifest);
+        manifest = without;
+    }
     if (st != QEM_OK)
         goto done;
     json_t *check = NULL;
@@ -494,7 +499,12 @@ qem_status qem_pack_write_calibrated_copy(const char *src, const char *dest,
         st = qem_fail(error, copied, "%s", copy_error.message);
         goto done;
     }
-    st = verify_written(&pub, cal, error);
+    /* The prepared values for this calibration (before the check, which
+     * reopens the file with every reader rule). */
+    if (st == QEM_OK)
+        st = qem_pack_write_prepared(pub.fd, dest, user_block, 0, NULL, 1, report, error);
+    if (st == QEM_OK)
+        st = verify_written(&pub, cal, error);
     if (st == QEM_OK)
         st = qem_publish_commit(&pub, error);
 

@@ -4,6 +4,9 @@
 #ifndef QEM_PACK_CALIBRATED_COPY_H
 #define QEM_PACK_CALIBRATED_COPY_H
 
+#include <stddef.h>
+
+#include "pack/prepared_write.h"
 #include "qem.h"
 
 typedef struct pack_calibration_in {
@@ -20,17 +23,27 @@ typedef struct pack_calibration_in {
  * temporary in dest's folder, linked only when complete and reopened
  * cleanly), with the manifest's `detector_calibration` set (replaced if
  * present) to the specification's schema, bound to the file's
- * source_identity_sha256. Every other manifest member keeps its exact
- * bytes, the index is unchanged, and every byte after the user block is
- * copied as is; only the manifest bytes, its CRC-32 and the index position
- * are recomputed. The source is opened and validated with qem_pack_open
- * first. Refuses (QEM_E_INVALID_ARGUMENT) non-finite or out-of-range values
- * (centre outside the detector, radius <= 0 or beyond the detector
- * diagonal, blank method), a manifest that no longer fits the user block
- * (QEM_E_LIMIT), a source whose prepared detector products derive from its
- * present calibration (QEM_E_UNSUPPORTED), and a source that changes while
- * it is copied (QEM_E_CHANGED). */
+ * source_identity_sha256, and the prepared extensions written for it
+ * (qem_pack_write_prepared; `report`, or NULL, says which). Every other
+ * manifest member keeps its exact bytes, the index is unchanged, and the
+ * HDF5 body is the source's with only the prepared datasets added, so
+ * every shard range stays valid. The source is opened and validated with
+ * qem_pack_open first. Refuses (QEM_E_INVALID_ARGUMENT) non-finite or
+ * out-of-range values (centre outside the detector, radius <= 0 or beyond
+ * the detector diagonal, blank method), a manifest that no longer fits
+ * the user block (QEM_E_LIMIT), unknown bytes in the user block
+ * (QEM_E_UNSUPPORTED), and a source that changes while it is copied
+ * (QEM_E_CHANGED). */
 qem_status qem_pack_write_calibrated_copy(const char *src, const char *dest,
-                                          const pack_calibration_in *cal, qem_error *error);
+                                          const pack_calibration_in *cal,
+                                          pack_prepared_report *report, qem_error *error);
+
+/* The manifest text `s` with member `key` replaced by `member_text` (a
+ * whole `"key":value`), or inserted before the first key that sorts after
+ * it (a sorted manifest stays sorted), or removed when `member_text` is
+ * NULL. Every other member keeps its bytes. Caller frees `out`. */
+qem_status qem_pack_manifest_splice(const char *s, size_t n, const char *key,
+                                   const char *member_text, char **out, size_t *out_bytes,
+                                   qem_error *error);
 
 #endif

@@ -268,6 +268,29 @@ qem_status qem_h5_pack_create(int fd, uint64_t user_block, const char *schema,
     return QEM_OK;
 }
 
+/* Dataset `name` in `parent`, contiguous and allocated at once (so its
+ * offset exists and holds), written from `data` of memory type `mem`;
+ * its absolute file offset into `at`. 1 on success. */
+static int write_contiguous(hid_t parent, const char *name, hid_t type, hid_t mem, int rank,
+                            const hsize_t *dims, const void *data, haddr_t *at)
+{
+    hid_t space = H5Screate_simple(rank, dims, NULL);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    int ok = space >= 0 && dcpl >= 0 && H5Pset_layout(dcpl, H5D_CONTIGUOUS) >= 0 &&
+             H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY) >= 0 &&
+             H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) >= 0;
+    hid_t dset = ok ? H5Dcreate2(parent, name, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT) : -1;
+    ok = ok && dset >= 0 && H5Dwrite(dset, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0;
+    *at = ok ? H5Dget_offset(dset) : HADDR_UNDEF;
+    if (dset >= 0)
+        H5Dclose(dset);
+    if (dcpl >= 0)
+        H5Pclose(dcpl);
+    if (space >= 0)
+        H5Sclose(space);
+    return ok && *at != HADDR_UNDEF;
+}
+
 qem_status qem_h5_pack_append(pack_h5_writer *w, uint64_t shard, const char *name, const void *data,
                               uint64_t count, unsigned item_bytes, uint64_t *offset,
                               uint64_t *bytes, qem_error *error)
@@ -285,26 +308,10 @@ qem_status qem_h5_pack_append(pack_h5_writer *w, uint64_t shard, const char *nam
             w->shard_no = shard;
             ok = w->shard >= 0;
         }
-        hsize_t n = count;
-        hid_t space = ok ? H5Screate_simple(1, &n, NULL) : -1;
-        hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-        /* Contiguous and allocated at once: the offset exists and holds. */
-        ok = ok && space >= 0 && dcpl >= 0 && H5Pset_layout(dcpl, H5D_CONTIGUOUS) >= 0 &&
-             H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY) >= 0 &&
-             H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) >= 0;
-        hid_t type = item_bytes == 4 ? H5T_STD_U32LE : H5T_STD_U8LE;
-        hid_t mem = item_bytes == 4 ? H5T_NATIVE_UINT32 : H5T_NATIVE_UINT8;
-        hid_t dset = ok ? H5Dcreate2(w->shard, name, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT)
-                        : -1;
-        ok = ok && dset >= 0 && H5Dwrite(dset, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0;
-        if (ok)
-            at = H5Dget_offset(dset);
-        if (dset >= 0)
-            H5Dclose(dset);
-        if (dcpl >= 0)
-            H5Pclose(dcpl);
-        if (space >= 0)
-            H5Sclose(space);
+        const hsize_t n = count;
+        ok = ok && write_contiguous(w->shard, name, item_bytes == 4 ? H5T_STD_U32LE : H5T_STD_U8LE,
+                                    item_bytes == 4 ? H5T_NATIVE_UINT32 : H5T_NATIVE_UINT8, 1, &n,
+                                    data, &at);
     }
     H5E_END_TRY;
     if (!ok || at == HADDR_UNDEF)
@@ -342,4 +349,96 @@ qem_status qem_h5_pack_close(pack_h5_writer *w, qem_error *error)
         return qem_fail(error, QEM_E_IO, "HDF5 could not finish the pack file: %s",
                         strerror(failed));
     return ok ? QEM_OK : qem_fail(error, QEM_E_IO, "HDF5 could not finish the pack file");
+}
+
+/* --- the prepared extensions ------------------------------------------------ */
+
+/* Creates the groups on the way to `path` below `base`; the last
+ * component is the dataset's name. Returns the parent group (caller
+ * closes) or -1. */
+static hid_t parent_group(hid_t base, const char *path, const char **name)
+{
+    hid_t g = H5Gopen2(base, ".", H5P_DEFAULT);
+    const char *at = path;
+    for (const char *slash; g >= 0 && (slash = strchr(at, '/')); at = slash + 1) {
+        char part[128];
+        const size_t n = (size_t)(slash - at);
+        if (n == 0 || n >= sizeof part) {
+            H5Gclose(g);
+            return -1;
+        }
+        memcpy(part, at, n);
+        part[n] = '\0';
+        hid_t next = H5Lexists(g, part, H5P_DEFAULT) > 0
+                         ? H5Gopen2(g, part, H5P_DEFAULT)
+                         : H5Gcreate2(g, part, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        H5Gclose(g);
+        g = next;
+    }
+    *name = at;
+    return g;
+}
+
+static int write_prepared(hid_t file, pack_h5_dataset *d)
+{
+    hid_t root = H5Gopen2(file, "/quantem_gpu", H5P_DEFAULT);
+    hid_t prepared = root < 0 ? -1
+                     : H5Lexists(root, "prepared", H5P_DEFAULT) > 0
+                         ? H5Gopen2(root, "prepared", H5P_DEFAULT)
+                         : H5Gcreate2(root, "prepared", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    const char *name = NULL;
+    hid_t parent = prepared >= 0 ? parent_group(prepared, d->path, &name) : -1;
+    int ok = parent >= 0;
+    /* A replaced dataset's space stays in the file, unreferenced. */
+    if (ok && H5Lexists(parent, name, H5P_DEFAULT) > 0)
+        ok = H5Ldelete(parent, name, H5P_DEFAULT) >= 0;
+    const hsize_t dims[2] = {d->dims[0], d->dims[1]};
+    /* The items are little-endian bytes already: stored as they are. */
+    const hid_t type = d->item_bytes == 4 ? H5T_STD_U32LE : H5T_STD_U8LE;
+    haddr_t at = HADDR_UNDEF;
+    ok = ok && write_contiguous(parent, name, type, type, (int)d->rank, dims, d->data, &at);
+    d->offset = (uint64_t)at;
+    if (parent >= 0)
+        H5Gclose(parent);
+    if (prepared >= 0)
+        H5Gclose(prepared);
+    if (root >= 0)
+        H5Gclose(root);
+    return ok;
+}
+
+qem_status qem_h5_pack_prepared(int fd, pack_h5_dataset *items, size_t count, qem_error *error)
+{
+    int failed = 0, ok = 0;
+    size_t done = 0;
+    H5E_BEGIN_TRY
+    {
+        hid_t driver = H5FDregister(&fd_class);
+        hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+        const fd_fapl info = {fd, &failed};
+        hid_t file = -1;
+        /* Every new allocation 4-byte aligned: moments are read as u32. */
+        if (driver >= 0 && fapl >= 0 && H5Pset_driver(fapl, driver, &info) >= 0 &&
+            H5Pset_alignment(fapl, 1, 4) >= 0)
+            file = H5Fopen("qem-pack", H5F_ACC_RDWR, fapl);
+        ok = file >= 0;
+        while (ok && done < count && (ok = write_prepared(file, &items[done])))
+            done++;
+        if (file >= 0) {
+            ok &= H5Fflush(file, H5F_SCOPE_GLOBAL) >= 0;
+            ok &= H5Fclose(file) >= 0;
+        }
+        if (fapl >= 0)
+            H5Pclose(fapl);
+        if (driver >= 0)
+            H5FDunregister(driver);
+    }
+    H5E_END_TRY;
+    if (failed)
+        return qem_fail(error, QEM_E_IO, "HDF5 could not write the prepared values: %s",
+                        strerror(failed));
+    if (!ok)
+        return qem_fail(error, QEM_E_IO, "HDF5 could not write the prepared values%s%s",
+                        done < count ? " at " : "", done < count ? items[done].path : "");
+    return QEM_OK;
 }

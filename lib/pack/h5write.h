@@ -34,6 +34,22 @@ qem_status qem_pack_h5_append(pack_h5_writer *w, uint64_t shard, const char *nam
                               uint64_t count, unsigned item_bytes, uint64_t *offset,
                               uint64_t *bytes, qem_error *error);
 
+/* One dataset of the prepared extensions, under /quantem_gpu/prepared. */
+typedef struct pack_h5_dataset {
+    const char *path;   /* below the group, e.g. "detector_products_v1/bf_mask_u8" */
+    const void *data;   /* little-endian items */
+    unsigned rank;      /* 1 or 2 */
+    uint64_t dims[2];
+    unsigned item_bytes; /* 1 or 4 */
+    uint64_t offset;    /* out: absolute file offset */
+} pack_h5_dataset;
+
+/* Opens the complete pack HDF5 file in `fd` for writing and writes each
+ * dataset (replacing one already at its path: the file keeps its space),
+ * contiguous, allocated at once and 4-byte aligned (the moments must be);
+ * flushes and closes. `fd` stays the caller's. */
+qem_status qem_pack_h5_prepared(int fd, pack_h5_dataset *items, size_t count, qem_error *error);
+
 /* Flushes and closes the file; the writer is freed either way. */
 qem_status qem_pack_h5_close(pack_h5_writer *w, qem_error *error);
 

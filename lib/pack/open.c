@@ -52,6 +52,7 @@ void qem_pack_close(qem_pack *p)
     free(p->is_excluded);
     free(p->raw_constants);
     free(p->max_width);
+    qem_pack_prepared_free(&p->prepared);
     free(p);
 }
 
@@ -261,26 +262,22 @@ static qem_status check_records(const qem_pack *p, qem_error *error)
     return QEM_OK;
 }
 
-typedef struct range {
-    uint64_t start, end;
-    char label[48];
-} range;
-
 static int range_cmp(const void *a, const void *b)
 {
-    const range *x = a, *y = b;
+    const pack_range *x = a, *y = b;
     return (x->start > y->start) - (x->start < y->start);
 }
 
-/* Every nonempty range inside the file and no two overlapping, the user
- * block's prelude, manifest and index included. */
-static qem_status check_ranges(const qem_pack *p, uint64_t metadata_end, qem_error *error)
+qem_status qem_pack_check_ranges(const qem_pack *p, uint64_t metadata_end, const pack_range *extra,
+                                 size_t extra_count, qem_error *error)
 {
-    range *r = malloc((size_t)(3 * p->shard_count + 1) * sizeof *r);
+    pack_range *r = malloc((size_t)(3 * p->shard_count + 1 + extra_count) * sizeof *r);
     if (!r)
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     size_t n = 0;
-    r[n++] = (range){0, metadata_end, "the prelude, manifest and index"};
+    r[n++] = (pack_range){0, metadata_end, "the prelude, manifest and index"};
+    for (size_t i = 0; i < extra_count; i++)
+        r[n++] = extra[i];
     static const char *const names[3] = {"payload", "chunk lengths",
                                          "descriptor widths"};
     for (uint64_t s = 0; s < p->shard_count; s++) {
@@ -313,8 +310,8 @@ static qem_status check_ranges(const qem_pack *p, uint64_t metadata_end, qem_err
     qem_status st = QEM_OK;
     for (size_t i = 1; i < n && st == QEM_OK; i++)
         if (r[i].start < r[i - 1].end)
-            st = qem_fail(error, QEM_E_PACK_RANGE, "pack ranges overlap between %s and %s",
-                          r[i - 1].label, r[i].label);
+            st = qem_fail(error, extra_count ? QEM_E_PACK_PREPARED : QEM_E_PACK_RANGE,
+                          "pack ranges overlap between %s and %s", r[i - 1].label, r[i].label);
     free(r);
     return st;
 }
@@ -325,13 +322,7 @@ static qem_status check_ranges(const qem_pack *p, uint64_t metadata_end, qem_err
 
 static int is_lower_hex64(const json_t *v)
 {
-    if (!json_is_string(v) || json_string_length(v) != 64)
-        return 0;
-    const char *s = json_string_value(v);
-    for (int i = 0; i < 64; i++)
-        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-            return 0;
-    return 1;
+    return qem_json_is_lower_hex64(v);
 }
 
 static void hex_of(const uint8_t digest[32], char hex[65])
@@ -736,9 +727,11 @@ qem_status qem_pack_open_descriptor(const char *path, int fd, const struct stat 
     if (st == QEM_OK)
         st = check_records(p, error);
     if (st == QEM_OK)
-        st = check_ranges(p, index_offset + index_bytes, error);
+        st = qem_pack_check_ranges(p, index_offset + index_bytes, NULL, 0, error);
     if (st == QEM_OK)
         st = check_manifest(p, error);
+    if (st == QEM_OK)
+        st = qem_pack_prepared_check(p, index_offset + index_bytes, error);
 done:
     free(index);
     if (st != QEM_OK) {
@@ -769,6 +762,8 @@ void qem_pack_fill_info(const qem_pack *p, qem_pack_info *info)
                                 (p->profile == QEM_PACK_UINT16_LZ4 ? 4ull * p->pixels : 0);
     info->loaded = p->loaded;
     info->has_detector_calibration = p->has_calibration;
+    info->has_prepared_dpc_moments = p->prepared.has_moments;
+    info->has_prepared_detector_products = p->prepared.has_products;
     qem_sha256_hex(p->identity, info->source_identity_sha256);
     info->digests_checked = p->timings.decoded_digests_checked;
 }

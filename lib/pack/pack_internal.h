@@ -19,6 +19,7 @@
 #endif
 
 #include "common/large_alloc.h"
+#include "pack/prepared.h"
 #include "qem.h"
 
 #define PACK_MAGIC "QGPUH5\0\x01"
@@ -83,6 +84,7 @@ struct qem_pack {
     qem_raw_access raw_access;
     int has_calibration;
     qem_detector_calibration calibration;
+    pack_prepared prepared; /* optional extensions, authenticated at open */
 
     int loaded;
     uint8_t *max_width; /* per pixel, over every tile and shard, once loaded */
@@ -91,6 +93,19 @@ struct qem_pack {
     int first_diffraction_taken;
     int first_detector_taken;
 };
+
+/* A byte range of the file, named for messages. */
+typedef struct pack_range {
+    uint64_t start, end;
+    char label[48];
+} pack_range;
+
+/* Every nonempty shard range and each of `extra` inside the file, and no
+ * two overlapping, the user block's prelude, manifest and index
+ * ([0, metadata_end)) included. QEM_E_PACK_RANGE, or QEM_E_PACK_PREPARED
+ * when `extra` ranges were given. */
+qem_status qem_pack_check_ranges(const qem_pack *p, uint64_t metadata_end, const pack_range *extra,
+                                 size_t extra_count, qem_error *error);
 
 /* Milliseconds since `start`. */
 double qem_pack_elapsed_ms(const struct timespec *start);

@@ -17,11 +17,13 @@
 #include "common/fileio.h"
 #include "common/options.h"
 #include "common/sha256.h"
+#include "common/byteorder.h"
 #include "common/threads.h"
 #include "pack/encode.h"
 #include "pack/h5write.h"
 #include "pack/calibrated_copy.h"
 #include "pack/pack_internal.h"
+#include "pack/prepared_write.h"
 #include "input/input.h"
 #include "products/calibration.h"
 
@@ -337,8 +339,10 @@ static qem_status plan_make(const acquisition *s, const qem_pack_plan_options *o
         paths += strlen(s->members[i].path);
     plan->resident_bytes = shards * shard_resident;
     plan->peak_transient_bytes = transient;
+    /* The prepared extensions: moments, and three masks and images. */
+    const uint64_t prepared = 32 * scans + 3 * (P + 4 * scans) + (1ull << 20);
     plan->output_max_bytes = plan->user_block_bytes + shards * shard_stored + (4ull << 20) +
-                             shards * (64ull << 10);
+                             shards * (64ull << 10) + prepared;
     plan->receipt_max_bytes = (1ull << 20) + shards * 1024 + s->member_count * 1024 + paths;
     plan->disk_need_bytes = plan->output_max_bytes + plan->receipt_max_bytes;
     plan->available_memory = o->available_memory ? o->available_memory : memory_available();
@@ -397,9 +401,11 @@ typedef struct production {
     /* Each admitted pixel's working-value sum over every scan: the mean
      * pattern behind the detector calibration estimate recorded. */
     uint64_t *pixel_sums;
+    uint8_t *moments; /* scans x 32 bytes: the prepared DPC moment words */
     const char *mask_origin;
     uint64_t accounted_peak, observed_resident;
-    double t_auth, t_pack, t_write, t_final;
+    double t_auth, t_pack, t_write, t_final, t_prepared;
+    pack_prepared_report prepared;
 } production;
 
 static void production_free(production *pr)
@@ -416,6 +422,7 @@ static void production_free(production *pr)
     free(pr->header_sha);
     free(pr->max_width);
     free(pr->pixel_sums);
+    free(pr->moments);
 }
 
 /* Adds one shard's working values into the pixel sums: threads take bands
@@ -541,6 +548,29 @@ static qem_status write_shard(production *pr, pack_h5_writer *h5, uint64_t s,
     return QEM_OK;
 }
 
+/* Each scan's exact DPC moments over the admitted pixels (the prepared
+ * extension's words: u64 total, row and column moments, zero padding),
+ * while the shard is in hand: no pass over the finished pack. */
+static void add_moments(production *pr, const uint16_t *rows, uint64_t first)
+{
+    const uint64_t P = pr->P, cols = pr->src->shape[3];
+#pragma omp parallel for schedule(static) num_threads(qem_threads_resolve(0))
+    for (uint64_t i = 0; i < pr->sps; i++) {
+        const uint16_t *v = rows + i * P;
+        uint64_t t = 0, r = 0, c = 0;
+        for (uint64_t p = 0; p < P; p++) {
+            const uint64_t x = pr->is_excluded[p] ? 0 : v[p];
+            t += x;
+            r += x * (p / cols);
+            c += x * (p % cols);
+        }
+        uint8_t *w = pr->moments + 32 * (first + i);
+        qem_put_le64(w, t);
+        qem_put_le64(w + 8, r);
+        qem_put_le64(w + 16, c);
+    }
+}
+
 static qem_status build_shards(production *pr, pack_h5_writer *h5,
                                const qem_pack_produce_options *o, qem_error *error)
 {
@@ -561,8 +591,10 @@ static qem_status build_shards(production *pr, pack_h5_writer *h5,
                             (size_t)(pr->sps * pr->P) * sizeof *rows, error);
         if (st == QEM_OK)
             st = digest_rows(pr, rows, s * pr->sps, raw, working, frame, error);
-        if (st == QEM_OK)
+        if (st == QEM_OK) {
             add_pixel_sums(pr, rows);
+            add_moments(pr, rows, s * pr->sps);
+        }
         if (st == QEM_OK)
             st = u8 ? qem_pack_encode_v3_shard(rows, pr->sps, P, pr->is_excluded, s * pr->sps, &enc,
                                                error)
@@ -663,8 +695,10 @@ static json_t *manifest(production *pr)
 }
 
 /* Room left in the planned metadata for the detector_calibration member
- * a calibrated copy (qem calibrate -o) adds: it keeps the user block. */
-#define CALIBRATION_ROOM 1024u
+ * a calibrated copy (qem calibrate -o) adds, and for the two prepared
+ * extensions (about 1 KiB of moments, 3 KiB of products): both keep the
+ * user block. */
+#define CALIBRATION_ROOM (1024u + 4096u)
 
 /* The prelude, manifest and index at their largest: the manifest this
  * producer writes, built from the plan with every per-shard offset, size
@@ -813,10 +847,18 @@ static json_t *receipt(production *pr, const char *dest, uint64_t output_bytes,
                         json_integer((json_int_t)pr->plan.disk_need_bytes));
     json_object_set_new(
         r, "timing",
-        json_pack("{s:f, s:f, s:f, s:f, s:f}", "sourceAuthenticationMilliseconds", pr->t_auth,
-                  "decodeAndPackingMilliseconds", pr->t_pack, "containerWriteMilliseconds",
-                  pr->t_write, "stabilityAndOutputHashMilliseconds", pr->t_final,
+        json_pack("{s:f, s:f, s:f, s:f, s:f, s:f}", "sourceAuthenticationMilliseconds",
+                  pr->t_auth, "decodeAndPackingMilliseconds", pr->t_pack,
+                  "containerWriteMilliseconds", pr->t_write, "preparedExtensionsMilliseconds",
+                  pr->t_prepared, "stabilityAndOutputHashMilliseconds", pr->t_final,
                   "totalBeforeAtomicPublicationMilliseconds", total_ms));
+    /* Which prepared extensions the pack carries, and why not. */
+    json_object_set_new(
+        r, "preparedExtensions",
+        json_pack("{s:b, s:b, s:s, s:s}", "dpcMoments", pr->prepared.moments_written,
+                  "detectorProducts", pr->prepared.products_written, "dpcMomentsSkipped",
+                  pr->prepared.moments_skipped, "detectorProductsSkipped",
+                  pr->prepared.products_skipped));
     json_object_set_new(r, "shards", shards);
     return r;
 }
@@ -858,10 +900,11 @@ static qem_status prepare(production *pr, qem_pack_inspection *in, const qem_pac
     pr->header_sha = calloc((size_t)pr->shards, sizeof *pr->header_sha);
     pr->max_width = calloc((size_t)pr->shards, sizeof *pr->max_width);
     pr->pixel_sums = calloc((size_t)pr->P, sizeof *pr->pixel_sums);
+    pr->moments = calloc((size_t)(pr->sps * pr->shards), 32);
     if (pr->profile == QEM_PACK_UINT8_BITPACKED)
         pr->constants = calloc((size_t)(pr->excluded_count + 1), sizeof *pr->constants);
     if (!pr->is_excluded || !pr->records || !pr->kept || !pr->range_sha || !pr->payload_sha ||
-        !pr->header_sha || !pr->max_width || !pr->pixel_sums ||
+        !pr->header_sha || !pr->max_width || !pr->pixel_sums || !pr->moments ||
         (pr->profile == QEM_PACK_UINT8_BITPACKED && !pr->constants))
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     for (uint64_t k = 0; k < pr->excluded_count; k++)
@@ -898,6 +941,10 @@ static qem_status finish(production *pr, const char *dest, qem_publish *pack, qe
     json_t *m = manifest(pr);
     char *text = m ? json_dumps(m, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     json_decref(m);
+    /* The kept blocks served the manifest; the prepared pass below loads
+     * the pack, so they go first. */
+    for (uint64_t s = 0; pr->kept && s < pr->shards; s++)
+        qem_pack_encoded_shard_free(&pr->kept[s]);
     uint64_t index_bytes = 0;
     uint8_t *index =
         qem_pack_index_build(pr->profile, pr->src->shape, pr->sps, pr->excluded, pr->excluded_count,
@@ -914,6 +961,16 @@ static qem_status finish(production *pr, const char *dest, qem_publish *pack, qe
     free(text);
     pr->t_write += ms_since(&t0);
     QEM_TRY(st);
+
+    /* The prepared extensions from the finished pack: DPC moments, and for
+     * the uint8 profile BF/ABF/ADF about the calibration just recorded. */
+    qem_pack_now(&t0);
+    /* The products need the finished pack loaded: only when memory holds
+     * it beside what production still has, else the receipt says so. */
+    const int room = pr->plan.available_memory > pr->plan.resident_bytes + (256ull << 20);
+    QEM_TRY(qem_pack_write_prepared(pack->fd, dest, user_block, 0, pr->moments, room,
+                                    &pr->prepared, error));
+    pr->t_prepared = ms_since(&t0);
 
     /* The source must not have moved under us; the output must be within
      * its predicted bound; then its identity. */

@@ -4,6 +4,7 @@
 #include "common/error.h"
 #include "common/json.h"
 #include "common/sha256.h"
+#include "common/threads.h"
 #include "pack/pack_internal.h"
 #include "common/representation.h"
 
@@ -61,10 +62,16 @@ static qem_status verify_of(void *impl, const qem_container_options *options,
     QEM_TRY(qem_pack_get_info(p, &pi, error));
     report->shards_loaded = pi.shard_count;
     report->digests_checked = pi.digests_checked;
+    /* Prepared values were authenticated at open; here they must also be
+     * what the data give. */
+    QEM_TRY(qem_pack_prepared_verify(p, qem_threads_resolve(verify->threads), error));
     report->identity_needed = !options->expect_sha256 && pi.profile == QEM_PACK_UINT8_BITPACKED;
     snprintf(report->summary, sizeof report->summary,
-             "%llu shards loaded, %llu payload digests verified%s",
+             "%llu shards loaded, %llu payload digests verified%s%s",
              (unsigned long long)pi.shard_count, (unsigned long long)pi.digests_checked,
+             pi.has_prepared_dpc_moments || pi.has_prepared_detector_products
+                 ? ", prepared values equal to the data"
+                 : "",
              report->identity_needed ? "; compact headers are not hashed by the index, only "
                                        "the whole-file identity qualifies the file"
                                      : "");
@@ -182,6 +189,12 @@ static int content_identity_of(const void *impl, uint8_t id[32])
     return ok;
 }
 
+static int prepared_sums_of(const void *impl, uint64_t first, uint64_t count,
+                            const int32_t *const *weights, unsigned planes, int64_t *out)
+{
+    return qem_pack_prepared_sums(impl, first, count, weights, planes, out);
+}
+
 static void file_id_of(const void *impl, uint64_t id[2])
 {
     const qem_pack *p = impl;
@@ -263,6 +276,7 @@ const qem_representation_ops qem_pack_representation = {
     .detector_calibration = detector_calibration_of,
     .semiangle_mrad = no_semiangle,
     .content_identity = content_identity_of,
+    .prepared_sums = prepared_sums_of,
     .resident_bytes = resident_of,
     .file_id = file_id_of,
     .header_json = header_json_of,

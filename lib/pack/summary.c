@@ -67,6 +67,9 @@ char *qem_pack_summary_json(const qem_pack *p, qem_error *error)
         }
         json_object_set_new(root, "detector_calibration", cal);
     }
+    json_object_set_new(root, "prepared_dpc_moments", json_boolean(p->prepared.has_moments));
+    json_object_set_new(root, "prepared_detector_products",
+                        json_boolean(p->prepared.has_products));
     if (p->loaded) {
         const qem_pack_timings *t = &p->timings;
         json_object_set_new(

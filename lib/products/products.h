@@ -25,6 +25,7 @@ struct qem_products {
     int threads;
     char *cache_dir;              /* options.cache_dir, copied; or NULL */
     _Atomic int sums_origin;      /* a qem_origin */
+    _Atomic int last_origin;      /* of the last weighted sums: computed or recorded */
 };
 
 /* Each valid pixel's sum over every scan (integer data): recorded in the

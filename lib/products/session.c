@@ -167,6 +167,8 @@ static int take_kept(qem_detector_session *s, const uint8_t *mask, uint64_t hash
         s->stats.pixels_changed = changed;
         s->stats.ffts = 0;
         s->stats.from_kept = 1;
+        s->stats.from_recorded = 0;
+        s->stats.complement_sources = 0;
         return 1;
     }
     return 0;
@@ -247,11 +249,24 @@ static qem_status image_from_sums(qem_products *p, const int64_t *sums, uint64_t
     return QEM_OK;
 }
 
-/* New sums and image of one source, from scratch or by signed deltas. */
+/* Whether the file's recorded values answer `plane` (no decoding). */
+static int recorded(qem_products *p, const int32_t *plane)
+{
+    int64_t none;
+    return p->path != QEM_PATH_REFERENCE && p->ops->prepared_sums &&
+           p->ops->prepared_sums(p->impl, 0, 0, &plane, 1, &none);
+}
+
+/* New sums and image of one source: from values the file records when it
+ * has the whole mask's; else the cheapest exact way of three (upstream's
+ * modes): the mask from scratch, signed deltas of the pixels that changed,
+ * or the recorded totals less the pixels left out. `how` is 1 for the
+ * recorded values, 2 for the complement, else 0. */
 static qem_status update_one(qem_detector_session *s, size_t i, const uint8_t *mask,
                              int64_t **new_sums, qem_image *new_image, uint64_t *changed,
-                             qem_error *error)
+                             int *how, qem_error *error)
 {
+    *how = 0;
     qem_products *p = s->sources[i];
     *new_sums = NULL;
     memset(new_image, 0, sizeof *new_image);
@@ -260,20 +275,49 @@ static qem_status update_one(qem_detector_session *s, size_t i, const uint8_t *m
         n_mask += mask[px] && p->valid[px];
     if (p->data == QEM_DATA_FLOAT)
         return qem_products_virtual(p, mask, new_image, error);
-    int32_t *w = malloc((size_t)p->pixels * sizeof *w);
+    int32_t *w = malloc((size_t)(2 * p->pixels) * sizeof *w);
     int64_t *sums = malloc((size_t)p->scans * sizeof *sums);
     qem_status st = w && sums ? QEM_OK : qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
-    const int delta = s->mask != NULL;
+    int delta = s->mask != NULL;
     *changed = 0;
+    int32_t *full = w + p->pixels;
     for (uint64_t px = 0; st == QEM_OK && px < p->pixels; px++) {
         const int32_t now = mask[px] && p->valid[px];
         const int32_t before = delta ? (s->mask[px] && p->valid[px]) : 0;
         w[px] = now - before;
+        full[px] = now;
         *changed += w[px] != 0;
     }
     const int32_t *planes[1] = {w};
-    if (st == QEM_OK)
+    uint64_t cost = delta ? *changed : n_mask;
+    if (st == QEM_OK && recorded(p, full)) {
+        *how = 1;
+        planes[0] = full;
+        delta = 0;
+    } else if (st == QEM_OK && p->valid_count - n_mask < cost) {
+        /* Totals minus the pixels left out, when fewer and recorded. */
+        for (uint64_t px = 0; px < p->pixels; px++)
+            full[px] = p->valid[px] != 0;
+        if (recorded(p, full))
+            *how = 2;
+    }
+    if (st == QEM_OK && *how == 2) {
+        int64_t *totals = malloc((size_t)p->scans * sizeof *totals);
+        const int32_t *all[1] = {full};
+        st = totals ? qem_prod_weighted_sums(p, 0, p->scans, all, 1, totals, error)
+                    : qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+        for (uint64_t px = 0; st == QEM_OK && px < p->pixels; px++)
+            full[px] = p->valid[px] && !mask[px];
+        planes[0] = full;
+        if (st == QEM_OK)
+            st = qem_prod_weighted_sums(p, 0, p->scans, planes, 1, sums, error);
+        for (uint64_t k = 0; st == QEM_OK && k < p->scans; k++)
+            sums[k] = totals[k] - sums[k];
+        free(totals);
+        delta = 0;
+    } else if (st == QEM_OK) {
         st = qem_prod_weighted_sums(p, 0, p->scans, planes, 1, sums, error);
+    }
     for (uint64_t k = 0; st == QEM_OK && delta && k < p->scans; k++)
         sums[k] += s->sums[i][k];
     if (st == QEM_OK)
@@ -302,9 +346,14 @@ qem_status qem_detector_session_set_mask(qem_detector_session *s, const uint8_t 
     uint8_t *kept = malloc((size_t)P);
     qem_status st = sums && images && kept ? QEM_OK
                                            : qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
-    uint64_t changed = 0;
-    for (size_t i = 0; st == QEM_OK && i < s->count; i++)
-        st = update_one(s, i, mask, &sums[i], &images[i], &changed, error);
+    uint64_t changed = 0, complements = 0;
+    int all_recorded = 1;
+    for (size_t i = 0; st == QEM_OK && i < s->count; i++) {
+        int how = 0;
+        st = update_one(s, i, mask, &sums[i], &images[i], &changed, &how, error);
+        all_recorded &= how == 1;
+        complements += how == 2;
+    }
     if (st != QEM_OK) {
         /* Nothing changes: the old images stand. */
         for (size_t i = 0; sums && images && i < s->count; i++) {
@@ -319,10 +368,12 @@ qem_status qem_detector_session_set_mask(qem_detector_session *s, const uint8_t 
     int any_float = 0;
     for (size_t i = 0; i < s->count; i++)
         any_float |= s->sources[i]->data == QEM_DATA_FLOAT;
-    s->stats.full_recomputation = s->mask == NULL || any_float;
+    s->stats.full_recomputation = (s->mask == NULL || any_float) && !all_recorded;
     s->stats.pixels_changed = changed;
     s->stats.ffts = 0;
     s->stats.from_kept = 0;
+    s->stats.from_recorded = all_recorded;
+    s->stats.complement_sources = complements;
     if (s->keep_limit)
         keep_current(s); /* the old results stay for a move back */
     for (size_t i = 0; s->sums && s->images && i < s->count; i++) {

@@ -380,6 +380,15 @@ class File:
         by a pass over every scan, or "none" before any was needed."""
         return self._c.sums_origin()
 
+    @property
+    def last_origin(self):
+        """Where the exact sums behind the last virtual image, CoM or DPC
+        came from: "recorded" when values the file records answered without
+        decoding (a pack's prepared DPC moments, or its BF/ABF/ADF images
+        when the mask is exactly theirs), "computed" after a pass over the
+        encoded data, "none" before the first."""
+        return self._c.last_origin()
+
     def region(self, r0, r1, c0, c1, reduce="sum"):
         """A reduction over the scan rectangle [r0, r1) x [c0, c1):
         ``reduce`` "sum" and "max" (counts: exact uint64) or "mean"

@@ -476,6 +476,7 @@ static PyObject *run_product(ext_container *self, product_call call, void *args)
         Py_END_ALLOW_THREADS
         if (qem_products_sums_origin(p) != QEM_ORIGIN_NONE)
             self->sums_origin = qem_products_sums_origin(p);
+        self->last_origin = qem_products_last_origin(p);
         qem_products_close(p);
         if (ext_progress_raise(&pr))
             qem_image_free(&im);
@@ -504,6 +505,12 @@ static PyObject *container_sums_origin(ext_container *self, PyObject *noargs)
 {
     (void)noargs;
     return PyUnicode_FromString(qem_origin_name(self->sums_origin));
+}
+
+static PyObject *container_last_origin(ext_container *self, PyObject *noargs)
+{
+    (void)noargs;
+    return PyUnicode_FromString(qem_origin_name(self->last_origin));
 }
 
 static qem_status call_frame(qem_products *p, void *args, qem_image *im, qem_error *e)
@@ -955,6 +962,8 @@ static PyMethodDef container_methods[] = {
     {"gather", (PyCFunction)container_gather, METH_VARARGS,
      "gather(scans, slots, rows, cols, out): reads scans (ascending) into out[slots]."},
     {"mean", (PyCFunction)container_mean, METH_NOARGS, "The mean pattern."},
+    {"last_origin", (PyCFunction)container_last_origin, METH_NOARGS,
+     "origin of the exact sums behind the last product"},
     {"sums_origin", (PyCFunction)container_sums_origin, METH_NOARGS,
      "Where the last whole-file pixel sums came from."},
     {"frame", (PyCFunction)container_frame, METH_VARARGS, "frame(scan): one pattern."},

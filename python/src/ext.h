@@ -76,6 +76,7 @@ typedef struct ext_container {
     int threads;
     char *cache_dir; /* products' cache_dir, or NULL */
     qem_origin sums_origin; /* of the last product that needed whole-file sums */
+    qem_origin last_origin; /* of the sums behind the last product (recorded: prepared values) */
     qem_values values;
     int busy; /* calls in flight (the GIL released); close waits for none */
 } ext_container;

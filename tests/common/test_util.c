@@ -107,6 +107,15 @@ uint8_t *read_file(const char *path, size_t *size)
     return data;
 }
 
+int hdf5_after_block(const char *path, size_t block)
+{
+    size_t n = 0;
+    uint8_t *b = read_file(path, &n);
+    const int yes = b && n > block + 8 && memcmp(b + block, "\x89HDF\r\n\x1a\n", 8) == 0;
+    free(b);
+    return yes;
+}
+
 int write_file(const char *path, const void *data, size_t size)
 {
     FILE *f = fopen(path, "wb");

@@ -78,6 +78,9 @@ const char *spec_path(const char *relative);
 
 /* Reads a whole file; returns NULL on failure. Caller frees. */
 uint8_t *read_file(const char *path, size_t *size);
+/* 1 if the file holds the HDF5 signature at byte `block` (a pack whose
+ * body is genuine HDF5 after its user block). */
+int hdf5_after_block(const char *path, size_t block);
 
 /* Bytes of `count` elements of an open .npy: the out_size of a read into
  * a buffer allocated for exactly that many of the file's elements. */

@@ -46,6 +46,39 @@ static void u32le(uint8_t out[4], uint32_t v)
         out[k] = (uint8_t)(v >> (8 * k));
 }
 
+/* The whole pack, and its manifest, index and body after a 64 KiB user
+ * block as pack_parts takes them. */
+static void pack_seeds(const char *out, const char *name, const char *path)
+{
+    size_t n = 0;
+    uint8_t *b = slurp(path, &n);
+    if (!b || n < 65536) {
+        free(b);
+        return;
+    }
+    put(out, "pack_file", name, b, n, NULL, 0);
+    /* prelude: magic, u32 manifest length, u32 CRC, u32 index offset,
+     * u32 index length (lib/pack/encode.c) */
+    uint32_t m = 0, il = 0;
+    uint64_t io = 0;
+    for (int k = 3; k >= 0; k--) {
+        m = (m << 8) | b[8 + k];
+        io = (io << 8) | b[16 + k];
+        il = (il << 8) | b[20 + k];
+    }
+    if (24 + (uint64_t)m <= 65536 && io + il <= 65536) {
+        uint8_t *seed = malloc(8 + m + il + (n - 65536));
+        u32le(seed, m);
+        memcpy(seed + 4, b + 24, m);
+        u32le(seed + 4 + m, il);
+        memcpy(seed + 8 + m, b + io, il);
+        memcpy(seed + 8 + m + il, b + 65536, n - 65536);
+        put(out, "pack_parts", name, seed, 8 + m + il + (n - 65536), NULL, 0);
+        free(seed);
+    }
+    free(b);
+}
+
 /* The fixture's array as the one encoded chunk of a distributed save. */
 static void encoded_chunk_seed(const char *out, const char *npy_path, const char *stem)
 {
@@ -302,33 +335,32 @@ int main(int argc, char **argv)
                                         "v3_upstream_test_writer_legacy_nonportable",
                                         "v3_upstream_test_writer_notes_v3"};
     for (size_t i = 0; i < sizeof packs / sizeof packs[0]; i++) {
-        size_t n = 0;
         snprintf(path, sizeof path, "%s/fixtures/pack/%s.h5", shared, packs[i]);
-        uint8_t *b = slurp(path, &n);
-        if (!b || n < 65536)
-            continue;
         snprintf(name, sizeof name, "%s.h5", packs[i]);
-        put(out, "pack_file", name, b, n, NULL, 0);
-        /* prelude: magic, u32 manifest length, u32 CRC, u32 index offset,
-         * u32 index length (lib/pack/encode.c) */
-        uint32_t m = 0, il = 0;
-        uint64_t io = 0;
-        for (int k = 3; k >= 0; k--) {
-            m = (m << 8) | b[8 + k];
-            io = (io << 8) | b[16 + k];
-            il = (il << 8) | b[20 + k];
+        pack_seeds(out, name, path);
+        /* A calibrated copy carries the prepared extensions (DPC moments;
+         * for uint8 packs BF/ABF/ADF), whose rules the open applies. */
+        char copy[1024];
+        snprintf(copy, sizeof copy, "%s/prepared-%s.h5", out, packs[i]);
+        remove(copy);
+        qem_detector_calibration cal = {.struct_size = sizeof cal};
+        qem_file_kind kind;
+        qem_container *c = NULL;
+        qem_container_info ci = {.struct_size = sizeof ci};
+        if (qem_identify(path, &kind, NULL) == QEM_OK &&
+            qem_container_open(path, NULL, &c, NULL) == QEM_OK &&
+            qem_container_get_info(c, &ci, NULL) == QEM_OK) {
+            cal.center_row = (double)ci.shape[2] / 2;
+            cal.center_column = (double)ci.shape[3] / 2;
+            cal.bright_field_radius = (double)(ci.shape[2] < ci.shape[3] ? ci.shape[2] : ci.shape[3]) / 3;
+            snprintf(cal.method, sizeof cal.method, "fuzz seed");
+            if (qem_write_calibrated_copy(path, copy, &cal, NULL) == QEM_OK) {
+                snprintf(name, sizeof name, "prepared-%s.h5", packs[i]);
+                pack_seeds(out, name, copy);
+            }
+            remove(copy);
         }
-        if (24 + (uint64_t)m <= 65536 && io + il <= 65536) {
-            uint8_t *seed = malloc(8 + m + il + (n - 65536));
-            u32le(seed, m);
-            memcpy(seed + 4, b + 24, m);
-            u32le(seed + 4 + m, il);
-            memcpy(seed + 8 + m, b + io, il);
-            memcpy(seed + 8 + m + il, b + 65536, n - 65536);
-            put(out, "pack_parts", name, seed, 8 + m + il + (n - 65536), NULL, 0);
-            free(seed);
-        }
-        free(b);
+        qem_container_close(c);
     }
     /* rANS: one encoded stream per model, with escapes. */
     static qem_rans_tables t;

@@ -185,3 +185,34 @@ def test_mean_kept_between_opens(fixtures, tmp_path):
     with qem.open(path) as f:
         np.testing.assert_array_equal(f.mean(), means[0])
         assert f.sums_origin == "computed"
+
+
+def test_prepared_pack_values_answer_without_decoding(fixtures, tmp_path, cli):
+    """A calibrated copy of a uint8 pack carries the upstream's prepared
+    DPC moments and BF/ABF/ADF images: the CoM over every pixel and the BF
+    virtual image come from them ("recorded") and equal a dense numpy
+    computation over the working values; one pixel off is computed."""
+    src = fixtures / "pack" / "v3_upstream_test_writer_notes_v3.h5"
+    copy = tmp_path / "prepared.h5"
+    cli("calibrate", src, "-o", copy)
+    with qem.open(copy) as f:
+        a = f[:, :].astype(np.float64)
+        valid = np.asarray(f.valid, dtype=bool)
+        com = f.com()
+        assert f.last_origin == "recorded"
+        rows, cols = np.indices(a.shape[2:])
+        total = (a * valid).sum(axis=(2, 3))
+        want_r = (a * valid * rows).sum(axis=(2, 3)) / total
+        want_c = (a * valid * cols).sum(axis=(2, 3)) / total
+        np.testing.assert_array_equal(com[..., 0], want_r.astype(np.float32))
+        np.testing.assert_array_equal(com[..., 1], want_c.astype(np.float32))
+        mask, used = f.detector_mask(detector="bf")
+        bf = f.virtual(mask)
+        assert f.last_origin == "recorded"
+        np.testing.assert_array_equal(bf, (a * (mask.astype(bool) & valid)).sum(axis=(2, 3)))
+        off = mask.copy()
+        k = int(np.flatnonzero(valid.ravel() & (off.ravel() == 0))[0])
+        off.ravel()[k] = 1
+        np.testing.assert_array_equal(f.virtual(off),
+                                      (a * (off.astype(bool) & valid)).sum(axis=(2, 3)))
+        assert f.last_origin == "computed"

@@ -233,7 +233,11 @@ static void check_copy(const char *orig, const char *copy, const pack_calibratio
     qem_pack_get_info(b, &ib, NULL);
     CHECK(ib.has_detector_calibration);
     CHECK(strcmp(ia.source_identity_sha256, ib.source_identity_sha256) == 0);
-    CHECK_EQ_U64(ia.file_bytes, ib.file_bytes);
+    /* The prepared values were written wherever the file can carry them
+     * (every fixture here has its working identity and mask digest). */
+    CHECK(ib.file_bytes >= ia.file_bytes);
+    CHECK(ib.has_prepared_dpc_moments);
+    CHECK(ib.has_prepared_detector_products == (ib.profile == QEM_PACK_UINT8_BITPACKED));
     CHECK(ia.raw_access == ib.raw_access && ia.working_dtype == ib.working_dtype);
     CHECK_OK(qem_pack_load(a, NULL, &err), &err);
     CHECK_OK(qem_pack_load(b, NULL, &err), &err);
@@ -252,13 +256,22 @@ static void check_copy(const char *orig, const char *copy, const pack_calibratio
     qem_pack_close(a);
     qem_pack_close(b);
 
-    /* Bytes after the user block identical; every other manifest key equal;
+    /* The same index (every shard range where it was); a body that is not
+     * HDF5 only gains bytes at its end; every other manifest key equal;
      * the calibration object holds exactly the specification's keys. */
     size_t sa = 0, sb = 0;
     uint8_t *fa = read_file(orig, &sa), *fb = read_file(copy, &sb);
-    CHECK(fa && fb && sa == sb && sa > BLOCK);
-    if (fa && fb && sa == sb && sa > BLOCK)
-        CHECK(memcmp(fa + BLOCK, fb + BLOCK, sa - BLOCK) == 0);
+    CHECK(fa && fb && sb >= sa && sa > BLOCK);
+    if (fa && fb && sb >= sa && sa > BLOCK) {
+        uint32_t ia_at, ia_n, ib_at, ib_n;
+        memcpy(&ia_at, fa + 16, 4);
+        memcpy(&ia_n, fa + 20, 4);
+        memcpy(&ib_at, fb + 16, 4);
+        memcpy(&ib_n, fb + 20, 4);
+        CHECK(ia_n == ib_n && memcmp(fa + ia_at, fb + ib_at, ia_n) == 0);
+        if (memcmp(fa + BLOCK, "\x89HDF\r\n\x1a\n", 8) != 0)
+            CHECK(memcmp(fa + BLOCK, fb + BLOCK, sa - BLOCK) == 0);
+    }
     free(fa);
     free(fb);
     json_t *ma = manifest_of(orig), *mb = manifest_of(copy);
@@ -274,8 +287,16 @@ static void check_copy(const char *orig, const char *copy, const pack_calibratio
                      ia.source_identity_sha256) == 0);
         CHECK(json_is_real(json_object_get(k, "bright_field_radius_px")));
         CHECK(json_array_size(json_object_get(k, "detector_center_px")) == 2);
-        json_object_del(ma, "detector_calibration");
-        json_object_del(mb, "detector_calibration");
+        /* A uint16 pack without its working identity gains one, to which
+         * the moments are bound. */
+        if (!json_object_get(ma, "working_logical_sha256"))
+            json_object_del(mb, "working_logical_sha256");
+        static const char *const added[] = {"detector_calibration", "prepared_dpc_moments",
+                                            "prepared_detector_products"};
+        for (size_t i = 0; i < 3; i++) {
+            json_object_del(ma, added[i]);
+            json_object_del(mb, added[i]);
+        }
         CHECK(json_equal(ma, mb));
     }
     json_decref(ma);
@@ -295,11 +316,7 @@ static void check_h5py(const char *path)
 
 static int is_hdf5(const char *path)
 {
-    size_t n = 0;
-    uint8_t *b = read_file(path, &n);
-    int yes = b && n > BLOCK + 8 && memcmp(b + BLOCK, "\x89HDF\r\n\x1a\n", 8) == 0;
-    free(b);
-    return yes;
+    return hdf5_after_block(path, BLOCK);
 }
 
 static void test_copy_fixtures(void)
@@ -342,7 +359,7 @@ static void test_copy_fixtures(void)
                                    .has_dpc = 1,
                                    .dpc_rotation_degrees = 176.98,
                                    .dpc_component_order_exchanged = 1};
-        CHECK_OK(qem_pack_write_calibrated_copy(src, dest, &cal, &err), &err);
+        CHECK_OK(qem_pack_write_calibrated_copy(src, dest, &cal, NULL, &err), &err);
         CHECK(sha_of_file(src, after) && memcmp(before, after, 32) == 0);
         check_copy(src, dest, &cal);
         if (have_h5py && is_hdf5(src))
@@ -353,7 +370,7 @@ static void test_copy_fixtures(void)
                                     .center_col = 0,
                                     .radius = 1.0 / 3,
                                     .method = "manual: caf\xc3\xa9 \"quoted\"\n"};
-        CHECK_OK(qem_pack_write_calibrated_copy(dest, again, &cal2, &err), &err);
+        CHECK_OK(qem_pack_write_calibrated_copy(dest, again, &cal2, NULL, &err), &err);
         check_copy(src, again, &cal2);
         check_copy(dest, again, &cal2);
         if (have_h5py && is_hdf5(src))
@@ -362,9 +379,9 @@ static void test_copy_fixtures(void)
         /* An existing destination is refused and left alone. */
         uint8_t kept[32], kept_after[32];
         CHECK(sha_of_file(again, kept));
-        CHECK_STATUS(qem_pack_write_calibrated_copy(src, again, &cal, &err), QEM_E_EXISTS, &err);
+        CHECK_STATUS(qem_pack_write_calibrated_copy(src, again, &cal, NULL, &err), QEM_E_EXISTS, &err);
         CHECK(sha_of_file(again, kept_after) && memcmp(kept, kept_after, 32) == 0);
-        CHECK_STATUS(qem_pack_write_calibrated_copy(src, src, &cal, &err), QEM_E_EXISTS, &err);
+        CHECK_STATUS(qem_pack_write_calibrated_copy(src, src, &cal, NULL, &err), QEM_E_EXISTS, &err);
 
         /* Out-of-range or non-finite values: refused, nothing created. */
         pack_calibration_in bad[12];
@@ -384,7 +401,7 @@ static void test_copy_fixtures(void)
         bad[11].method = NULL;
         const char *never = test_path("never.h5");
         for (int i = 0; i < 12; i++) {
-            CHECK_STATUS(qem_pack_write_calibrated_copy(src, never, &bad[i], &err),
+            CHECK_STATUS(qem_pack_write_calibrated_copy(src, never, &bad[i], NULL, &err),
                          QEM_E_INVALID_ARGUMENT, &err);
             CHECK(err.message[0] != '\0');
             CHECK(!file_exists(never));
@@ -404,7 +421,7 @@ static void test_manifest_splice(void)
     pack_calibration_in cal = {.center_row = 7.5, .center_col = 8.25, .radius = 41.0 / 8,
                                .method = PRODUCT_CALIBRATION_METHOD};
     qem_error err;
-    CHECK_OK(qem_pack_write_calibrated_copy(src, dest, &cal, &err), &err);
+    CHECK_OK(qem_pack_write_calibrated_copy(src, dest, &cal, NULL, &err), &err);
     qem_pack *a = NULL, *b = NULL;
     CHECK_OK(qem_pack_open(src, NULL, &a, &err), &err);
     CHECK_OK(qem_pack_open(dest, NULL, &b, &err), &err);
@@ -414,7 +431,21 @@ static void test_manifest_splice(void)
         return;
     }
     size_t na = 0, nb = 0;
-    const char *ta = qem_pack_manifest_json(a, &na), *tb = qem_pack_manifest_json(b, &nb);
+    const char *ta = qem_pack_manifest_json(a, &na), *tb0 = qem_pack_manifest_json(b, &nb);
+    /* Less the members the prepared values add (their own test is
+     * unit_pack_prepared), the calibration is the only change. */
+    char *tb = NULL, *tb1 = NULL;
+    const size_t nb_full = nb;
+    CHECK_OK(qem_pack_manifest_splice(tb0, nb, "prepared_dpc_moments", NULL, &tb1, &nb, &err),
+             &err);
+    CHECK_OK(qem_pack_manifest_splice(tb1, nb, "working_logical_sha256", NULL, &tb, &nb, &err),
+             &err);
+    free(tb1);
+    if (!tb) {
+        qem_pack_close(a);
+        qem_pack_close(b);
+        return;
+    }
     char hex[65];
     qem_pack_info info = {.struct_size = sizeof info};
     qem_pack_get_info(a, &info, NULL);
@@ -442,9 +473,10 @@ static void test_manifest_splice(void)
         uint32_t json_bytes, index_at;
         memcpy(&json_bytes, bytes + 8, 4);
         memcpy(&index_at, bytes + 16, 4);
-        CHECK(json_bytes == nb && index_at == ((24 + nb + 7) & ~(size_t)7));
+        CHECK(json_bytes == nb_full && index_at == ((24 + nb_full + 7) & ~(size_t)7));
     }
     free(bytes);
+    free(tb);
     qem_pack_close(a);
     qem_pack_close(b);
 }
@@ -505,18 +537,19 @@ static void test_copy_refusals(void)
     qem_pack *p = NULL;
     CHECK_OK(qem_pack_open(full, NULL, &p, &err), &err);
     qem_pack_close(p);
-    CHECK_STATUS(qem_pack_write_calibrated_copy(full, never, &cal, &err), QEM_E_LIMIT, &err);
+    CHECK_STATUS(qem_pack_write_calibrated_copy(full, never, &cal, NULL, &err), QEM_E_LIMIT, &err);
     CHECK(!file_exists(never));
 
-    /* Prepared detector products bound to the old calibration. */
+    /* A source whose prepared extension breaks a rule is refused as
+     * opening refuses it. */
     char prepared[768];
     snprintf(prepared, sizeof prepared, "%s", test_path("prepared.h5"));
     CHECK(write_variant("pack/v1_u16_excluded_retained.h5",
                         "\"prepared_detector_products\":{\"schema\":\"quantem.gpu.prepared-"
                         "detector-products/v1\"}",
                         0, prepared));
-    CHECK_STATUS(qem_pack_write_calibrated_copy(prepared, never, &cal, &err), QEM_E_UNSUPPORTED,
-                 &err);
+    CHECK_STATUS(qem_pack_write_calibrated_copy(prepared, never, &cal, NULL, &err),
+                 QEM_E_PACK_PREPARED, &err);
     CHECK(!file_exists(never));
 
     /* Unknown bytes in the user block's zero fill are not silently lost. */
@@ -525,28 +558,28 @@ static void test_copy_refusals(void)
     CHECK(write_variant("pack/v3_upstream_test_writer_notes_v3.h5", "\"note\":1", 60000, stray));
     CHECK_OK(qem_pack_open(stray, NULL, &p, &err), &err);
     qem_pack_close(p);
-    CHECK_STATUS(qem_pack_write_calibrated_copy(stray, never, &cal, &err), QEM_E_UNSUPPORTED, &err);
+    CHECK_STATUS(qem_pack_write_calibrated_copy(stray, never, &cal, NULL, &err), QEM_E_UNSUPPORTED, &err);
     CHECK(!file_exists(never));
 
     /* A file that is not a valid pack fails as qem_pack_open says. */
     CHECK_STATUS(qem_pack_write_calibrated_copy(
-                     fixture_path("pack/corrupt/v1_json_byte_flipped.h5"), never, &cal, &err),
+                     fixture_path("pack/corrupt/v1_json_byte_flipped.h5"), never, &cal, NULL, &err),
                  QEM_E_PACK_CRC, &err);
-    CHECK_STATUS(qem_pack_write_calibrated_copy(test_path("missing.h5"), never, &cal, &err),
+    CHECK_STATUS(qem_pack_write_calibrated_copy(test_path("missing.h5"), never, &cal, NULL, &err),
                  QEM_E_IO, &err);
-    CHECK_STATUS(qem_pack_write_calibrated_copy(NULL, never, &cal, &err), QEM_E_INVALID_ARGUMENT,
+    CHECK_STATUS(qem_pack_write_calibrated_copy(NULL, never, &cal, NULL, &err), QEM_E_INVALID_ARGUMENT,
                  &err);
-    CHECK_STATUS(qem_pack_write_calibrated_copy(full, never, NULL, &err), QEM_E_INVALID_ARGUMENT,
+    CHECK_STATUS(qem_pack_write_calibrated_copy(full, never, NULL, NULL, &err), QEM_E_INVALID_ARGUMENT,
                  &err);
     /* A method the reader's 127-byte record could not hold whole. */
     char long_method[200];
     memset(long_method, 'm', sizeof long_method - 1);
     long_method[sizeof long_method - 1] = '\0';
     cal.method = long_method;
-    CHECK_STATUS(qem_pack_write_calibrated_copy(stray, never, &cal, &err), QEM_E_INVALID_ARGUMENT,
+    CHECK_STATUS(qem_pack_write_calibrated_copy(stray, never, &cal, NULL, &err), QEM_E_INVALID_ARGUMENT,
                  &err);
     cal.method = "bad utf-8 \xff";
-    CHECK_STATUS(qem_pack_write_calibrated_copy(stray, never, &cal, &err), QEM_E_INVALID_ARGUMENT,
+    CHECK_STATUS(qem_pack_write_calibrated_copy(stray, never, &cal, NULL, &err), QEM_E_INVALID_ARGUMENT,
                  &err);
     CHECK(!file_exists(never));
     CHECK(count_entries(test_dir(), ".qem-") == 0);

@@ -71,6 +71,7 @@ enum region {
     RG_PACK_LENGTHS,
     RG_PACK_WIDTHS,
     RG_PACK_HEADERS,
+    RG_PACK_PREPARED,
     RG_UNREAD,
     RG_COUNT
 };
@@ -96,13 +97,16 @@ static const struct {
     [RG_PACK_MANIFEST] = {"pack manifest", S(QEM_E_PACK_CRC), 0, 0},
     [RG_PACK_INDEX] = {"pack index",
                        S(QEM_E_PACK_INDEX) | S(QEM_E_UNSUPPORTED) | S(QEM_E_PACK_MANIFEST) |
-                           S(QEM_E_PACK_RANGE) | S(QEM_E_PACK_DIGEST) | S(QEM_E_PACK_DESCRIPTOR),
+                           S(QEM_E_PACK_RANGE) | S(QEM_E_PACK_DIGEST) | S(QEM_E_PACK_DESCRIPTOR) |
+                           S(QEM_E_PACK_PREPARED),
                        0, 0},
     [RG_PACK_PAYLOAD] = {"pack lz4 payload", S(QEM_E_PACK_LZ4) | S(QEM_E_PACK_DIGEST), 1, 0},
     [RG_PACK_DIRECT_PAYLOAD] = {"pack direct payload", S(QEM_E_PACK_DIGEST), 0, 0},
     [RG_PACK_LENGTHS] = {"pack lz4 lengths", S(QEM_E_PACK_LZ4), 0, 0},
     [RG_PACK_WIDTHS] = {"pack widths", S(QEM_E_PACK_DESCRIPTOR) | S(QEM_E_PACK_DIGEST), 0, 0},
     [RG_PACK_HEADERS] = {"pack compact headers", S(QEM_E_PACK_DESCRIPTOR), 0, 1},
+    /* Authenticated while opening (their SHA-256 in the manifest). */
+    [RG_PACK_PREPARED] = {"pack prepared values", S(QEM_E_PACK_PREPARED), 0, 0},
     [RG_UNREAD] = {"unread bytes", 0, 1, 0},
 };
 
@@ -316,6 +320,22 @@ static void map_pack(subject *s)
         mark(s, le64_at(rec + 16), le64_at(rec + 24), RG_PACK_LENGTHS);
         mark(s, le64_at(rec + 32), le64_at(rec + 40), v3 ? RG_PACK_HEADERS : RG_PACK_WIDTHS);
     }
+    /* The prepared extensions' ranges, named by the manifest. */
+    json_t *m = json_loadb((const char *)b + 24, json, 0, NULL);
+    const json_t *dpc = json_object_get(m, "prepared_dpc_moments");
+    if (dpc)
+        mark(s, (uint64_t)json_integer_value(json_object_get(dpc, "file_offset")),
+             (uint64_t)json_integer_value(json_object_get(dpc, "file_bytes")), RG_PACK_PREPARED);
+    const json_t *list = json_object_get(json_object_get(m, "prepared_detector_products"), "products");
+    for (size_t k = 0; k < json_array_size(list); k++) {
+        const json_t *r = json_array_get(list, k);
+        mark(s, (uint64_t)json_integer_value(json_object_get(r, "mask_file_offset")),
+             (uint64_t)json_integer_value(json_object_get(r, "mask_file_bytes")), RG_PACK_PREPARED);
+        mark(s, (uint64_t)json_integer_value(json_object_get(r, "values_file_offset")),
+             (uint64_t)json_integer_value(json_object_get(r, "values_file_bytes")),
+             RG_PACK_PREPARED);
+    }
+    json_decref(m);
 }
 
 /* --- the matrix ------------------------------------------------------------ */

@@ -202,6 +202,73 @@ static void produce_and_check(source_case *sc, qem_pack_profile profile)
         qem_container_close(c);
     }
 
+    /* The prepared extensions: the moments (and for uint8 the BF/ABF/ADF
+     * images about the recorded calibration) read straight from the
+     * ranges the manifest names equal a dense computation over the
+     * working values; products take them without decoding and agree with
+     * the reference path. */
+    {
+        json_t *pm = manifest_of(dest);
+        const json_t *dpc = json_object_get(pm, "prepared_dpc_moments");
+        CHECK(json_is_object(dpc));
+        size_t fn = 0;
+        uint8_t *file = read_file(dest, &fn);
+        const uint64_t at = (uint64_t)json_integer_value(json_object_get(dpc, "file_offset"));
+        CHECK(file && at % 4 == 0 && at + 32 * SCANS <= fn);
+        for (uint64_t s = 0; file && at + 32 * SCANS <= fn && s < SCANS; s++) {
+            uint64_t t = 0, rm = 0, cm = 0, got[4];
+            for (uint64_t px = 0; px < PIXELS; px++) {
+                const uint64_t v = profile == QEM_PACK_UINT16_LZ4 ? working16[s * PIXELS + px]
+                                                                  : working8[s * PIXELS + px];
+                t += v;
+                rm += v * (px / DC);
+                cm += v * (px % DC);
+            }
+            memcpy(got, file + at + 32 * s, 32);
+            CHECK(got[0] == t && got[1] == rm && got[2] == cm && got[3] == 0);
+        }
+        const json_t *prod = json_object_get(pm, "prepared_detector_products");
+        CHECK(json_is_object(prod) == (profile == QEM_PACK_UINT8_BITPACKED));
+        for (size_t k = 0; file && json_is_object(prod) && k < 3; k++) {
+            const json_t *r = json_array_get(json_object_get(prod, "products"), k);
+            const uint64_t mat = (uint64_t)json_integer_value(json_object_get(r, "mask_file_offset"));
+            const uint64_t vat =
+                (uint64_t)json_integer_value(json_object_get(r, "values_file_offset"));
+            CHECK(mat + PIXELS <= fn && vat + 4 * SCANS <= fn);
+            if (mat + PIXELS > fn || vat + 4 * SCANS > fn)
+                break;
+            for (uint64_t s = 0; s < SCANS; s++) {
+                uint32_t sum = 0, got;
+                for (uint64_t px = 0; px < PIXELS; px++)
+                    sum += file[mat + px] ? working8[s * PIXELS + px] : 0;
+                memcpy(&got, file + vat + 4 * s, 4);
+                CHECK(got == sum);
+            }
+        }
+        free(file);
+        json_decref(pm);
+        qem_container *c = NULL;
+        CHECK_OK(qem_container_open(dest, NULL, &c, &e), &e);
+        qem_products *fast = NULL, *ref = NULL;
+        if (c) {
+            CHECK_OK(qem_products_open(c, NULL, &fast, &e), &e);
+            CHECK_OK(qem_products_open_path(c, NULL, QEM_PATH_REFERENCE, &ref, &e), &e);
+        }
+        qem_image a = {0}, b = {0};
+        if (fast && ref) {
+            CHECK_OK(qem_products_com(fast, NULL, 0, &a, &e), &e);
+            CHECK(qem_products_last_origin(fast) == QEM_ORIGIN_RECORDED);
+            CHECK_OK(qem_products_com(ref, NULL, 0, &b, &e), &e);
+            CHECK(qem_products_last_origin(ref) == QEM_ORIGIN_COMPUTED);
+            CHECK(a.data && b.data && memcmp(a.data, b.data, SCANS * 2 * sizeof(float)) == 0);
+        }
+        qem_image_free(&a);
+        qem_image_free(&b);
+        qem_products_close(fast);
+        qem_products_close(ref);
+        qem_container_close(c);
+    }
+
     /* Digests and identity, computed independently. */
     json_t *m = manifest_of(dest);
     char h[65];

@@ -59,6 +59,7 @@ export async function getLive(params) {
     maskPixels: Number(header('X-Qem-Mask-Pixels')),
     fullRecomputation: header('X-Qem-Full-Recomputation') === '1',
     fromKept: header('X-Qem-From-Kept') === '1',
+    fromRecorded: header('X-Qem-From-Recorded') === '1',
     roundTripMs: performance.now() - started,
   };
 }

@@ -129,6 +129,7 @@ const live = new LatestOnly(
     };
     qemView.counts.liveDrawn++;
     const work = result.fromKept ? `a kept image, ${result.pixelsChanged} pixels changed`
+      : result.fromRecorded ? 'prepared values the file records, no decoding'
       : result.fullRecomputation ? 'full computation' : `${result.pixelsChanged} pixels changed`;
     $('latency').textContent = `update ${result.roundTripMs.toFixed(1)} ms (server ${result.computeMs.toFixed(1)} ms; `
       + `${work}, ${result.maskPixels} in the detector)`;
@@ -333,6 +334,7 @@ function drawDpc() {
   $('dpc-readout').textContent = phase
     ? `iDPC phase; rotation ${fmt(d.rotation)} degrees${d.exchanged ? ', components exchanged' : ''}`
     : `DPC ${kind === 'row' ? 'row' : 'column'} component in detector pixels (CoM minus its scan mean)`;
+  if (d.recorded) $('dpc-readout').textContent += '; from the moments the file records (no decoding)';
 }
 
 // --- readouts ----------------------------------------------------------------
@@ -509,6 +511,7 @@ async function computeDpc() {
       file: k, masked, det, com, phase,
       rotation: Number(phase.headers.get('X-Qem-Rotation-Degrees')),
       exchanged: phase.headers.get('X-Qem-Components-Exchanged') === '1',
+      recorded: com.headers.get('X-Qem-Origin') === 'recorded',
     };
     drawDpc();
     updateExports();
