@@ -226,6 +226,29 @@ def test_mean_kept_between_opens(tmp_path):
     assert len(list(cache.glob("pixel-sums-*.bin"))) == 1
 
 
+def test_prepared_pack_values(tmp_path):
+    """A calibrated copy of a uint8 pack carries the upstream's prepared
+    values: the CoM over every pixel and a live BF at the file's calibration
+    come from them (X-Qem-Origin recorded, X-Qem-From-Recorded 1) and equal
+    the CLI's dense reference; a moved detector is computed, still equal."""
+    src = fixture("pack", "v3_upstream_test_writer_notes_v3.h5")
+    copy = str(tmp_path / "prepared.h5")
+    subprocess.run([QEM, "calibrate", src, "-o", copy, "-q"], check=True)
+    with Server([copy]) as server:
+        status, headers, body = api(server, "/api/com.npy", file=0)
+        assert status == 200 and headers["x-qem-origin"] == "recorded"
+        assert body == qem_product(str(tmp_path), "com", copy, "--reference")
+        headers, images = live(server, "abcdef0123", 1, detector="bf")
+        assert headers["x-qem-from-recorded"] == "1"
+        assert images == [qem_product(str(tmp_path), "virtual", copy, "--detector", "bf",
+                                      "--reference")]
+        headers, images = live(server, "abcdef0123", 2, detector="bf", center="0.5,1.5",
+                               radius="1.2")
+        assert headers["x-qem-from-recorded"] == "0"
+        assert images == [qem_product(str(tmp_path), "virtual", copy, "--detector", "bf",
+                                      "--center", "0.5,1.5", "--radius", "1.2", "--reference")]
+
+
 def live(server, client, seq, conn=None, **params):
     target = "/api/live?" + urllib.parse.urlencode({"client": client, "seq": seq, **params})
     status, headers, body = server.request(target, token="header", conn=conn)

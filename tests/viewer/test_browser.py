@@ -10,16 +10,18 @@ free of errors. A missing browser fails the test: it is a dependency.
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 import time
 
 import numpy as np
 import pytest
 
-from viewer_util import Server, artifacts_dir, fixture, load_npy, qem_product
+from viewer_util import QEM, Server, artifacts_dir, fixture, load_npy, qem_product
 
 QEM_FIXTURE = fixture("qem", "u16_dense_highdose.qem")
 PACK_FIXTURE = fixture("pack", "v1_u16_4x32_16x16.h5")
+PACK_U8_FIXTURE = fixture("pack", "v3_upstream_test_writer_notes_v3.h5")
 
 CHROMIUM_FLAGS = [
     "--headless",
@@ -262,6 +264,25 @@ def test_pack_file(driver, tmp_path):
         exercise_detector(driver, str(tmp_path), [PACK_FIXTURE])
         exercise_patterns(driver, str(tmp_path), PACK_FIXTURE)
         finish(driver, server, "viewer-pack")
+
+
+def test_prepared_values_said(driver, tmp_path):
+    """A pack carrying prepared values: the first BF image at its
+    calibration and the CoM/DPC come from them, and the page says so."""
+    copy = str(tmp_path / "prepared.h5")
+    subprocess.run([QEM, "calibrate", PACK_U8_FIXTURE, "-o", copy, "-q"], check=True)
+    with Server([copy], "--verbose") as server:
+        open_page(driver, server)
+        wait_idle(driver, "the first image")
+        latency = driver.find_element("id", "latency").text
+        assert "prepared values the file records" in latency, latency
+        deadline = time.monotonic() + 20
+        readout = ""
+        while time.monotonic() < deadline and "moments the file records" not in readout:
+            time.sleep(0.1)
+            readout = driver.find_element("id", "dpc-readout").text
+        assert "from the moments the file records" in readout, readout
+        finish(driver, server, "viewer-prepared")
 
 
 SLOW_LIVE = """
