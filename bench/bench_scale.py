@@ -31,6 +31,7 @@ Nothing allocates the dense cube: the .npy is only mapped.
 """
 import argparse
 import ctypes
+import hashlib
 import json
 import mmap
 import os
@@ -204,6 +205,12 @@ def child(args):
         img = f.virtual(mask)
         bf.append(time.perf_counter() - t)
         total = int(img.sum(dtype=np.uint64))
+    # The CoM over every pixel (what DPC starts from): once, it decodes all.
+    t = time.perf_counter()
+    com = f.com()
+    com_s = time.perf_counter() - t
+    com_origin = f.last_origin
+    com_digest = hashlib.sha256(np.ascontiguousarray(com).tobytes()).hexdigest()
     f.close()
     lat_ms = sorted(x * 1e3 for x in lat)
     out = {"open_s": open_s,
@@ -212,6 +219,7 @@ def child(args):
            "pattern_max_ms": lat_ms[-1],
            "pattern_first_ms": lat[0] * 1e3,
            "bf_s": bf, "bf_sum": total, "mask_pixels": int(mask.sum()),
+           "com_s": com_s, "com_origin": com_origin, "com_sha256": com_digest,
            "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     print(json.dumps(out))
 
@@ -342,6 +350,7 @@ def main():
     py["qem resident"] = python_measure(args, qemf, {"resident": True}, bf)
     if "refused" not in viewer.get("pack", {}):
         py["pack"] = python_measure(args, pack, {}, bf)
+        py["pack prepared"] = python_measure(args, pack_cal, {}, bf)
     for k, v in py.items():
         print(f"{k}: {json.dumps(v)}", flush=True)
 
@@ -441,6 +450,15 @@ def main():
             "; ".join(f"{n}: {verdict(statistics.median(py[x]['bf_s']), PY_BF_S)}"
                       for n, x in ((".qem", k), ("pack", "pack" if k == "qem" else None))
                       if x in py and "error" not in py[x]))
+    def comcell(v):
+        return f"{v['com_s']:.3f} ({v['com_origin']})"
+    coms = {k: v.get("com_sha256") for k, v in py.items() if "error" not in v}
+    row("Python f.com() over every pixel (the CoM behind DPC), s: the file as saved",
+        pycell("qem", comcell), pycell("pack", comcell), "", "a pass over every count")
+    row("Python f.com(): the calibrated pack copy, which records the upstream's prepared DPC "
+        "moments (qem calibrate -o)", "", pycell("pack prepared", comcell), "",
+        "CoM images of .qem, pack and prepared copy: " +
+        ("equal" if len(set(coms.values())) == 1 else "DIFFER: " + json.dumps(coms)))
     row("Python: open, s / process peak RSS, MiB: qem.open(path)",
         pycell("qem", lambda v: f"{v['open_s']:.2f} / {v['peak_rss_mib']:.0f}"),
         pycell("pack", lambda v: f"{v['open_s']:.2f} / {v['peak_rss_mib']:.0f}"), "", "")

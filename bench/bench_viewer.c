@@ -535,8 +535,25 @@ typedef struct set {
     char pack_refused[480]; /* why the producer refused this set, or "" */
 } set;
 
+/* A pack copy an older qem wrote lacks the prepared values this one adds. */
+static int stale_pack_copy(const char *path)
+{
+    qem_file_kind kind;
+    qem_pack *p = NULL;
+    qem_pack_info info = {.struct_size = sizeof info};
+    if (qem_identify(path, &kind, NULL) != QEM_OK || kind != QEM_KIND_PACK)
+        return 0;
+    const int stale = qem_pack_open(path, NULL, &p, NULL) != QEM_OK ||
+                      qem_pack_get_info(p, &info, NULL) != QEM_OK ||
+                      !info.has_prepared_dpc_moments;
+    qem_pack_close(p);
+    return stale;
+}
+
 static int calibrated_copy(const char *src, const char *dest)
 {
+    if (exists(dest) && stale_pack_copy(dest))
+        unlink(dest);
     if (exists(dest))
         return 1;
     qem_error e = {0};
