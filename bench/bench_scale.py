@@ -394,6 +394,23 @@ def main():
                                   f"max {verdict(v[key + '_max_all'], MOVE_MAX_MS)}")
         row(f"qem view: {name}, p50 / p95 / max, ms", *cells,
             f"p95 <= {MOVE_P95_MS} ms, never above {MOVE_MAX_MS:.0f} ms", "; ".join(marks))
+    # A tilt series of three 512 files (the .qem, its calibrated copy, the
+    # pack): one detector, every image updated together, all or none.
+    sv = viewer.get("series")
+    if sv and "refused" not in sv:
+        for name, key in (("1-px BF move, a drag back and forth", "move"),
+                          ("1-px BF move, every position new", "fresh"),
+                          ("ADF ring resize, 1 px, back and forth", "adf"),
+                          ("rectangle move, 1 px, back and forth", "rect")):
+            row(f"qem view, a series of three 512 files (.qem, its copy, the pack; three images "
+                f"an update): {name}, p50 / p95 / max, ms", "",
+                f"{ms(sv[key + '_p50'])} / {ms(sv[key + '_p95'])} / {ms(sv[key + '_max_all'])}",
+                f"p95 <= {MOVE_P95_MS} ms, never above {MOVE_MAX_MS:.0f} ms",
+                f"series: p95 {verdict(sv[key + '_p95'], MOVE_P95_MS)}, "
+                f"max {verdict(sv[key + '_max_all'], MOVE_MAX_MS)}")
+        row("qem view, the series of three: first image (all three), s / server peak RSS, MiB",
+            "", f"{sv['first_ms'] / 1e3:.2f} / {sv['rss_peak_mib']:.0f}", "",
+            "three files opened and loaded")
     row("qem view: pattern at a random position, p50 / p95 / max, ms",
         *both(lambda v, k: f"{ms(v['jump_p50'])} / {ms(v['jump_p95'])} / {ms(v['jump_max_all'])}"),
         f"p95 <= {PATTERN_P95_MS['qem']:.0f} ms (.qem), <= {PATTERN_P95_MS['pack']:.0f} ms (pack)",

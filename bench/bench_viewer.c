@@ -229,7 +229,8 @@ typedef struct server {
 } server;
 
 /* Starts `qem view --no-open --port 0 FILE` and reads its address. */
-static int server_start(const char *qem, const char *file, server *s)
+/* qem view over `files` (a series when several). */
+static int server_start(const char *qem, const char *const *files, int nfiles, server *s)
 {
     int out[2];
     if (pipe(out))
@@ -239,7 +240,9 @@ static int server_start(const char *qem, const char *file, server *s)
     posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
     posix_spawn_file_actions_addclose(&actions, out[0]);
     posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
-    char *argv[] = {(char *)qem, "view", "--no-open", "--port", "0", (char *)file, NULL};
+    char *argv[8 + 4] = {(char *)qem, "view", "--no-open", "--port", "0"};
+    for (int k = 0; k < nfiles && k < 4; k++)
+        argv[5 + k] = (char *)files[k];
     const int rc = posix_spawn(&s->pid, qem, &actions, NULL, argv, environ);
     posix_spawn_file_actions_destroy(&actions);
     close(out[1]);
@@ -393,17 +396,19 @@ static double json_number_after(const char *json, const char *key)
     return at ? strtod(at + strlen(key), NULL) : NAN;
 }
 
-/* Starts the server on `file`, measures the first image and (unless
- * first_only) the moves and patterns, stops it. */
-static int measure(const char *qem, const char *file, const uint64_t shape[4], int moves,
-                   int first_only, int more, run_result *r)
+/* Starts the server on `files` (several: a series, every image updated
+ * together), measures the first image and (unless first_only) the moves
+ * and patterns, stops it. */
+static int measure_files(const char *qem, const char *const *files, int nfiles,
+                         const uint64_t shape[4], int moves, int first_only, int more,
+                         run_result *r)
 {
     memset(r, 0, sizeof *r);
     r->load_before = load_average();
     server s;
     const double t0 = now_ms();
-    if (!server_start(qem, file, &s)) {
-        fprintf(stderr, "qem-bench-viewer: qem view did not start on %s\n", file);
+    if (!server_start(qem, files, nfiles, &s)) {
+        fprintf(stderr, "qem-bench-viewer: qem view did not start on %s\n", files[0]);
         return 0;
     }
     r->address_ms = now_ms() - t0;
@@ -522,8 +527,14 @@ static int measure(const char *qem, const char *file, const uint64_t shape[4], i
     server_stop(&s);
     r->load_after = load_average();
     if (!ok)
-        fprintf(stderr, "qem-bench-viewer: a request to qem view on %s failed\n", file);
+        fprintf(stderr, "qem-bench-viewer: a request to qem view on %s failed\n", files[0]);
     return ok;
+}
+
+static int measure(const char *qem, const char *file, const uint64_t shape[4], int moves,
+                   int first_only, int more, run_result *r)
+{
+    return measure_files(qem, &file, 1, shape, moves, first_only, more, r);
 }
 
 /* --- the data ------------------------------------------------------------------------ */
@@ -1011,6 +1022,42 @@ int main(int argc, char **argv)
                 snprintf(label, sizeof label, "set %s %s, calibrated copy", t->name,
                          f ? "pack" : ".qem");
                 print_runs(mem, label, c, runs, 1);
+                fflush(mem);
+                details_used += (size_t)ftell(mem);
+                fclose(mem);
+            }
+        }
+        /* --more: a tilt series of three files of the set (the .qem, its
+         * calibrated copy and the pack), one detector over all three. */
+        if (more && !t->pack_refused[0]) {
+            const char *three[3] = {t->qem, t->qem_cal, t->pack};
+            run_result r[MAX_RUNS];
+            for (int n = 0; n < runs; n++) {
+                fprintf(stderr, "set %s, series of three, run %d\n", t->name, n + 1);
+                if (!measure_files(qem, three, 3, t->shape, moves, 0, 1, &r[n]))
+                    return 1;
+            }
+            if (json) {
+                json_file(json, json_first, t->name, t->shape, "series", t->qem, t->pack, r, r,
+                          runs);
+                json_first = 0;
+            }
+            printf("| %llu x %llu x %llu x %llu | series: .qem, its copy, pack | %.1f MB | %.0f "
+                   "(%.0f / %.0f / %.0f) | | %.1f / %.1f | %.1f / %.1f | %.2f / %.2f | %.1f / "
+                   "%.1f |\n",
+                   (unsigned long long)t->shape[0], (unsigned long long)t->shape[1],
+                   (unsigned long long)t->shape[2], (unsigned long long)t->shape[3],
+                   (2 * file_size(t->qem) + file_size(t->pack)) / 1e6, MED(first_ms),
+                   MED(address_ms), MED(detector_ms) - MED(address_ms),
+                   MED(first_ms) - MED(detector_ms), MED(move_p50), MED(move_p95),
+                   MED(compute_p50), MED(compute_p95), MED(hover_p50), MED(hover_p95),
+                   MED(jump_p50), MED(jump_p95));
+            fflush(stdout);
+            char label[128];
+            snprintf(label, sizeof label, "set %s series of three", t->name);
+            FILE *mem = fmemopen(details + details_used, sizeof details - details_used, "w");
+            if (mem) {
+                print_runs(mem, label, r, runs, 0);
                 fflush(mem);
                 details_used += (size_t)ftell(mem);
                 fclose(mem);
