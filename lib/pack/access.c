@@ -51,6 +51,15 @@ __attribute__((target("avx2"))) static void accumulate_avx2(int64_t *restrict ds
     PACK_ACCUMULATE_BODY
 }
 
+/* Unpacks a tile in an AVX2 build (the constant-width code vectorises
+ * wider there); the values are those of qem_pack_unpack_tile. */
+__attribute__((target("avx2"))) static void unpack_tile_avx2(const uint32_t *words, uint64_t word,
+                                                              unsigned width, unsigned count,
+                                                              uint32_t *values)
+{
+    qem_bitunpack_inline(words + word, count, width, values, 16);
+}
+
 /* Start word and width of the tile holding local scan `scan` of `pixel`. */
 static void locate(const qem_pack *p, const pack_shard *sh, uint64_t scan, uint64_t pixel,
                    uint64_t *word, unsigned *width, unsigned *index)
@@ -233,8 +242,11 @@ qem_status qem_pack_weighted_sums(const qem_pack *p, uint64_t first, uint64_t co
     }
     int nomem = 0;
     threads = threads > 0 ? threads : 1;
+    const int avx2 = __builtin_cpu_supports("avx2");
     void (*accumulate)(int64_t *restrict, const uint32_t *restrict, uint64_t, int64_t) =
-        __builtin_cpu_supports("avx2") ? accumulate_avx2 : accumulate_base;
+        avx2 ? accumulate_avx2 : accumulate_base;
+    void (*unpack)(const uint32_t *, uint64_t, unsigned, unsigned, uint32_t *) =
+        avx2 ? unpack_tile_avx2 : qem_pack_unpack_tile;
 #pragma omp parallel num_threads(qem_threads_resolve(threads))
     {
         uint32_t tile[PACK_V1_TILE];
@@ -264,7 +276,7 @@ qem_status qem_pack_weighted_sums(const qem_pack *p, uint64_t first, uint64_t co
                     if (!width)
                         continue;
                     const unsigned n = (unsigned)(p->sps - at < step ? p->sps - at : step);
-                    qem_pack_unpack_tile(sh->words, word, width, n, tile);
+                    unpack(sh->words, word, width, n, tile);
                     const uint64_t lo = at < a ? a - at : 0, hi = at + n > b ? b - at : n;
                     for (unsigned k = 0; k < planes; k++)
                         if (weights[k][px])
