@@ -60,6 +60,17 @@ int qem_json_is_lower_hex64(const json_t *value)
     return 1;
 }
 
+int qem_json_string_is(const json_t *value, const char *want)
+{
+    return json_is_string(value) && strcmp(json_string_value(value), want) == 0;
+}
+
+int qem_json_u64_is(const json_t *value, uint64_t want)
+{
+    uint64_t got;
+    return qem_json_as_u64(value, &got) && got == want;
+}
+
 char *qem_json_dump_canonical(const json_t *value, size_t *size)
 {
     char *text = json_dumps(value, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENSURE_ASCII |

@@ -24,6 +24,10 @@ int qem_json_as_u64(const json_t *value, uint64_t *out);
  * as the upstream formats write them). */
 int qem_json_is_lower_hex64(const json_t *value);
 
+/* 1 if `value` is the string `want`; the non-negative integer `want`. */
+int qem_json_string_is(const json_t *value, const char *want);
+int qem_json_u64_is(const json_t *value, uint64_t want);
+
 /* Serialises with sorted keys, compact separators and ASCII-only output,
  * the layout the reference writer uses. Caller frees with free(). */
 char *qem_json_dump_canonical(const json_t *value, size_t *size);

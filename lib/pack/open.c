@@ -320,11 +320,6 @@ qem_status qem_pack_check_ranges(const qem_pack *p, uint64_t metadata_end, const
 
 #define MANIFEST_FAIL(...) qem_fail(error, QEM_E_PACK_MANIFEST, "pack manifest: " __VA_ARGS__)
 
-static int is_lower_hex64(const json_t *v)
-{
-    return qem_json_is_lower_hex64(v);
-}
-
 static void hex_of(const uint8_t digest[32], char hex[65])
 {
     qem_sha256_hex(digest, hex);
@@ -341,49 +336,38 @@ static int hex_decode(const char *hex, uint8_t out[32])
     return 1;
 }
 
-static int string_is(const json_t *v, const char *want)
-{
-    return json_is_string(v) && strcmp(json_string_value(v), want) == 0;
-}
-
-static int integer_is(const json_t *v, uint64_t want)
-{
-    uint64_t got;
-    return qem_json_as_u64(v, &got) && got == want;
-}
-
 static qem_status check_common(const qem_pack *p, const json_t *m, qem_error *error)
 {
-    if (!string_is(json_object_get(m, "status"), "complete"))
+    if (!qem_json_string_is(json_object_get(m, "status"), "complete"))
         return MANIFEST_FAIL("status must be \"complete\"");
     const json_t *shape = json_object_get(m, "source_shape");
     if (!json_is_array(shape) || json_array_size(shape) != 4)
         return MANIFEST_FAIL("source_shape must list four integers");
     for (size_t i = 0; i < 4; i++)
-        if (!integer_is(json_array_get(shape, i), p->shape[i]))
+        if (!qem_json_u64_is(json_array_get(shape, i), p->shape[i]))
             return MANIFEST_FAIL("source_shape disagrees with the binary index");
-    if (!string_is(json_object_get(m, "source_dtype"), "uint16"))
+    if (!qem_json_string_is(json_object_get(m, "source_dtype"), "uint16"))
         return MANIFEST_FAIL("source_dtype must be \"uint16\"");
-    if (!integer_is(json_object_get(m, "scan_bin"), 1) ||
-        !integer_is(json_object_get(m, "detector_bin"), 1))
+    if (!qem_json_u64_is(json_object_get(m, "scan_bin"), 1) ||
+        !qem_json_u64_is(json_object_get(m, "detector_bin"), 1))
         return MANIFEST_FAIL("scan_bin and detector_bin must be 1 (binning is not supported)");
     const json_t *crop = json_object_get(m, "crop");
     if (!crop || !json_is_null(crop))
         return MANIFEST_FAIL("crop must be null (cropping is not supported)");
-    if (!integer_is(json_object_get(m, "shard_count"), p->shard_count))
+    if (!qem_json_u64_is(json_object_get(m, "shard_count"), p->shard_count))
         return MANIFEST_FAIL("shard_count disagrees with the binary index");
     const json_t *sps = json_object_get(m, "scans_per_shard");
-    if ((p->profile == QEM_PACK_UINT16_LZ4 || sps) && !integer_is(sps, p->sps))
+    if ((p->profile == QEM_PACK_UINT16_LZ4 || sps) && !qem_json_u64_is(sps, p->sps))
         return MANIFEST_FAIL("scans_per_shard disagrees with the binary index");
     char hex[65];
     hex_of(p->identity, hex);
-    if (!string_is(json_object_get(m, "source_identity_sha256"), hex))
+    if (!qem_json_string_is(json_object_get(m, "source_identity_sha256"), hex))
         return MANIFEST_FAIL("source_identity_sha256 disagrees with the binary index identity");
     static const char *const digests[] = {"source_raw_logical_sha256", "detector_mask_sha256",
                                           "working_logical_sha256", "prepared_uint8_sha256"};
     for (size_t i = 0; i < sizeof digests / sizeof digests[0]; i++) {
         const json_t *d = json_object_get(m, digests[i]);
-        if (d && !is_lower_hex64(d))
+        if (d && !qem_json_is_lower_hex64(d))
             return MANIFEST_FAIL("%s must be 64 lowercase hex digits", digests[i]);
     }
     return QEM_OK;
@@ -449,7 +433,7 @@ static qem_status check_raw_constants(qem_pack *p, const json_t *m, int *valid, 
     qem_sha256_oneshot(le, (size_t)(4 * p->excluded_count), d);
     free(le);
     hex_of(d, hex);
-    if (!string_is(digest, hex))
+    if (!qem_json_string_is(digest, hex))
         return MANIFEST_FAIL("masked_detector_pixels_sha256 does not match the ordered excluded "
                              "pixels");
     if (!json_is_array(values) || json_array_size(values) != p->excluded_count)
@@ -492,19 +476,19 @@ static qem_status check_v1_shards(qem_pack *p, const json_t *m, qem_error *error
         if (!json_is_object(j))
             return MANIFEST_FAIL("shards[%zu] must be an object", s);
         for (size_t k = 0; k < sizeof fields / sizeof fields[0]; k++)
-            if (!integer_is(json_object_get(j, fields[k].key), fields[k].value))
+            if (!qem_json_u64_is(json_object_get(j, fields[k].key), fields[k].value))
                 return MANIFEST_FAIL("shards[%zu].%s disagrees with the binary index", s,
                                      fields[k].key);
         char hex[65];
         hex_of(r->decoded_sha256, hex);
-        if (!string_is(json_object_get(j, "payload_decoded_sha256"), hex))
+        if (!qem_json_string_is(json_object_get(j, "payload_decoded_sha256"), hex))
             return MANIFEST_FAIL("shards[%zu].payload_decoded_sha256 disagrees with the binary "
                                  "index",
                                  s);
         /* Optional digests of the stored ranges: checked at load. */
         const json_t *c = json_object_get(j, "payload_compressed_sha256");
         const json_t *w = json_object_get(j, "descriptor_widths_sha256");
-        if ((c && !is_lower_hex64(c)) || (w && !is_lower_hex64(w)))
+        if ((c && !qem_json_is_lower_hex64(c)) || (w && !qem_json_is_lower_hex64(w)))
             return MANIFEST_FAIL("shards[%zu] stored-range digests must be 64 lowercase hex "
                                  "digits",
                                  s);
@@ -517,20 +501,20 @@ static qem_status check_v1_shards(qem_pack *p, const json_t *m, qem_error *error
 static qem_status check_v1_manifest(qem_pack *p, const json_t *m, qem_error *error)
 {
     QEM_TRY(check_common(p, m, error));
-    if (!integer_is(json_object_get(m, "payload_chunk_bytes"), PACK_CHUNK_BYTES))
+    if (!qem_json_u64_is(json_object_get(m, "payload_chunk_bytes"), PACK_CHUNK_BYTES))
         return MANIFEST_FAIL("payload_chunk_bytes must be 128");
-    if (!string_is(json_object_get(m, "payload_chunk_codec"), "independent raw LZ4 blocks"))
+    if (!qem_json_string_is(json_object_get(m, "payload_chunk_codec"), "independent raw LZ4 blocks"))
         return MANIFEST_FAIL("payload_chunk_codec must be \"independent raw LZ4 blocks\"");
-    if (!string_is(json_object_get(m, "payload_chunk_length_codec"),
+    if (!qem_json_string_is(json_object_get(m, "payload_chunk_length_codec"),
                    "uint8 encoded_bytes_minus_one"))
         return MANIFEST_FAIL("payload_chunk_length_codec must be \"uint8 "
                              "encoded_bytes_minus_one\"");
-    if (!string_is(json_object_get(m, "descriptor_codec"), "uint8 five-bit widths"))
+    if (!qem_json_string_is(json_object_get(m, "descriptor_codec"), "uint8 five-bit widths"))
         return MANIFEST_FAIL("descriptor_codec must be \"uint8 five-bit widths\"");
     const json_t *working = json_object_get(m, "working_dtype");
-    if (string_is(working, "uint16"))
+    if (qem_json_string_is(working, "uint16"))
         p->working_dtype = QEM_DTYPE_UINT16;
-    else if (string_is(working, "uint8"))
+    else if (qem_json_string_is(working, "uint8"))
         p->working_dtype = QEM_DTYPE_UINT8;
     else
         return MANIFEST_FAIL("working_dtype must be \"uint8\" or \"uint16\"");
@@ -538,7 +522,7 @@ static qem_status check_v1_manifest(qem_pack *p, const json_t *m, qem_error *err
     int constants = 0;
     QEM_TRY(check_raw_constants(p, m, &constants, error));
     const json_t *policy = json_object_get(m, "masked_detector_payload_policy");
-    if (policy && !string_is(policy, "retained_exactly_in_payload"))
+    if (policy && !qem_json_string_is(policy, "retained_exactly_in_payload"))
         return MANIFEST_FAIL("masked_detector_payload_policy \"%s\" is not known; only "
                              "\"retained_exactly_in_payload\"",
                              json_is_string(policy) ? json_string_value(policy) : "?");
@@ -559,19 +543,19 @@ static qem_status check_v3_manifest(qem_pack *p, const json_t *m, qem_error *err
         return MANIFEST_FAIL("source provenance is missing (source_dtype); a legacy minimal "
                              "direct-bitpacked file is not a portable source: rebuild it");
     QEM_TRY(check_common(p, m, error));
-    if (!string_is(json_object_get(m, "payload_codec"), "direct-bitpacked-u32"))
+    if (!qem_json_string_is(json_object_get(m, "payload_codec"), "direct-bitpacked-u32"))
         return MANIFEST_FAIL("payload_codec must be \"direct-bitpacked-u32\"");
-    if (!string_is(json_object_get(m, "working_dtype"), "uint8"))
+    if (!qem_json_string_is(json_object_get(m, "working_dtype"), "uint8"))
         return MANIFEST_FAIL("working_dtype must be \"uint8\" for header encoding 1");
-    if (!string_is(json_object_get(m, "working_value_definition"), PACK_V3_WORKING_DEFINITION))
+    if (!qem_json_string_is(json_object_get(m, "working_value_definition"), PACK_V3_WORKING_DEFINITION))
         return MANIFEST_FAIL("working_value_definition must be exactly \"%s\"",
                              PACK_V3_WORKING_DEFINITION);
-    if (!integer_is(json_object_get(m, "scan_tile"), PACK_V3_TILE))
+    if (!qem_json_u64_is(json_object_get(m, "scan_tile"), PACK_V3_TILE))
         return MANIFEST_FAIL("scan_tile must be 32");
     static const char *const required[] = {"source_raw_logical_sha256", "prepared_uint8_sha256",
                                            "detector_mask_sha256"};
     for (size_t i = 0; i < 3; i++)
-        if (!is_lower_hex64(json_object_get(m, required[i])))
+        if (!qem_json_is_lower_hex64(json_object_get(m, required[i])))
             return MANIFEST_FAIL("%s is required (64 lowercase hex digits)", required[i]);
     p->working_dtype = QEM_DTYPE_UINT8;
     QEM_TRY(check_excluded_list(p, m, error));
@@ -600,11 +584,11 @@ static qem_status check_calibration(qem_pack *p, const json_t *m, qem_error *err
         return QEM_OK;
     if (!json_is_object(c))
         return CAL_FAIL("must be an object");
-    if (!string_is(json_object_get(c, "schema"), "quantem.gpu.detector-calibration/v1"))
+    if (!qem_json_string_is(json_object_get(c, "schema"), "quantem.gpu.detector-calibration/v1"))
         return CAL_FAIL("schema must be \"quantem.gpu.detector-calibration/v1\"");
     char hex[65];
     hex_of(p->identity, hex);
-    if (!string_is(json_object_get(c, "source_identity_sha256"), hex))
+    if (!qem_json_string_is(json_object_get(c, "source_identity_sha256"), hex))
         return CAL_FAIL("source_identity_sha256 names another source; a calibration copied from "
                         "another file is not accepted");
     qem_detector_calibration *k = &p->calibration;
@@ -650,7 +634,7 @@ static qem_status check_manifest(qem_pack *p, qem_error *error)
     const json_t *m = p->manifest;
     const json_t *schema = json_object_get(m, "schema");
     const char *want = p->profile == QEM_PACK_UINT16_LZ4 ? PACK_SCHEMA_V1 : PACK_SCHEMA_V3;
-    if (!string_is(schema, want))
+    if (!qem_json_string_is(schema, want))
         return MANIFEST_FAIL("schema \"%s\" does not match the index profile (%s)",
                              json_is_string(schema) ? json_string_value(schema) : "?", want);
     QEM_TRY(p->profile == QEM_PACK_UINT16_LZ4 ? check_v1_manifest(p, m, error)

@@ -216,17 +216,6 @@ int qem_pack_calibration_digest(const json_t *value, uint8_t digest[32])
 
 /* --- manifest rules ------------------------------------------------------------- */
 
-static int string_is(const json_t *v, const char *want)
-{
-    return json_is_string(v) && strcmp(json_string_value(v), want) == 0;
-}
-
-static int integer_is(const json_t *v, uint64_t want)
-{
-    uint64_t got;
-    return qem_json_as_u64(v, &got) && got == want;
-}
-
 static int lower_hex(const json_t *v, uint8_t digest[32])
 {
     return qem_json_is_lower_hex64(v) && qem_sha256_parse_hex(json_string_value(v), digest);
@@ -249,7 +238,7 @@ static int decimal_is(const json_t *v, uint64_t want)
 {
     char buf[32];
     snprintf(buf, sizeof buf, "%llu", (unsigned long long)want);
-    return string_is(v, buf);
+    return qem_json_string_is(v, buf);
 }
 
 /* An in-file byte range the extension names: genuine integers. */
@@ -283,7 +272,7 @@ static qem_status check_moments_manifest(qem_pack *p, const json_t *m, const jso
     const int u16 = p->working_dtype == QEM_DTYPE_UINT16;
     if (p->profile == QEM_PACK_UINT16_LZ4 && !u16)
         return PREP_FAIL("%s requires uint16 working data", what);
-    if (!string_is(json_object_get(e, "schema"),
+    if (!qem_json_string_is(json_object_get(e, "schema"),
                    u16 ? PREPARED_DPC_SCHEMA_U16 : PREPARED_DPC_SCHEMA_U8))
         return PREP_FAIL("%s.schema must be \"%s\" for %s working data", what,
                          u16 ? PREPARED_DPC_SCHEMA_U16 : PREPARED_DPC_SCHEMA_U8,
@@ -295,26 +284,26 @@ static qem_status check_moments_manifest(qem_pack *p, const json_t *m, const jso
     QEM_TRY(u16 ? same_digest(m, "working_logical_sha256", e, "working_logical_sha256", what, error)
                 : same_digest(m, "prepared_uint8_sha256", e, "working_uint8_sha256", what, error));
     QEM_TRY(same_digest(m, "detector_mask_sha256", e, "detector_mask_sha256", what, error));
-    if (u16 && (!string_is(json_object_get(e, "working_dtype"), "uint16") ||
-                !integer_is(json_object_get(e, "maximum_value"), 65535)))
+    if (u16 && (!qem_json_string_is(json_object_get(e, "working_dtype"), "uint16") ||
+                !qem_json_u64_is(json_object_get(e, "maximum_value"), 65535)))
         return PREP_FAIL("%s must state working_dtype \"uint16\" and maximum_value 65535", what);
-    if (!string_is(json_object_get(e, "detector_selection"), "all-nonexcluded-v1"))
+    if (!qem_json_string_is(json_object_get(e, "detector_selection"), "all-nonexcluded-v1"))
         return PREP_FAIL("%s.detector_selection must be \"all-nonexcluded-v1\"", what);
-    if (!integer_is(json_object_get(e, "scan_count"), p->scans) ||
-        !integer_is(json_object_get(e, "selected_detector_pixels"),
+    if (!qem_json_u64_is(json_object_get(e, "scan_count"), p->scans) ||
+        !qem_json_u64_is(json_object_get(e, "selected_detector_pixels"),
                     p->pixels - p->excluded_count) ||
-        !integer_is(json_object_get(e, "detector_columns"), p->shape[3]))
+        !qem_json_u64_is(json_object_get(e, "detector_columns"), p->shape[3]))
         return PREP_FAIL("%s scan_count, selected_detector_pixels or detector_columns disagree "
                          "with the file",
                          what);
-    if (!string_is(json_object_get(e, "dtype"), "little-endian-u32") ||
-        !string_is(json_object_get(e, "word_order"), "little-endian-u32-pairs") ||
-        !integer_is(json_object_get(e, "words_per_scan"), 8))
+    if (!qem_json_string_is(json_object_get(e, "dtype"), "little-endian-u32") ||
+        !qem_json_string_is(json_object_get(e, "word_order"), "little-endian-u32-pairs") ||
+        !qem_json_u64_is(json_object_get(e, "words_per_scan"), 8))
         return PREP_FAIL("%s must be little-endian u32 pairs, 8 words per scan", what);
     const json_t *layout = json_object_get(e, "layout");
     int layout_ok = json_is_array(layout) && json_array_size(layout) == 8;
     for (size_t i = 0; layout_ok && i < 8; i++)
-        layout_ok = string_is(json_array_get(layout, i), layout_words[i]);
+        layout_ok = qem_json_string_is(json_array_get(layout, i), layout_words[i]);
     if (!layout_ok)
         return PREP_FAIL("%s.layout must be [total_lo, total_hi, row_lo, row_hi, column_lo, "
                          "column_hi, padding_0, padding_1]",
@@ -358,7 +347,7 @@ static qem_status check_products_manifest(qem_pack *p, const json_t *m, const js
         return PREP_FAIL("%s is defined for the uint8 bit-packed profile only", what);
     if (!p->has_calibration)
         return PREP_FAIL("%s requires the manifest's detector_calibration", what);
-    if (!string_is(json_object_get(e, "schema"), PREPARED_PRODUCTS_SCHEMA))
+    if (!qem_json_string_is(json_object_get(e, "schema"), PREPARED_PRODUCTS_SCHEMA))
         return PREP_FAIL("%s.schema must be \"%s\"", what, PREPARED_PRODUCTS_SCHEMA);
     uint8_t d[32], cal[32];
     if (!lower_hex(json_object_get(e, "source_identity_sha256"), d) ||
@@ -372,27 +361,27 @@ static qem_status check_products_manifest(qem_pack *p, const json_t *m, const js
         return PREP_FAIL("%s.detector_calibration_sha256 does not match the manifest's "
                          "detector_calibration: the products belong to another calibration",
                          what);
-    if (!string_is(json_object_get(e, "detector_calibration_digest_encoding"),
+    if (!qem_json_string_is(json_object_get(e, "detector_calibration_digest_encoding"),
                    PREPARED_DIGEST_ENCODING))
         return PREP_FAIL("%s.detector_calibration_digest_encoding must be \"%s\"", what,
                          PREPARED_DIGEST_ENCODING);
     const json_t *ss = json_object_get(e, "scan_shape"), *ds = json_object_get(e, "detector_shape");
     if (!json_is_array(ss) || json_array_size(ss) != 2 || !json_is_array(ds) ||
-        json_array_size(ds) != 2 || !integer_is(json_array_get(ss, 0), p->shape[0]) ||
-        !integer_is(json_array_get(ss, 1), p->shape[1]) ||
-        !integer_is(json_array_get(ds, 0), p->shape[2]) ||
-        !integer_is(json_array_get(ds, 1), p->shape[3]))
+        json_array_size(ds) != 2 || !qem_json_u64_is(json_array_get(ss, 0), p->shape[0]) ||
+        !qem_json_u64_is(json_array_get(ss, 1), p->shape[1]) ||
+        !qem_json_u64_is(json_array_get(ds, 0), p->shape[2]) ||
+        !qem_json_u64_is(json_array_get(ds, 1), p->shape[3]))
         return PREP_FAIL("%s scan_shape and detector_shape disagree with the file", what);
-    if (!string_is(json_object_get(e, "product_dtype"), "little-endian-u32") ||
-        !string_is(json_object_get(e, "mask_dtype"), "uint8-binary-row-major") ||
-        !string_is(json_object_get(e, "mask_rule"), "quantem.gpu.detector-mask-inclusive/v1"))
+    if (!qem_json_string_is(json_object_get(e, "product_dtype"), "little-endian-u32") ||
+        !qem_json_string_is(json_object_get(e, "mask_dtype"), "uint8-binary-row-major") ||
+        !qem_json_string_is(json_object_get(e, "mask_rule"), "quantem.gpu.detector-mask-inclusive/v1"))
         return PREP_FAIL("%s must use little-endian u32 values, uint8 binary row-major masks and "
                          "the inclusive mask rule",
                          what);
     const json_t *order = json_object_get(e, "product_order"), *list = json_object_get(e, "products");
     int order_ok = json_is_array(order) && json_array_size(order) == PREPARED_PRODUCT_COUNT;
     for (unsigned k = 0; order_ok && k < PREPARED_PRODUCT_COUNT; k++)
-        order_ok = string_is(json_array_get(order, k), qem_prepared_product_names[k]);
+        order_ok = qem_json_string_is(json_array_get(order, k), qem_prepared_product_names[k]);
     if (!order_ok)
         return PREP_FAIL("%s.product_order must be [\"bf\", \"abf\", \"adf\"]", what);
     if (!json_is_array(list) || json_array_size(list) != PREPARED_PRODUCT_COUNT)
@@ -402,7 +391,7 @@ static qem_status check_products_manifest(qem_pack *p, const json_t *m, const js
         const json_t *r = json_array_get(list, k);
         pack_prepared_product *pp = &p->prepared.products[k];
         const char *name = qem_prepared_product_names[k];
-        if (!json_is_object(r) || !string_is(json_object_get(r, "name"), name))
+        if (!json_is_object(r) || !qem_json_string_is(json_object_get(r, "name"), name))
             return PREP_FAIL("%s.products[%u] must be the \"%s\" object", what, k, name);
         qem_pack_prepared_geometry(k, c->bright_field_radius, &pp->inner, &pp->outer);
         const json_t *center = json_object_get(r, "center_px");
