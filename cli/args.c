@@ -114,6 +114,10 @@ const option_spec option_specs[OPT_COUNT] = {
     [OPT_FROM_DISK] = {"--from-disk", NULL, ARG_FLAG, NULL, 0, 0, 0, 0, 0, NULL,
                        ".qem files: read chunks from the file for each use instead of\n"
                        "holding the encoded body in memory (slower moves)"},
+    [OPT_COPY_BODY] = {"--copy-body", NULL, ARG_FLAG, NULL, 0, 0, 0, 0, 0, NULL,
+                       ".qem files: copy the encoded body into the server's own memory\n"
+                       "instead of mapping the file (slower to open, but the file may\n"
+                       "then be rewritten in place while it is served)"},
     [OPT_CACHE_DIR] = {"--cache-dir", NULL, ARG_PATH, "DIR", 0, 0, 0, 0, 0, NULL,
                        "where mean patterns of files that do not record them are kept\n"
                        "between opens (default $XDG_CACHE_HOME/qem, else ~/.cache/qem)"},

@@ -56,6 +56,7 @@ typedef enum option_id {
     OPT_VERBOSE,
     OPT_KEEP_MASKS,
     OPT_FROM_DISK,
+    OPT_COPY_BODY,
     OPT_CACHE_DIR,
     OPT_NO_CACHE,
     OPT_COUNT

@@ -801,12 +801,26 @@ typedef struct qem_open_options {
      * cancels (QEM_E_CANCELLED). */
     qem_progress_fn progress;
     void *progress_user;
-    /* 1: hold the encoded body in memory, read and authenticated once
-     * while opening (whatever body_check says); reads and products then
-     * decode from memory with no copy per read, and the file may change
-     * or go without affecting them. Costs the body's size in memory. */
+    /* Hold the encoded body in memory, authenticated once while opening
+     * (whatever body_check says); reads and products then decode from
+     * memory with no copy per read. A qem_resident value:
+     * QEM_RESIDENT_COPY (1) reads the body into memory of its own (its
+     * size): the file may then change or go without affecting anything.
+     * QEM_RESIDENT_MAPPED maps the file read-only instead: nothing is
+     * copied or allocated, the pages are the page cache's, so the open
+     * costs only hashing; the file must not be rewritten in place while
+     * open (each chunk read checks its size and times first, and a
+     * change is refused with QEM_E_CHANGED; truncating it during a read
+     * ends the process with SIGBUS). Where the file cannot be mapped,
+     * MAPPED copies. */
     int resident;
 } qem_open_options;
+
+typedef enum qem_resident {
+    QEM_RESIDENT_NONE = 0,
+    QEM_RESIDENT_COPY = 1,
+    QEM_RESIDENT_MAPPED = 2
+} qem_resident;
 
 QEM_API void qem_open_options_init(qem_open_options *options);
 

@@ -19,7 +19,7 @@ typedef struct view_config {
     int threads;              /* library threads per call; 0 = all cores */
     int verbose;              /* one line per request on stderr */
     int quiet;                /* no progress while packs load */
-    int resident; /* .qem files: body held in memory (else read per use) */
+    int resident; /* .qem files: a qem_resident (QEM_RESIDENT_NONE: read per use) */
     /* MiB of recent detectors' images each page's session keeps. */
     uint64_t keep_masks_mib;
     const char *cache_dir; /* products' cache_dir, or NULL */

@@ -197,9 +197,13 @@ static int run_view(const args *a)
                           (int)a->v[OPT_THREADS].i[0],
                           given(a, OPT_VERBOSE),
                           quiet,
-                          !given(a, OPT_FROM_DISK),
+                          given(a, OPT_FROM_DISK)   ? QEM_RESIDENT_NONE
+                          : given(a, OPT_COPY_BODY) ? QEM_RESIDENT_COPY
+                                                    : QEM_RESIDENT_MAPPED,
                           given(a, OPT_KEEP_MASKS) ? (uint64_t)a->v[OPT_KEEP_MASKS].i[0] : 256,
                           NULL};
+    if (given(a, OPT_FROM_DISK) && given(a, OPT_COPY_BODY))
+        return usage_fail("view", "give --from-disk or --copy-body, not both");
     if (given(a, OPT_CACHE_DIR) && given(a, OPT_NO_CACHE))
         return usage_fail("view", "give --cache-dir or --no-cache, not both");
     char cache_dir[4096] = "";
@@ -269,6 +273,7 @@ static const command_option view_options[] = {{OPT_PORT, NULL},
                                               {OPT_VERBOSE, NULL},
                                               {OPT_KEEP_MASKS, NULL},
                                               {OPT_FROM_DISK, NULL},
+                                              {OPT_COPY_BODY, NULL},
                                               {OPT_CACHE_DIR, NULL},
                                               {OPT_NO_CACHE, NULL},
                                               {OPT_NONE, NULL}};
@@ -284,8 +289,10 @@ const command_spec view_commands[] = {
      "is served from inside qem; nothing is fetched from elsewhere. The address\n"
      "printed on stdout carries a random access token: every request without it\n"
      "is refused. Ctrl-C or SIGTERM stops the server (exit status 128 + the\n"
-     "signal). A .qem file's encoded body is held in memory (its size; packs are\n"
-     "held whole anyway), so detector moves decode from memory; each page keeps\n"
+     "signal). A .qem file's encoded body is mapped read-only (the page cache's\n"
+     "pages; packs are held whole anyway), so detector moves decode from memory;\n"
+     "a file rewritten in place while served is refused (--copy-body allows it).\n"
+     "Each page keeps\n"
      "the images of its recent detectors (--keep-masks), so a detector dragged\n"
      "back is a copy. The API the page uses (also for scripts) is in\n"
      "doc/viewer.md.\n",

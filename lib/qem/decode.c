@@ -57,7 +57,6 @@ void qem_chunk_view_free(qem_chunk_view *view)
     } else {
         free(view->buffer);
     }
-    free(view->offsets_copy);
     memset(view, 0, sizeof *view);
 }
 
@@ -81,20 +80,23 @@ static qem_status check_count_arrays(const qem_file *f, uint64_t index, const qe
     const qem_chunk *c = v->chunk;
     const uint64_t streams = c->blocks * c->lanes;
     const uint64_t payload = c->arrays[0].count;
-    if (v->offsets[0] != 0)
+    if (qem_view_offset(v, 0) != 0)
         return qem_fail(error, QEM_E_LAYOUT, "QEM chunk %llu: payload offsets must begin at zero",
                         (unsigned long long)index);
     /* Float payloads may carry padding after the last stream. */
-    int ends_ok = f->codec == QEM_CODEC_FLOAT32 ? v->offsets[streams] <= payload
-                                                : v->offsets[streams] == payload;
+    const uint32_t end = qem_view_offset(v, streams);
+    int ends_ok = f->codec == QEM_CODEC_FLOAT32 ? end <= payload : end == payload;
     if (!ends_ok)
         return qem_fail(error, QEM_E_LAYOUT,
                         "QEM chunk %llu: payload offsets end at %u, %s the payload size %llu",
-                        (unsigned long long)index, v->offsets[streams],
+                        (unsigned long long)index, end,
                         f->codec == QEM_CODEC_FLOAT32 ? "beyond" : "not at",
                         (unsigned long long)payload);
+    uint32_t next = qem_view_offset(v, 0);
     for (uint64_t s = 0; s < streams; s++) {
-        if (v->offsets[s + 1] < v->offsets[s])
+        const uint32_t at = next;
+        next = qem_view_offset(v, s + 1);
+        if (next < at)
             return qem_fail(error, QEM_E_LAYOUT,
                             "QEM chunk %llu: payload offset %llu decreases",
                             (unsigned long long)index, (unsigned long long)(s + 1));
@@ -103,12 +105,12 @@ static qem_status check_count_arrays(const qem_file *f, uint64_t index, const qe
                             "QEM chunk %llu stream %llu has invalid model selector %u",
                             (unsigned long long)index, (unsigned long long)s, v->models[s]);
         if (f->codec == QEM_CODEC_FLOAT32 &&
-            !float_span_ok(v->models[s], v->offsets[s + 1] - v->offsets[s], c->scans))
+            !float_span_ok(v->models[s], next - at, c->scans))
             return qem_fail(error, QEM_E_MODEL,
                             "QEM float chunk %llu lane %llu spans %u bytes, not allowed for "
                             "model %u over %llu scans",
                             (unsigned long long)index, (unsigned long long)s,
-                            v->offsets[s + 1] - v->offsets[s], v->models[s],
+                            next - at, v->models[s],
                             (unsigned long long)c->scans);
     }
     return QEM_OK;
@@ -119,7 +121,7 @@ static qem_status check_spatial_arrays(const qem_file *f, uint64_t index, const 
 {
     const qem_chunk *c = v->chunk;
     const uint64_t F = f->geometry.fields;
-    if (v->spatial_offsets[0] != 0)
+    if (qem_view_spatial_offset(v, 0) != 0)
         return qem_fail(error, QEM_E_SPATIAL, "QEM chunk %llu: spatial offsets must begin at zero",
                         (unsigned long long)index);
     for (uint64_t b = 0; b < c->blocks; b++) {
@@ -131,15 +133,16 @@ static qem_status check_spatial_arrays(const qem_file *f, uint64_t index, const 
                 return qem_fail(error, QEM_E_SPATIAL,
                                 "QEM chunk %llu spatial stream %llu has width %u above 32",
                                 (unsigned long long)index, (unsigned long long)s, w);
-            if (v->spatial_offsets[s + 1] < v->spatial_offsets[s] ||
-                v->spatial_offsets[s + 1] - v->spatial_offsets[s] != qem_bitpack_words(n, w))
+            const uint64_t at = qem_view_spatial_offset(v, s),
+                           next = qem_view_spatial_offset(v, s + 1);
+            if (next < at || next - at != qem_bitpack_words(n, w))
                 return qem_fail(error, QEM_E_SPATIAL,
                                 "QEM chunk %llu spatial stream %llu spans the wrong number of "
                                 "words for %u values of %u bits",
                                 (unsigned long long)index, (unsigned long long)s, n, w);
         }
     }
-    if (v->spatial_offsets[c->blocks * F] != c->arrays[3].count)
+    if (qem_view_spatial_offset(v, c->blocks * F) != c->arrays[3].count)
         return qem_fail(error, QEM_E_SPATIAL,
                         "QEM chunk %llu: spatial offsets do not end at the word count",
                         (unsigned long long)index);
@@ -203,6 +206,11 @@ qem_status qem_chunk_load(qem_file *f, uint64_t index, int with_spatial, qem_chu
     v->file = f;
     v->tables = qem_rans_tables_shared();
     const uint8_t *base;
+    if (f->resident_map) {
+        /* A mapped body is only as good as the file: refuse one rewritten
+         * since it was authenticated, before reading any of it. */
+        QEM_TRY(qem_file_stamp_check(f->fd, &f->stamp, f->path, "read", error));
+    }
     if (f->resident) {
         /* Bytes past a stream are the body's next bytes or its zero padding. */
         base = f->resident + begin;
@@ -222,33 +230,50 @@ qem_status qem_chunk_load(qem_file *f, uint64_t index, int with_spatial, qem_chu
         }
         base = v->buffer;
     }
-    qem_status st;
+    /* A resident chunk's arrays are checked on its first load only (bit 1:
+     * payload arrays, bit 2: spatial arrays); a chunk read per use may
+     * have changed since, so its arrays are checked every time. */
+    const unsigned checked = f->chunk_checked ? atomic_load(&f->chunk_checked[index]) : 0;
+    qem_status st = QEM_OK;
     v->payload = base;
-    const uint8_t *offsets = base + (c->arrays[1].offset - begin);
-    if (((uintptr_t)offsets & 3) != 0) {
-        /* Float arrays follow each other unaligned: copy the offsets. */
-        v->offsets_copy = malloc((size_t)c->arrays[1].count * sizeof *v->offsets_copy);
-        if (!v->offsets_copy) {
-            qem_chunk_view_free(v);
-            return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
-        }
-        memcpy(v->offsets_copy, offsets, (size_t)c->arrays[1].count * sizeof *v->offsets_copy);
-        v->offsets = v->offsets_copy;
-    } else {
-        v->offsets = (const uint32_t *)offsets;
-    }
+    v->offset_bytes = base + (c->arrays[1].offset - begin);
     v->models = base + (c->arrays[2].offset - begin);
-    st = check_count_arrays(f, index, v, error);
+    if (!(checked & 1))
+        st = check_count_arrays(f, index, v, error);
     if (st == QEM_OK && with_spatial) {
-        /* 8-byte aligned relative to `begin`, hence within the buffer. */
-        v->spatial_words = (const uint32_t *)(base + (c->arrays[3].offset - begin));
-        v->spatial_offsets = (const uint64_t *)(base + (c->arrays[4].offset - begin));
+        v->spatial_word_bytes = base + (c->arrays[3].offset - begin);
+        v->spatial_offset_bytes = base + (c->arrays[4].offset - begin);
         v->spatial_widths = base + (c->arrays[5].offset - begin);
-        st = check_spatial_arrays(f, index, v, error);
+        if (!(checked & 2))
+            st = check_spatial_arrays(f, index, v, error);
     }
+    if (st == QEM_OK && f->chunk_checked)
+        atomic_fetch_or(&f->chunk_checked[index], (unsigned char)(with_spatial ? 3 : 1));
     if (st != QEM_OK)
         qem_chunk_view_free(v);
     return st;
+}
+
+qem_status qem_view_spatial_unpack(const qem_chunk_view *v, uint64_t s, uint32_t n,
+                                   uint32_t *values)
+{
+    const uint64_t at = qem_view_spatial_offset(v, s);
+    const unsigned w = v->spatial_widths[s];
+    const uint64_t words = qem_bitpack_words(n, w), count = v->chunk->arrays[3].count;
+    if (w > 32 || at > count || words > count - at)
+        return QEM_E_SPATIAL;
+    const uint8_t *from = v->spatial_word_bytes + 4 * at;
+    if (((uintptr_t)from & 3) == 0) {
+        qem_bitunpack_u32((const uint32_t *)(const void *)from, n, w, values);
+        return QEM_OK;
+    }
+    /* A mapped body's words may sit off a 4-byte boundary. */
+    uint32_t aligned[QEM_INTERVAL];
+    if (words > QEM_INTERVAL)
+        return QEM_E_SPATIAL;
+    memcpy(aligned, from, (size_t)words * 4);
+    qem_bitunpack_u32(aligned, n, w, values);
+    return QEM_OK;
 }
 
 static uint32_t max_value(const qem_file *f)
@@ -261,7 +286,9 @@ static qem_status decode_stream_quiet(const qem_file *f, const qem_chunk_view *v
                                       uint64_t lane, uint16_t *out)
 {
     uint64_t s = block * v->chunk->lanes + lane;
-    uint32_t lo = v->offsets[s], hi = v->offsets[s + 1];
+    uint32_t lo, hi;
+    if (!qem_view_span(v, s, &lo, &hi))
+        return QEM_E_LAYOUT;
     return qem_count_stream_decode(v->tables, v->models[s], v->payload + lo, hi - lo,
                                    qem_block_samples(v->chunk, block), max_value(f), out);
 }
@@ -278,6 +305,8 @@ static qem_status stream_failure(const qem_file *f, const qem_chunk_view *v, uin
                                               "increasing within the stream"
                        : st == QEM_E_VALUE_RANGE ? "decodes a value that does not fit the dtype"
                        : st == QEM_E_MODEL ? "has a length that does not match its model"
+                       : st == QEM_E_LAYOUT ? "lies outside the chunk's payload (the file "
+                                              "changed since it was checked?)"
                                            : "is invalid";
     char where[96];
     if (f->codec == QEM_CODEC_FLOAT32)
@@ -307,9 +336,14 @@ static qem_status decode_list_strided(const qem_file *f, const qem_chunk_view *v
         const uint64_t m = count - at < BATCH ? count - at : BATCH;
         for (uint64_t j = 0; j < m; j++) {
             const uint64_t s = block * v->chunk->lanes + lanes[at + j];
+            uint32_t lo, hi;
+            if (!qem_view_span(v, s, &lo, &hi)) {
+                *failed = lanes[at + j];
+                return QEM_E_LAYOUT;
+            }
             jobs[j].model = v->models[s];
-            jobs[j].span = v->payload + v->offsets[s];
-            jobs[j].size = v->offsets[s + 1] - v->offsets[s];
+            jobs[j].span = v->payload + lo;
+            jobs[j].size = hi - lo;
             jobs[j].out = out + (at + j) * column;
             jobs[j].stride = stride;
             jobs[j].out_zeroed = zeroed;

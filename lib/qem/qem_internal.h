@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/types.h>
 
 #include "qem.h"
@@ -129,14 +130,25 @@ struct qem_file {
     uint8_t logical_sha256[32]; /* float codec: digest of the original bits */
     float *dark;                /* float codec: optional mean-dark plane */
 
-    /* The encoded body held in memory (qem_open_options.resident): read
-     * and authenticated once while opening, then every chunk view points
-     * into it. 64-byte aligned, so arrays 8-aligned in the body are
-     * aligned here; QEM_SPAN_PADDING zero bytes follow the body. NULL when
-     * chunks are read from the file per use. */
-    uint8_t *resident;
-    /* Set only while the open fills `resident`: body checks read into it. */
+    /* The encoded body held in memory (qem_open_options.resident):
+     * authenticated once while opening, then every chunk view points into
+     * it; at least QEM_SPAN_PADDING zero bytes follow the body. A copy is
+     * 64-byte aligned; a mapping aligns the body as the file does, so
+     * views read arrays through unaligned loads. NULL when chunks are read
+     * from the file per use. */
+    const uint8_t *resident;
+    /* Set only while the open fills a copy: body checks read into it. */
     uint8_t *resident_fill;
+    /* The mapping behind `resident` (QEM_RESIDENT_MAPPED), else NULL: the
+     * file from offset 0 on a 2 MiB boundary, inside an anonymous
+     * reservation of zero pages (`resident_area`) that pads it. */
+    uint8_t *resident_map;
+    void *resident_area;
+    size_t resident_area_bytes;
+    /* Resident bodies: chunks whose arrays passed every rule already
+     * (decoding still bounds-checks each span it uses, so a mapped file
+     * changed in place cannot lead a read astray). */
+    atomic_uchar *chunk_checked;
     /* Each pixel's sum over every scan as qem's writer recorded it
      * (pixel_sums.h), checked while opening; NULL when not recorded. */
     uint64_t *recorded_sums;
@@ -180,14 +192,44 @@ typedef struct qem_chunk_view {
     const qem_rans_tables *tables; /* the process's, resolved once per load */
     uint8_t *buffer;
     size_t buffer_capacity;
-    uint32_t *offsets_copy; /* the float codec's offsets need not be aligned */
     const uint8_t *payload;
-    const uint32_t *offsets; /* blocks * lanes + 1 */
-    const uint8_t *models;   /* blocks * lanes */
-    const uint32_t *spatial_words;
-    const uint64_t *spatial_offsets; /* blocks * fields + 1 */
-    const uint8_t *spatial_widths;   /* blocks * fields */
+    /* The arrays where they lie: little-endian words that need not be
+     * aligned (float arrays follow each other unpadded, and a mapped body
+     * starts where the file's header ends); read through the calls below. */
+    const uint8_t *offset_bytes; /* u32, blocks * lanes + 1 */
+    const uint8_t *models;       /* blocks * lanes */
+    const uint8_t *spatial_word_bytes;   /* u32 */
+    const uint8_t *spatial_offset_bytes; /* u64, blocks * fields + 1 */
+    const uint8_t *spatial_widths;       /* blocks * fields */
 } qem_chunk_view;
+
+static inline uint32_t qem_view_offset(const qem_chunk_view *v, uint64_t s)
+{
+    uint32_t x;
+    memcpy(&x, v->offset_bytes + 4 * s, sizeof x);
+    return x;
+}
+
+static inline uint64_t qem_view_spatial_offset(const qem_chunk_view *v, uint64_t s)
+{
+    uint64_t x;
+    memcpy(&x, v->spatial_offset_bytes + 8 * s, sizeof x);
+    return x;
+}
+
+/* Stream s's payload span, or 0 when it does not lie inside the payload:
+ * each offset is read once, so what is checked is what is used. */
+static inline int qem_view_span(const qem_chunk_view *v, uint64_t s, uint32_t *lo, uint32_t *hi)
+{
+    *lo = qem_view_offset(v, s);
+    *hi = qem_view_offset(v, s + 1);
+    return *lo <= *hi && *hi <= v->chunk->arrays[0].count;
+}
+
+/* Unpacks spatial stream s (n values) of a view; QEM_E_SPATIAL when its
+ * words do not lie inside the chunk's spatial words. */
+qem_status qem_view_spatial_unpack(const qem_chunk_view *v, uint64_t s, uint32_t n,
+                                   uint32_t *values);
 
 qem_status qem_chunk_load(qem_file *file, uint64_t index, int with_spatial, qem_chunk_view *view,
                           qem_error *error);

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -40,8 +41,12 @@ void qem_close(qem_file *f)
     free(f->block_sha);
     free(f->block_checked);
     free(atomic_load(&f->spare_buffer));
-    free(f->resident);
+    if (f->resident_map)
+        munmap(f->resident_area, f->resident_area_bytes);
+    else
+        free((uint8_t *)(uintptr_t)f->resident);
     free(f->resident_fill);
+    free(f->chunk_checked);
     free(f->recorded_sums);
     for (int k = 0; k < QEM_PATTERN_BLOCKS; k++)
         free(f->pattern_blocks[k].data);
@@ -97,7 +102,7 @@ qem_status qem_body_check_range(qem_file *f, uint64_t begin, uint64_t end, int a
 {
     if (end <= begin)
         return QEM_OK;
-    enum { PIECE = 4 << 20 };
+    enum { PIECE = 256 << 10 };
     const uint64_t first = begin / QEM_BODY_BLOCK_BYTES, last = (end - 1) / QEM_BODY_BLOCK_BYTES;
     uint64_t todo = 0, todo_bytes = 0;
     for (uint64_t b = first; b <= last; b++)
@@ -193,12 +198,62 @@ qem_status qem_open(const char *path, const qem_open_options *options, qem_file 
     return qem_open_experimental(path, options, NULL, out, error);
 }
 
-/* Reads the whole body into memory, each 64 MiB block authenticated as it
- * arrives (the check a default open makes anyway, so holding the body
- * costs one read of it, not two). */
+/* Maps the whole file read-only, followed by anonymous zero pages for
+ * the decoders' padding; 0 when it cannot be mapped (the caller copies). */
+static int body_map(qem_file *f)
+{
+    const size_t huge = (size_t)2 << 20, page = (size_t)sysconf(_SC_PAGESIZE);
+    if (f->file_size > SIZE_MAX - 2 * huge - QEM_SPAN_PADDING)
+        return 0;
+    const size_t file_pages = ((size_t)f->file_size + page - 1) / page * page;
+    const size_t total = huge + file_pages + (QEM_SPAN_PADDING + page - 1) / page * page;
+    void *area = mmap(NULL, total, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (area == MAP_FAILED)
+        return 0;
+    /* The file's offset 0 on a 2 MiB boundary lets the kernel map the
+     * page cache's 2 MiB folios whole: a detector move reads scattered
+     * streams, and with 4 KiB entries most of them miss the TLB (moves
+     * 1.6x slower here). Populated at once, so no read faults later. */
+    uint8_t *base = (uint8_t *)(((uintptr_t)area + huge - 1) & ~(uintptr_t)(huge - 1));
+    if (mmap(base, (size_t)f->file_size, PROT_READ, MAP_SHARED | MAP_FIXED, f->fd, 0) ==
+        MAP_FAILED) {
+        munmap(area, total);
+        return 0;
+    }
+    /* Advice only: a kernel without them maps 4 KiB pages on first use. */
+#ifdef MADV_HUGEPAGE
+    madvise(base, (size_t)f->file_size, MADV_HUGEPAGE);
+#endif
+#ifdef MADV_POPULATE_READ
+    madvise(base, (size_t)f->file_size, MADV_POPULATE_READ);
+#endif
+    f->resident_map = base;
+    f->resident_area = area;
+    f->resident_area_bytes = total;
+    return 1;
+}
+
+/* Holds the body: mapped (QEM_RESIDENT_MAPPED, where the file maps) or
+ * read into memory, each 64 MiB block authenticated as it is hashed (the
+ * check a default open makes anyway, so holding the body costs one pass
+ * over it, not two). */
 static qem_status body_make_resident(qem_file *f, const qem_open_options *options,
                                      qem_error *error)
 {
+    f->chunk_checked = calloc(f->chunk_count ? f->chunk_count : 1, sizeof *f->chunk_checked);
+    if (!f->chunk_checked)
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    if (options->resident == QEM_RESIDENT_MAPPED && body_map(f)) {
+        /* Hashed through pread into a small buffer, not through the
+         * mapping: the kernel copies out of its huge-page direct map of
+         * the page cache, which is faster than a pass over the mapping. */
+        const qem_status st = qem_body_check_range(f, 0, f->body_bytes, 0, NULL,
+                                                   options->progress, options->progress_user,
+                                                   error);
+        if (st == QEM_OK)
+            f->resident = f->resident_map + f->body_start;
+        return st;
+    }
     if (f->body_bytes > SIZE_MAX - QEM_SPAN_PADDING)
         return qem_fail(error, QEM_E_NO_MEMORY, "a %llu-byte body cannot be held in memory here",
                         (unsigned long long)f->body_bytes);
@@ -229,6 +284,11 @@ static qem_status open_options_local(const qem_open_options *options,
     qem_open_options_init(local);
     QEM_TRY(qem_options_overlay(local, sizeof *local, options, "qem_open_options", error));
     QEM_TRY(qem_threads_check(local->threads, "qem_open_options.threads", error));
+    if (local->resident < QEM_RESIDENT_NONE || local->resident > QEM_RESIDENT_MAPPED)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "qem_open_options.resident is %d; it must be 0 (read per use), 1 "
+                        "(QEM_RESIDENT_COPY) or 2 (QEM_RESIDENT_MAPPED)",
+                        local->resident);
     qem_experimental_open_options_init(x);
     return qem_options_overlay(x, sizeof *x, experimental, "qem_experimental_open_options",
                                error);

@@ -379,8 +379,13 @@ static qem_status reduce_block(const qem_file *f, const qem_chunk_view *v, uint6
             if (!sums && !(sums = malloc((size_t)n * sizeof *sums)))
                 return qem_fail(error, QEM_E_NO_MEMORY, "out of memory reducing a block");
             const uint64_t s = block * f->geometry.fields + sp->tile_field[k * sp->tile_stride + t];
-            qem_bitunpack_u32(v->spatial_words + v->spatial_offsets[s], n, v->spatial_widths[s],
-                              sums);
+            if (qem_view_spatial_unpack(v, s, n, sums) != QEM_OK) {
+                free(sums);
+                return qem_fail(error, QEM_E_SPATIAL,
+                                "QEM spatial stream %llu lies outside its chunk's words (the "
+                                "file changed since it was checked?)",
+                                (unsigned long long)s);
+            }
             const int64_t wt = sp->tile_weight[k * sp->tile_stride + t];
             for (uint32_t i = 0; i < span; i++)
                 out[k * count + at + i] += wt * sums[lo + i];

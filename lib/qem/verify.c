@@ -170,8 +170,10 @@ static qem_status compare_fields(const qem_file *f, const qem_chunk_view *v, uin
     const uint32_t n = qem_block_samples(v->chunk, block);
     for (uint64_t fld = 0; fld < F; fld++) {
         uint64_t s = block * F + fld;
-        qem_bitunpack_u32(v->spatial_words + v->spatial_offsets[s], n, v->spatial_widths[s],
-                          unpacked);
+        if (qem_view_spatial_unpack(v, s, n, unpacked) != QEM_OK)
+            return qem_fail(error, QEM_E_SPATIAL,
+                            "QEM spatial stream %llu of chunk %llu lies outside its chunk's words",
+                            (unsigned long long)s, (unsigned long long)chunk_index);
         for (uint32_t i = 0; i < n; i++) {
             if (unpacked[i] != sums[fld * n + i])
                 return qem_fail(error, QEM_E_SPATIAL,

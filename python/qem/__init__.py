@@ -49,10 +49,15 @@ def open(path, *, threads=None, verify=True, raw=False, expect_sha256=None,
     progress: True for a bar, or a callable(done, total): while a .qem file
         is hashed on opening (bytes; expect_sha256, then the body blocks) or
         a pack loads (shards). Ctrl-C, or an exception it raises, stops it.
-    resident: .qem files: hold the encoded body in memory (read and checked
-        once while opening, whatever verify says): reads and products then
-        decode from memory, with no copy out of the file per call. Costs the
-        body's size (``file_bytes``). Packs are always held whole.
+    resident: .qem files: hold the encoded body in memory (checked once
+        while opening, whatever verify says): reads and products then
+        decode from memory, with no copy out of the file per call. True (or
+        "copy") reads it into memory of its own (the body's size,
+        ``file_bytes``); "mapped" maps the file read-only instead (no copy:
+        the page cache's pages, so opening costs only the hashing), and the
+        file must then not be rewritten in place while open (a change is
+        refused with qem.ChangedError on the next read). Packs are always
+        held whole.
     cache_dir: a folder where the mean pattern's exact pixel sums of a file
         that does not record them are kept between opens, keyed by the
         file's content (a changed file is another key), so the second

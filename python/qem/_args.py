@@ -96,3 +96,16 @@ def mask(value):
         path = os.fspath(value)
         return bytes(path) if isinstance(path, bytes) else str(path)
     return np.asarray(value)
+
+
+def resident(value):
+    """qem_open_options.resident for the `resident` argument: False (read
+    per use), True or "copy" (the body copied into memory) or "mapped"
+    (the file mapped read-only)."""
+    if value is False or value is None:
+        return 0
+    if value is True or value == "copy":
+        return 1
+    if value == "mapped":
+        return 2
+    raise ValueError(f"resident must be False, True, 'copy' or 'mapped', not {value!r}")

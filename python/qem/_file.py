@@ -177,6 +177,7 @@ class File:
     def __init__(self, path, *, threads=None, verify=True, raw=False, expect_sha256=None,
                  progress=None, resident=False, cache_dir=None):
         count = _args.threads(threads)  # None and 0: every core
+        mode = _args.resident(resident)
         self._options = dict(threads=None if threads is None else count, verify=verify, raw=raw,
                              expect_sha256=expect_sha256, resident=resident,
                              cache_dir=cache_dir)
@@ -185,7 +186,7 @@ class File:
         with reporter(progress, "opening", "") as callback:
             self._c = _qem.Container(os.fspath(path), threads=count, verify=bool(verify),
                                      raw=bool(raw), expect_sha256=expect_sha256,
-                                     progress=callback, resident=bool(resident), **extra)
+                                     progress=callback, resident=mode, **extra)
         info = self._c.info()
         self._info = info
         self.path = self._c.path

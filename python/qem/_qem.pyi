@@ -30,7 +30,7 @@ class Container:
 
     def __init__(self, path: _Path, threads: SupportsIndex = ..., verify: bool = ...,
                  raw: bool = ..., expect_sha256: Optional[str] = ...,
-                 progress: _Progress = ..., resident: bool = ...,
+                 progress: _Progress = ..., resident: int = ...,
                  cache_dir: _Path = ...) -> None: ...
     @property
     def path(self) -> Optional[str]: ...

@@ -60,7 +60,7 @@ static int container_init(ext_container *self, PyObject *args, PyObject *kwargs)
         PyErr_SetString(PyExc_RuntimeError, "Container is already open");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|O&ppzOpO&:Container", kw,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|O&ppzOiO&:Container", kw,
                                      PyUnicode_FSConverter, &path_obj, ext_threads_arg, &threads,
                                      &verify, &raw, &expect, &progress, &resident,
                                      PyUnicode_FSConverter, &cache_obj))

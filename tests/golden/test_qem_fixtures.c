@@ -19,8 +19,10 @@ static int read_fields(qem_file *f, uint64_t scan, uint32_t *fields)
     uint32_t values[512];
     for (uint64_t fld = 0; fld < f->geometry.fields; fld++) {
         uint64_t s = block * f->geometry.fields + fld;
-        qem_bitunpack_u32(v.spatial_words + v.spatial_offsets[s], qem_block_samples(v.chunk, block),
-                          v.spatial_widths[s], values);
+        if (qem_view_spatial_unpack(&v, s, qem_block_samples(v.chunk, block), values) != QEM_OK) {
+            qem_chunk_view_free(&v);
+            return 0;
+        }
         fields[fld] = values[rel % 512];
     }
     qem_chunk_view_free(&v);

@@ -1,6 +1,8 @@
 """Products from Python equal numpy on the dense array (integers exactly;
 float data within rtol = atol = 1e-6 of a float64 reference) and equal
 the qem command's outputs for the same file, bit for bit."""
+import os
+
 import numpy as np
 import pytest
 
@@ -152,12 +154,14 @@ def test_sessions_update_by_deltas(generated):
             qem.session([f1, f2])  # the same file twice
 
 
-def test_resident_session_equals_numpy(generated):
-    """A .qem file held in memory: a detector dragged back and forth gives
-    numpy's images at every step, as a file read per use does."""
+@pytest.mark.parametrize("resident", [True, "copy", "mapped"])
+def test_resident_session_equals_numpy(generated, resident):
+    """A .qem file held in memory (copied or mapped): a detector dragged
+    back and forth gives numpy's images at every step, as a file read per
+    use does."""
     path, a = generated["u16"]
     dense = a.astype(np.uint64)
-    with qem.open(path, resident=True) as f, f.session(keep_mib=1) as s:
+    with qem.open(path, resident=resident) as f, f.session(keep_mib=1) as s:
         seen = set()
         for center in [(6, 5), (6, 6), (6, 7), (6, 6), (6, 5), (5, 5)]:
             m = disk(a.shape[2:], center, 3)
@@ -168,6 +172,27 @@ def test_resident_session_equals_numpy(generated):
         np.testing.assert_array_equal(f[3, 4], a[3, 4])
         np.testing.assert_array_equal(f.mean(), a.mean(axis=(0, 1), dtype=np.float64)
                                       .astype(np.float32))
+
+
+def test_mapped_file_rewritten_in_place_is_refused(generated, tmp_path):
+    """resident="mapped" reads the file's own pages: a rewrite in place is
+    refused on the next read (a copy keeps what it read), and an unknown
+    mode is refused by name before the library sees it."""
+    path, a = generated["u16"]
+    target = tmp_path / "mapped.qem"
+    target.write_bytes(path.read_bytes())
+    with qem.open(target, resident="mapped") as f, qem.open(target, resident="copy") as g:
+        np.testing.assert_array_equal(f[2, 3], a[2, 3])
+        data = target.read_bytes()
+        with open(target, "r+b") as out:  # the same inode, new times
+            out.write(data)
+        later = os.stat(target).st_mtime + 5
+        os.utime(target, (later, later))
+        with pytest.raises(qem.ChangedError):
+            f.virtual(disk(a.shape[2:], (6, 6), 3))
+        np.testing.assert_array_equal(g[2, 3], a[2, 3])
+    with pytest.raises(ValueError, match="resident"):
+        qem.open(target, resident="always")
 
 
 def test_mean_kept_between_opens(fixtures, tmp_path):

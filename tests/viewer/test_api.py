@@ -154,6 +154,17 @@ def test_products_equal_the_cli(path, tmp_path):
         assert compared >= 21, compared
 
 
+@pytest.mark.parametrize("mode", ["--copy-body", "--from-disk"])
+@pytest.mark.parametrize("name", ["u16_nonsquare_masked.qem", "f32_special_bits.qem"])
+def test_body_modes_equal_the_cli(mode, name, tmp_path):
+    """The default maps a .qem file (the test above); its body copied into
+    memory or read per use serves the same products."""
+    path = fixture("qem", name)
+    with Server([path], mode) as server:
+        info = json.loads(server.get("/api/info")[1])["files"][0]
+        assert products_match(server, str(tmp_path), path, 0, info) >= 21
+
+
 def test_info(tmp_path):
     paths = [fixture("qem", "u16_dense_highdose.qem"), fixture("pack", "v1_u16_4x32_16x16.h5")]
     with Server(paths) as server:
@@ -507,6 +518,7 @@ def test_options_are_strict():
         assert done.returncode == 2, (args, done.stderr)
         assert done.stderr.startswith("qem view: ") and "Run 'qem view --help'" in done.stderr, done.stderr
     for args in (["--bind", "not-an-address", "--no-open", f], ["--quiet", "--verbose", f],
+                 ["--from-disk", "--copy-body", f],
                  ["--no-open"] + [f] * 65):
         done = run_view(*args)
         assert done.returncode == 2, (args, done.stderr)
