@@ -395,6 +395,12 @@ def main():
                                   f"max {verdict(v[key + '_max_all'], MOVE_MAX_MS)}")
         row(f"qem view: {name}, p50 / p95 / max, ms", *cells,
             f"p95 <= {MOVE_P95_MS} ms, never above {MOVE_MAX_MS:.0f} ms", "; ".join(marks))
+    # Each series after the first starts with a request that is not a
+    # move (timed on its own, outside the series above).
+    switches = "an 11-pixel BF jump / the switch to the ADF ring / to the rectangle"
+    row(f"qem view: the request that starts a series, not a move ({switches}), ms (median)",
+        *both(lambda v, k: f"{ms(v['fresh_switch'])} / {ms(v['adf_switch'])} / "
+                           f"{ms(v['rect_switch'])}"), "", "a new detector's first image")
     # A tilt series of three 512 files (the .qem, its calibrated copy, the
     # pack): one detector, every image updated together, all or none.
     sv = viewer.get("series")
@@ -409,6 +415,9 @@ def main():
                 f"p95 <= {MOVE_P95_MS} ms, never above {MOVE_MAX_MS:.0f} ms",
                 f"series: p95 {verdict(sv[key + '_p95'], MOVE_P95_MS)}, "
                 f"max {verdict(sv[key + '_max_all'], MOVE_MAX_MS)}")
+        row(f"qem view, the series of three: the request that starts a series ({switches}), ms",
+            "", f"{ms(sv['fresh_switch'])} / {ms(sv['adf_switch'])} / {ms(sv['rect_switch'])}",
+            "", "")
         row("qem view, the series of three: first image (all three), s / server peak RSS, MiB",
             "", f"{sv['first_ms'] / 1e3:.2f} / {sv['rss_peak_mib']:.0f}", "",
             "three files opened and loaded")

@@ -6,9 +6,11 @@
  *     that records its detector calibration;
  *   - 1-pixel detector moves through one page's session (p50, p95);
  *   - the pattern at the cursor along a hover path and at random positions;
- *   - with --more, an ADF ring resized one detector pixel at a time and a
- *     rectangle moved one pixel at a time (p50, p95, max), and every move
- *     series' maximum;
+ *   - with --more, BF moves to new positions, an ADF ring resized one
+ *     detector pixel at a time and a rectangle moved one pixel at a time
+ *     (p50, p95, max), and every move series' maximum; each of these
+ *     series starts with a request that is not a move (an 11-pixel jump,
+ *     a new detector), timed on its own as "switch";
  *   - the server's peak resident memory (VmHWM) at the end of each run.
  * --json FILE writes every figure for a driver (bench/bench_scale.py);
  * --dense NPY --mask M.u8 times a plain C loop over the mapped .npy (the
@@ -282,6 +284,9 @@ typedef struct run_result {
     double adf_p50, adf_p95, adf_max, adf_compute_p95;
     double fresh_p50, fresh_p95, fresh_max; /* BF moves, every position new */
     double rect_p50, rect_p95, rect_max, rect_compute_p95;
+    /* --more: the request that starts a series (an 11-pixel BF jump, the
+     * switch to the ADF ring, to the rectangle), timed on its own */
+    double fresh_switch, adf_switch, rect_switch;
     double rss_peak_mib; /* the server's VmHWM before it stopped */
     double bf_row, bf_col, bf_radius; /* the default BF detector */
 } run_result;
@@ -306,19 +311,30 @@ static double peak_rss_mib(pid_t pid)
 
 typedef struct series {
     double p50, p95, max, compute_p50, compute_p95;
+    double switch_ms; /* the untimed start, when asked for */
 } series;
 
 /* Times `moves` /api/live requests, the k-th (0-based) made by `target`;
- * *seq numbers them as the page does. */
-static int time_moves(http *h, int moves, int *seq, double *rt, double *cm,
+ * *seq numbers them as the page does. With `start`, target 0 is first
+ * sent on its own (a jump or a detector switch, not a move: its time is
+ * switch_ms) and the moves are targets 1 to `moves`. */
+static int time_moves(http *h, int moves, int start, int *seq, double *rt, double *cm,
                       void (*target)(char *, size_t, int, int, const void *), const void *ctx,
                       series *out)
 {
     int ok = 1;
     char t[512];
     answer a;
+    out->switch_ms = 0;
+    if (start) {
+        target(t, sizeof t, ++*seq, 0, ctx);
+        const double m0 = now_ms();
+        ok = http_get(h, t, &a) && a.status == 200;
+        out->switch_ms = now_ms() - m0;
+        free(a.body);
+    }
     for (int k = 0; ok && k < moves; k++) {
-        target(t, sizeof t, ++*seq, k, ctx);
+        target(t, sizeof t, ++*seq, k + start, ctx);
         const double m0 = now_ms();
         ok = http_get(h, t, &a) && a.status == 200;
         rt[k] = now_ms() - m0;
@@ -449,7 +465,7 @@ static int measure_files(const char *qem, const char *const *files, int nfiles,
         move_ctx m = {cr, cc, radius, {0, 0, 0, 0}};
         series v;
         /* 1-pixel moves: right 10, left 10, and so on, as a slow drag. */
-        ok = time_moves(&h, moves, &seq, rt, cm, bf_move, &m, &v);
+        ok = time_moves(&h, moves, 0, &seq, rt, cm, bf_move, &m, &v);
         if (ok) {
             r->move_p50 = v.p50;
             r->move_p95 = v.p95;
@@ -458,11 +474,13 @@ static int measure_files(const char *qem, const char *const *files, int nfiles,
             r->compute_p95 = v.compute_p95;
         }
         if (ok && more) {
-            ok = time_moves(&h, moves, &seq, rt, cm, bf_fresh, &m, &v);
+            ok = time_moves(&h, moves, 1, &seq, rt, cm, bf_fresh, &m, &v);
+            r->fresh_switch = v.switch_ms;
             r->fresh_p50 = v.p50;
             r->fresh_p95 = v.p95;
             r->fresh_max = v.max;
-            ok = ok && time_moves(&h, moves, &seq, rt, cm, adf_resize, &m, &v);
+            ok = ok && time_moves(&h, moves, 1, &seq, rt, cm, adf_resize, &m, &v);
+            r->adf_switch = v.switch_ms;
             r->adf_p50 = v.p50;
             r->adf_p95 = v.p95;
             r->adf_max = v.max;
@@ -477,7 +495,8 @@ static int measure_files(const char *qem, const char *const *files, int nfiles,
             m.rect[1] = m.rect[0] + sq;
             m.rect[2] = (uint64_t)c0;
             m.rect[3] = m.rect[2] + sq;
-            ok = ok && time_moves(&h, moves, &seq, rt, cm, rect_move, &m, &v);
+            ok = ok && time_moves(&h, moves, 1, &seq, rt, cm, rect_move, &m, &v);
+            r->rect_switch = v.switch_ms;
             r->rect_p50 = v.p50;
             r->rect_p95 = v.p95;
             r->rect_max = v.max;
@@ -823,6 +842,9 @@ static void json_file(FILE *j, int first, const char *set_name, const uint64_t s
     JF(rect_p95);
     JF(rect_max);
     JF(rect_compute_p95);
+    JF(fresh_switch);
+    JF(adf_switch);
+    JF(rect_switch);
     JF(hover_p50);
     JF(hover_p95);
     JF(hover_max);
