@@ -164,6 +164,7 @@ static int http_connect(http *h, unsigned port, const char *token)
 typedef struct answer {
     unsigned status;
     double compute_ms; /* X-Qem-Compute-Ms, or -1 */
+    int from_kept;     /* X-Qem-From-Kept: 1 when no image was computed */
     char *body;        /* NUL-terminated; caller frees */
     size_t length;
 } answer;
@@ -200,6 +201,8 @@ static int http_get(http *h, const char *target, answer *out)
             length = (size_t)v;
         else if (sscanf(line + 2, "X-Qem-Compute-Ms: %lf", &ms) == 1)
             out->compute_ms = ms;
+        else
+            sscanf(line + 2, "X-Qem-From-Kept: %d", &out->from_kept);
     }
     out->body = malloc(length + 1);
     if (!out->body)
@@ -287,6 +290,10 @@ typedef struct run_result {
     /* --more: the request that starts a series (an 11-pixel BF jump, the
      * switch to the ADF ring, to the rectangle), timed on its own */
     double fresh_switch, adf_switch, rect_switch;
+    /* the moves of the back-and-forth series that were computed: count,
+     * p50, max (the others come from kept images) */
+    double move_computed, move_cp50, move_cmax, adf_computed, adf_cp50, adf_cmax;
+    double rect_computed, rect_cp50, rect_cmax;
     double rss_peak_mib; /* the server's VmHWM before it stopped */
     double bf_row, bf_col, bf_radius; /* the default BF detector */
 } run_result;
@@ -312,6 +319,9 @@ static double peak_rss_mib(pid_t pid)
 typedef struct series {
     double p50, p95, max, compute_p50, compute_p95;
     double switch_ms; /* the untimed start, when asked for */
+    /* the moves the server computed (not served from kept images) */
+    int computed;
+    double computed_p50, computed_max;
 } series;
 
 /* Times `moves` /api/live requests, the k-th (0-based) made by `target`;
@@ -325,7 +335,11 @@ static int time_moves(http *h, int moves, int start, int *seq, double *rt, doubl
     int ok = 1;
     char t[512];
     answer a;
-    out->switch_ms = 0;
+    double *computed = malloc((size_t)moves * sizeof *computed);
+    if (!computed)
+        return 0;
+    memset(out, 0, sizeof *out);
+    out->computed = 0;
     if (start) {
         target(t, sizeof t, ++*seq, 0, ctx);
         const double m0 = now_ms();
@@ -339,6 +353,8 @@ static int time_moves(http *h, int moves, int start, int *seq, double *rt, doubl
         ok = http_get(h, t, &a) && a.status == 200;
         rt[k] = now_ms() - m0;
         cm[k] = a.compute_ms;
+        if (ok && !a.from_kept)
+            computed[out->computed++] = rt[k];
         free(a.body);
     }
     if (ok) {
@@ -347,7 +363,12 @@ static int time_moves(http *h, int moves, int start, int *seq, double *rt, doubl
         out->max = rt[moves - 1]; /* sorted by quantile */
         out->compute_p50 = quantile(cm, moves, 0.5);
         out->compute_p95 = quantile(cm, moves, 0.95);
+        if (out->computed) {
+            out->computed_p50 = quantile(computed, out->computed, 0.5);
+            out->computed_max = computed[out->computed - 1];
+        }
     }
+    free(computed);
     return ok;
 }
 
@@ -467,6 +488,9 @@ static int measure_files(const char *qem, const char *const *files, int nfiles,
         /* 1-pixel moves: right 10, left 10, and so on, as a slow drag. */
         ok = time_moves(&h, moves, 0, &seq, rt, cm, bf_move, &m, &v);
         if (ok) {
+            r->move_computed = v.computed;
+            r->move_cp50 = v.computed_p50;
+            r->move_cmax = v.computed_max;
             r->move_p50 = v.p50;
             r->move_p95 = v.p95;
             r->move_max = v.max;
@@ -481,6 +505,9 @@ static int measure_files(const char *qem, const char *const *files, int nfiles,
             r->fresh_max = v.max;
             ok = ok && time_moves(&h, moves, 1, &seq, rt, cm, adf_resize, &m, &v);
             r->adf_switch = v.switch_ms;
+            r->adf_computed = v.computed;
+            r->adf_cp50 = v.computed_p50;
+            r->adf_cmax = v.computed_max;
             r->adf_p50 = v.p50;
             r->adf_p95 = v.p95;
             r->adf_max = v.max;
@@ -497,6 +524,9 @@ static int measure_files(const char *qem, const char *const *files, int nfiles,
             m.rect[3] = m.rect[2] + sq;
             ok = ok && time_moves(&h, moves, 1, &seq, rt, cm, rect_move, &m, &v);
             r->rect_switch = v.switch_ms;
+            r->rect_computed = v.computed;
+            r->rect_cp50 = v.computed_p50;
+            r->rect_cmax = v.computed_max;
             r->rect_p50 = v.p50;
             r->rect_p95 = v.p95;
             r->rect_max = v.max;
@@ -843,6 +873,15 @@ static void json_file(FILE *j, int first, const char *set_name, const uint64_t s
     JF(rect_max);
     JF(rect_compute_p95);
     JF(fresh_switch);
+    JF(move_computed);
+    JF(move_cp50);
+    JF(move_cmax);
+    JF(adf_computed);
+    JF(adf_cp50);
+    JF(adf_cmax);
+    JF(rect_computed);
+    JF(rect_cp50);
+    JF(rect_cmax);
     JF(adf_switch);
     JF(rect_switch);
     JF(hover_p50);
