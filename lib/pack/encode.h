@@ -88,5 +88,7 @@ typedef struct pack_manifest_facts {
 } pack_manifest_facts;
 
 json_t *qem_pack_manifest_build(const pack_manifest_facts *facts);
+/* A SHA-256 digest as the JSON string of its 64 lowercase hex digits. */
+json_t *qem_pack_digest_json(const uint8_t digest[32]);
 
 #endif

@@ -7,7 +7,7 @@
 #include "pack/encode.h"
 #include "pack/pack_internal.h"
 
-static json_t *hex(const uint8_t digest[32])
+json_t *qem_pack_digest_json(const uint8_t digest[32])
 {
     char h[65];
     qem_sha256_hex(digest, h);
@@ -27,9 +27,10 @@ json_t *qem_pack_manifest_build(const pack_manifest_facts *f)
     json_object_set_new(m, "crop", json_null());
     json_object_set_new(m, "shard_count", json_integer((json_int_t)f->shard_count));
     json_object_set_new(m, "scans_per_shard", json_integer((json_int_t)f->sps));
-    json_object_set_new(m, "source_identity_sha256", hex(f->identity));
-    json_object_set_new(m, "source_raw_logical_sha256", hex(f->raw_logical_sha256));
-    json_object_set_new(m, "detector_mask_sha256", hex(f->detector_mask_sha256));
+    json_object_set_new(m, "source_identity_sha256", qem_pack_digest_json(f->identity));
+    json_object_set_new(m, "source_raw_logical_sha256",
+                        qem_pack_digest_json(f->raw_logical_sha256));
+    json_object_set_new(m, "detector_mask_sha256", qem_pack_digest_json(f->detector_mask_sha256));
     json_t *pixels = json_array();
     if (f->profile == QEM_PACK_UINT16_LZ4) {
         json_object_set_new(m, "schema", json_string(PACK_SCHEMA_V1));
@@ -43,7 +44,8 @@ json_t *qem_pack_manifest_build(const pack_manifest_facts *f)
                             json_string("all source counts exactly; authenticated detector-mask "
                                         "pixels are excluded from scientific products"));
         if (f->working_dtype == QEM_DTYPE_UINT16)
-            json_object_set_new(m, "working_logical_sha256", hex(f->working_sha256));
+            json_object_set_new(m, "working_logical_sha256",
+                                qem_pack_digest_json(f->working_sha256));
         if (f->retained_policy)
             json_object_set_new(m, "masked_detector_payload_policy",
                                 json_string("retained_exactly_in_payload"));
@@ -63,13 +65,14 @@ json_t *qem_pack_manifest_build(const pack_manifest_facts *f)
                 "descriptor_widths_file_bytes", (json_int_t)r->widths_bytes,
                 "payload_decoded_bytes", (json_int_t)r->decoded_bytes, "descriptor_count",
                 (json_int_t)r->descriptor_count, "payload_chunk_count", (json_int_t)r->chunk_count,
-                "payload_decoded_sha256", hex(r->decoded_sha256), "scan_count", (json_int_t)f->sps);
+                "payload_decoded_sha256", qem_pack_digest_json(r->decoded_sha256), "scan_count",
+                (json_int_t)f->sps);
             if (f->encoded) {
                 uint8_t d[32];
                 qem_sha256_oneshot(f->encoded[s].compressed, (size_t)f->encoded[s].compressed_bytes, d);
-                json_object_set_new(j, "payload_compressed_sha256", hex(d));
+                json_object_set_new(j, "payload_compressed_sha256", qem_pack_digest_json(d));
                 qem_sha256_oneshot(f->encoded[s].widths, (size_t)f->encoded[s].width_count, d);
-                json_object_set_new(j, "descriptor_widths_sha256", hex(d));
+                json_object_set_new(j, "descriptor_widths_sha256", qem_pack_digest_json(d));
                 json_object_set_new(j, "maximum_width", json_integer(f->encoded[s].maximum_width));
             }
             json_array_append_new(shards, j);
@@ -81,7 +84,7 @@ json_t *qem_pack_manifest_build(const pack_manifest_facts *f)
         json_object_set_new(m, "working_dtype", json_string("uint8"));
         json_object_set_new(m, "working_value_definition", json_string(PACK_V3_WORKING_DEFINITION));
         json_object_set_new(m, "scan_tile", json_integer(PACK_V3_TILE));
-        json_object_set_new(m, "prepared_uint8_sha256", hex(f->working_sha256));
+        json_object_set_new(m, "prepared_uint8_sha256", qem_pack_digest_json(f->working_sha256));
         json_object_set_new(m, "format_schema", json_string("quantem.gpu.lossless-pack-format/v1"));
         json_object_set_new(m, "encoding_profile", json_string("exact-uint8-bitpacked"));
         for (uint64_t i = 0; i < f->excluded_count; i++)
@@ -94,7 +97,7 @@ json_t *qem_pack_manifest_build(const pack_manifest_facts *f)
             uint8_t d[32];
             qem_sha256_oneshot(le, (size_t)(4 * f->excluded_count), d);
             free(le);
-            json_object_set_new(m, "masked_detector_pixels_sha256", hex(d));
+            json_object_set_new(m, "masked_detector_pixels_sha256", qem_pack_digest_json(d));
             json_t *values = json_array();
             for (uint64_t i = 0; i < f->excluded_count; i++)
                 json_array_append_new(values, json_integer(f->raw_constants[i]));

@@ -22,13 +22,6 @@
 #include "pack/h5write.h"
 #include "pack/pack_internal.h"
 
-static json_t *hex_json(const uint8_t digest[32])
-{
-    char hex[65];
-    qem_sha256_hex(digest, hex);
-    return json_string(hex);
-}
-
 static json_t *decimal_json(uint64_t v)
 {
     char buf[32];
@@ -94,7 +87,7 @@ static json_t *moments_member(const qem_pack *p, uint64_t offset, const uint8_t 
     for (int i = 0; i < 8; i++)
         json_array_append_new(layout, json_string(names[i]));
     json_object_set_new(e, "schema", json_string(u16 ? PREPARED_DPC_SCHEMA_U16 : PREPARED_DPC_SCHEMA_U8));
-    json_object_set_new(e, "source_identity_sha256", hex_json(p->identity));
+    json_object_set_new(e, "source_identity_sha256", qem_pack_digest_json(p->identity));
     json_object_set(e, u16 ? "working_logical_sha256" : "working_uint8_sha256",
                     json_object_get(p->manifest,
                                     u16 ? "working_logical_sha256" : "prepared_uint8_sha256"));
@@ -114,7 +107,7 @@ static json_t *moments_member(const qem_pack *p, uint64_t offset, const uint8_t 
     json_object_set_new(e, "layout", layout);
     json_object_set_new(e, "file_offset", json_integer((json_int_t)offset));
     json_object_set_new(e, "file_bytes", json_integer((json_int_t)(32 * p->scans)));
-    json_object_set_new(e, "sha256", hex_json(sha));
+    json_object_set_new(e, "sha256", qem_pack_digest_json(sha));
     json_object_set_new(e, "total_bound", decimal_json(total));
     json_object_set_new(e, "row_moment_bound", decimal_json(row));
     json_object_set_new(e, "column_moment_bound", decimal_json(col));
@@ -151,18 +144,18 @@ static json_t *products_member(const qem_pack *p, const pack_product_data d[PREP
         json_object_set_new(r, "selected_detector_pixels", json_integer((json_int_t)d[k].selected));
         json_object_set_new(r, "mask_file_offset", json_integer((json_int_t)mask_at[k]));
         json_object_set_new(r, "mask_file_bytes", json_integer((json_int_t)p->pixels));
-        json_object_set_new(r, "mask_sha256", hex_json(ms));
+        json_object_set_new(r, "mask_sha256", qem_pack_digest_json(ms));
         json_object_set_new(r, "values_file_offset", json_integer((json_int_t)values_at[k]));
         json_object_set_new(r, "values_file_bytes", json_integer((json_int_t)(4 * p->scans)));
-        json_object_set_new(r, "values_sha256", hex_json(vs));
+        json_object_set_new(r, "values_sha256", qem_pack_digest_json(vs));
         json_array_append_new(list, r);
         json_array_append_new(order, json_string(qem_prepared_product_names[k]));
     }
     json_object_set_new(e, "schema", json_string(PREPARED_PRODUCTS_SCHEMA));
-    json_object_set_new(e, "source_identity_sha256", hex_json(p->identity));
+    json_object_set_new(e, "source_identity_sha256", qem_pack_digest_json(p->identity));
     json_object_set(e, "working_uint8_sha256", json_object_get(p->manifest, "prepared_uint8_sha256"));
     json_object_set(e, "detector_mask_sha256", json_object_get(p->manifest, "detector_mask_sha256"));
-    json_object_set_new(e, "detector_calibration_sha256", hex_json(cal));
+    json_object_set_new(e, "detector_calibration_sha256", qem_pack_digest_json(cal));
     json_object_set_new(e, "detector_calibration_digest_encoding",
                         json_string(PREPARED_DIGEST_ENCODING));
     json_object_set_new(e, "scan_shape", json_pack("[II]", (json_int_t)p->shape[0],
@@ -296,7 +289,7 @@ qem_status qem_pack_write_prepared(int fd, const char *label, uint64_t user_bloc
     if (st == QEM_OK && add_identity) {
         uint8_t digest[32];
         st = working_identity(p, digest, error);
-        json_t *v = st == QEM_OK ? hex_json(digest) : NULL;
+        json_t *v = st == QEM_OK ? qem_pack_digest_json(digest) : NULL;
         if (v) {
             st = set_member(&manifest, &manifest_bytes, "working_logical_sha256", v, error);
             json_object_set(p->manifest, "working_logical_sha256", v);

@@ -94,13 +94,6 @@ void qem_pack_inspection_free(qem_pack_inspection *in)
     free(in);
 }
 
-static json_t *hex_json(const uint8_t digest[32])
-{
-    char hex[65];
-    qem_sha256_hex(digest, hex);
-    return json_string(hex);
-}
-
 static json_t *members_json(const acquisition *s)
 {
     json_t *list = json_array();
@@ -109,7 +102,7 @@ static json_t *members_json(const acquisition *s)
         json_array_append_new(list, json_pack("{s:s, s:s, s:I, s:o}", "role",
                                               m->is_master ? "master" : "data", "path", m->path,
                                               "bytes", (json_int_t)m->bytes, "sha256",
-                                              hex_json(m->sha256)));
+                                              qem_pack_digest_json(m->sha256)));
     }
     return list;
 }
@@ -153,8 +146,9 @@ char *qem_pack_inspection_json(const qem_pack_inspection *in, qem_error *error)
         (json_int_t)s->shape[2], (json_int_t)s->shape[3], "dtype",
         qem_dtype_name(qem_input_stored_dtype(s)), "logical_bytes", (json_int_t)logical,
         "bad_pixels", u32_list(s->flagged, s->flagged_count), "bad_pixels_sha256",
-        hex_json(bad_digest), "detector_mask_sha256", hex_json(s->detector_mask_sha256),
-        "detector_mask_origin", s->mask_origin, "source_identity_sha256", hex_json(s->identity),
+        qem_pack_digest_json(bad_digest), "detector_mask_sha256",
+        qem_pack_digest_json(s->detector_mask_sha256), "detector_mask_origin", s->mask_origin,
+        "source_identity_sha256", qem_pack_digest_json(s->identity),
         "largest_compressed_chunk_bytes", (json_int_t)s->largest_compressed_chunk);
     char *text = root ? json_dumps(root, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
     json_decref(root);
@@ -682,7 +676,7 @@ static json_t *manifest(production *pr)
     json_t *shards = json_object_get(m, "shards");
     for (uint64_t s = 0; s < json_array_size(shards); s++)
         json_object_set_new(json_array_get(shards, s), "encoded_envelope_sha256",
-                            hex_json(pr->range_sha[s]));
+                            qem_pack_digest_json(pr->range_sha[s]));
     json_object_set_new(m, "format_schema", json_string(FORMAT_SCHEMA));
     json_object_set_new(m, "encoding_profile",
                         json_string(pr->profile == QEM_PACK_UINT16_LZ4 ? "exact-uint16-lz4"
@@ -777,9 +771,9 @@ static json_t *receipt(production *pr, const char *dest, uint64_t output_bytes,
             shards, json_pack("{s:I, s:I, s:I, s:I, s:o, s:I, s:o, s:I}", "ordinal",
                               (json_int_t)k, "firstScan", (json_int_t)(k * pr->sps), "scanCount",
                               (json_int_t)pr->sps, "payloadBytes", (json_int_t)r->payload_bytes,
-                              "payloadSHA256", hex_json(pr->payload_sha[k]), "headerBytes",
-                              (json_int_t)r->widths_bytes, "headerSHA256",
-                              hex_json(pr->header_sha[k]), "maximumBitWidth",
+                              "payloadSHA256", qem_pack_digest_json(pr->payload_sha[k]),
+                              "headerBytes", (json_int_t)r->widths_bytes, "headerSHA256",
+                              qem_pack_digest_json(pr->header_sha[k]), "maximumBitWidth",
                               (json_int_t)pr->max_width[k]));
     }
     json_t *constants = json_array();
@@ -794,11 +788,11 @@ static json_t *receipt(production *pr, const char *dest, uint64_t output_bytes,
     json_object_set_new(r, "completedUTC", json_string(when));
     json_object_set_new(r, "destination", json_string(dest));
     json_object_set_new(r, "outputBytes", json_integer((json_int_t)output_bytes));
-    json_object_set_new(r, "outputSHA256", hex_json(output_sha));
+    json_object_set_new(r, "outputSHA256", qem_pack_digest_json(output_sha));
     json_object_set_new(r, "sourceMembers", members_json(s));
-    json_object_set_new(r, "sourceIdentitySHA256", hex_json(s->identity));
-    json_object_set_new(r, "sourceRawLogicalSHA256", hex_json(pr->raw_sha));
-    json_object_set_new(r, "workingLogicalSHA256", hex_json(pr->working_sha));
+    json_object_set_new(r, "sourceIdentitySHA256", qem_pack_digest_json(s->identity));
+    json_object_set_new(r, "sourceRawLogicalSHA256", qem_pack_digest_json(pr->raw_sha));
+    json_object_set_new(r, "workingLogicalSHA256", qem_pack_digest_json(pr->working_sha));
     json_object_set_new(r, "sourceShape", json_pack("[I,I,I,I]", (json_int_t)s->shape[0],
                                                     (json_int_t)s->shape[1],
                                                     (json_int_t)s->shape[2],
@@ -827,8 +821,8 @@ static json_t *receipt(production *pr, const char *dest, uint64_t output_bytes,
     json_object_set_new(r, "scanBin", json_integer(1));
     json_object_set_new(r, "detectorBin", json_integer(1));
     json_object_set_new(r, "badPixelIndices", u32_list(pr->excluded, pr->excluded_count));
-    json_object_set_new(r, "badPixelIdentitySHA256", hex_json(bad_sha));
-    json_object_set_new(r, "detectorMaskIdentitySHA256", hex_json(pr->mask_sha));
+    json_object_set_new(r, "badPixelIdentitySHA256", qem_pack_digest_json(bad_sha));
+    json_object_set_new(r, "detectorMaskIdentitySHA256", qem_pack_digest_json(pr->mask_sha));
     json_object_set_new(r, "detectorMaskIdentityOrigin", json_string(pr->mask_origin));
     json_object_set_new(r, "badPixelRawValues", constants);
     json_object_set_new(r, "predictedPackedResidentMaximumBytes",
