@@ -601,6 +601,11 @@ static void route_live(view_server *s, const view_request *q, view_reply *r)
     for (size_t k = 0; st == QEM_OK && k < s->nfiles; k++) {
         size_t n = 0;
         unsigned char *one = view_image_npy(&images[k], &n);
+        if (one && s->nfiles == 1) {
+            body = one; /* the one image is the body: no second copy */
+            used = n;
+            break;
+        }
         unsigned char *grown = one ? realloc(body, used + n) : NULL;
         if (!grown) {
             free(one);

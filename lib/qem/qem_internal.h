@@ -168,7 +168,16 @@ struct qem_file {
     qem_pattern_block pattern_blocks[QEM_PATTERN_BLOCKS];
     uint64_t pattern_clock;
     atomic_ullong pattern_hits, pattern_misses;
+    /* The last detector plan (select.c), kept for the next call with the
+     * same weights: a product runs in pieces of scans, and planning a
+     * 192 x 192 detector costs as much as a small move decodes.
+     * plan_lock guards the pointer and the plan's reference count. */
+    pthread_mutex_t plan_lock;
+    struct select_cached_plan *last_plan;
 };
+
+/* Drops the file's kept detector plan (select.c; qem_close). */
+void qem_select_plan_drop(qem_file *file);
 
 /* Validates the parsed header against the file (codec, shape, lengths,
  * checksum table and codec layout) and fills `file`. */

@@ -51,6 +51,8 @@ void qem_close(qem_file *f)
     for (int k = 0; k < QEM_PATTERN_BLOCKS; k++)
         free(f->pattern_blocks[k].data);
     pthread_mutex_destroy(&f->pattern_lock);
+    qem_select_plan_drop(f);
+    pthread_mutex_destroy(&f->plan_lock);
     free(f->chunks);
     free(f->regions);
     free(f->dark);
@@ -328,6 +330,7 @@ qem_status qem_open_descriptor(const char *path, int fd, const struct stat *sb,
     options = &local;
     f->fd = fd;
     pthread_mutex_init(&f->pattern_lock, NULL);
+    pthread_mutex_init(&f->plan_lock, NULL);
     f->path = strdup(path);
     if (!f->path) {
         st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");

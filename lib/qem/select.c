@@ -154,6 +154,83 @@ static qem_status plan_make(const qem_file *f, const int32_t *const *w, unsigned
     return QEM_OK;
 }
 
+/* A plan kept by the file (qem_file.last_plan) and shared by the calls
+ * that use it: each holds a reference, as does the file. */
+typedef struct select_cached_plan {
+    select_plan plan;
+    int32_t *weights; /* planes x pixels, as asked for */
+    unsigned planes;
+    int use_tiles;
+    int refs; /* under plan_lock */
+} select_cached_plan;
+
+static void plan_release(qem_file *f, select_cached_plan *c)
+{
+    if (!c)
+        return;
+    pthread_mutex_lock(&f->plan_lock);
+    const int last = --c->refs == 0;
+    pthread_mutex_unlock(&f->plan_lock);
+    if (last) {
+        plan_free(&c->plan);
+        free(c->weights);
+        free(c);
+    }
+}
+
+void qem_select_plan_drop(qem_file *f)
+{
+    select_cached_plan *c = f->last_plan;
+    f->last_plan = NULL;
+    plan_release(f, c);
+}
+
+/* The plan for these weights: the file's kept one when its weights are
+ * the same (a product's later pieces), else a new one, which the file
+ * then keeps. Release it with plan_release. */
+static qem_status plan_get(qem_file *f, const int32_t *const *w, unsigned planes, int use_tiles,
+                           select_cached_plan **out, qem_error *error)
+{
+    const uint64_t P = f->pixels;
+    pthread_mutex_lock(&f->plan_lock);
+    select_cached_plan *c = f->last_plan;
+    int same = c && c->planes == planes && c->use_tiles == use_tiles;
+    for (unsigned k = 0; same && k < planes; k++)
+        same = memcmp(c->weights + (uint64_t)k * P, w[k], (size_t)P * sizeof *w[k]) == 0;
+    if (same)
+        c->refs++;
+    pthread_mutex_unlock(&f->plan_lock);
+    if (same) {
+        *out = c;
+        return QEM_OK;
+    }
+    c = calloc(1, sizeof *c);
+    if (c)
+        c->weights = malloc((size_t)(P * planes) * sizeof *c->weights);
+    if (!c || !c->weights) {
+        free(c);
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory planning a detector reduction");
+    }
+    for (unsigned k = 0; k < planes; k++)
+        memcpy(c->weights + (uint64_t)k * P, w[k], (size_t)P * sizeof *w[k]);
+    c->planes = planes;
+    c->use_tiles = use_tiles;
+    const qem_status st = plan_make(f, w, planes, use_tiles, &c->plan, error);
+    if (st != QEM_OK) {
+        free(c->weights);
+        free(c);
+        return st;
+    }
+    c->refs = 2; /* the caller's and the file's */
+    pthread_mutex_lock(&f->plan_lock);
+    select_cached_plan *old = f->last_plan;
+    f->last_plan = c;
+    pthread_mutex_unlock(&f->plan_lock);
+    plan_release(f, old);
+    *out = c;
+    return QEM_OK;
+}
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define QEM_SELECT_AVX2 1
@@ -410,18 +487,20 @@ qem_status qem_weighted_sums(qem_file *f, uint64_t first, uint64_t count,
     memset(out, 0, (size_t)(count * planes) * sizeof *out);
     if (!count)
         return QEM_OK;
-    select_plan sp;
-    QEM_TRY(plan_make(f, weights, planes, use_tiles && f->codec == QEM_CODEC_INTEGER, &sp, error));
+    select_cached_plan *cached = NULL;
+    QEM_TRY(plan_get(f, weights, planes, use_tiles && f->codec == QEM_CODEC_INTEGER, &cached,
+                     error));
+    const select_plan *sp = &cached->plan;
     int need_spatial = 0;
     for (unsigned k = 0; k < planes; k++)
-        need_spatial |= sp.tile_count[k] != 0;
+        need_spatial |= sp->tile_count[k] != 0;
     threads = qem_threads_resolve(threads > 0 ? threads : f->threads);
     const uint64_t end = first + count, c0 = qem_chunk_index_of(f, first);
     uint64_t c_end = c0;
     while (c_end < f->chunk_count && f->chunks[c_end].first < end)
         c_end++;
-    if (!sp.decode_count && !need_spatial) {
-        plan_free(&sp);
+    if (!sp->decode_count && !need_spatial) {
+        plan_release(f, cached);
         return QEM_OK; /* nothing selected: all sums are zero */
     }
     /* Whole chunks per thread when there are enough of them (each writes
@@ -447,7 +526,7 @@ qem_status qem_weighted_sums(qem_file *f, uint64_t first, uint64_t count,
                 continue;
             const uint32_t lo = (uint32_t)((first > b0 ? first : b0) - b0);
             const uint32_t hi = (uint32_t)((end < b1 ? end : b1) - b0);
-            cst = reduce_block(f, &v, b, lo, hi, &sp, out, count, b0 + lo - first,
+            cst = reduce_block(f, &v, b, lo, hi, sp, out, count, b0 + lo - first,
                                per_chunk ? 1 : threads, &e);
         }
         qem_chunk_view_free(&v);
@@ -461,7 +540,7 @@ qem_status qem_weighted_sums(qem_file *f, uint64_t first, uint64_t count,
             }
         }
     }
-    plan_free(&sp);
+    plan_release(f, cached);
     return st;
 }
 
