@@ -15,9 +15,13 @@
 
 /* Window memory: scans read at once stay within this many bytes. */
 #define WINDOW_BYTES (32u << 20)
-/* Fast-path pieces: scans per call, so that progress and cancellation
- * reach the caller and partial results merge by addition. */
+/* Fast-path pieces: at least this many scans per call, and at most
+ * PIECES_MAX calls per product, so that progress and cancellation reach
+ * the caller and partial results merge by addition, while a detector move
+ * at 512 x 512 scans starts few parallel regions (each wakes the other
+ * threads: a futex apiece, costly in a virtual machine). */
 #define PIECE_SCANS 16384u
+#define PIECES_MAX 4u
 
 void qem_products_options_init(qem_products_options *o)
 {
@@ -332,14 +336,19 @@ qem_status qem_prod_weighted_sums(qem_products *p, uint64_t first, uint64_t coun
         return qem_prod_for_windows(p, first, count, reference_window, &r, error);
     }
     /* Pieces of scans merge by addition: each piece writes its own slice. */
-    int64_t *piece = malloc((size_t)(PIECE_SCANS * planes) * sizeof *piece);
-    if (!piece)
+    const uint64_t least = (count + PIECES_MAX - 1) / PIECES_MAX;
+    const uint64_t size = least > PIECE_SCANS ? least : PIECE_SCANS;
+    /* One plane's pieces are written in place; several planes' pieces
+     * interleave differently from `out`, so they pass through a buffer. */
+    int64_t *piece = planes > 1 ? malloc((size_t)(size * planes) * sizeof *piece) : NULL;
+    if (planes > 1 && !piece)
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     qem_status st = QEM_OK;
-    for (uint64_t at = first; st == QEM_OK && at < first + count; at += PIECE_SCANS) {
-        const uint64_t n = first + count - at < PIECE_SCANS ? first + count - at : PIECE_SCANS;
-        st = p->ops->weighted_sums(p->impl, at, n, weights, planes, 1, piece, p->threads, error);
-        for (unsigned k = 0; st == QEM_OK && k < planes; k++)
+    for (uint64_t at = first; st == QEM_OK && at < first + count; at += size) {
+        const uint64_t n = first + count - at < size ? first + count - at : size;
+        st = p->ops->weighted_sums(p->impl, at, n, weights, planes, 1,
+                                   piece ? piece : out + (at - first), p->threads, error);
+        for (unsigned k = 0; st == QEM_OK && piece && k < planes; k++)
             memcpy(out + k * count + (at - first), piece + k * n, (size_t)n * sizeof *out);
         if (st == QEM_OK && p->options.progress &&
             p->options.progress(p->options.progress_user, at + n - first, count))
