@@ -713,7 +713,8 @@ typedef struct qem_session_stats {
 QEM_API qem_status qem_detector_session_create(qem_products *const *products, size_t count,
                                                qem_detector_session **out, qem_error *error);
 QEM_API void qem_detector_session_free(qem_detector_session *session);
-/* Keeps the images (and exact sums) of up to `bytes` of the session's
+/* Keeps the images (and, for scaled codes, their exact sums; a count
+ * image is its sums) of up to `bytes` of the session's
  * recent masks, least recently used replaced: setting a kept mask again (a
  * detector dragged back over where it was) swaps its images in without
  * computing; stats.from_kept says so. 0 (the default) keeps none. */

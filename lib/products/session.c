@@ -14,7 +14,9 @@
 typedef struct kept_mask {
     uint8_t *mask;
     uint64_t hash;
-    int64_t **sums;    /* per source; NULL entries for float data */
+    int64_t **sums;    /* per source: scaled codes' exact sums; NULL entries
+                          where the image holds them (counts) or none exist
+                          (float data) */
     qem_image *images; /* per source */
     uint64_t bytes, tick;
 } kept_mask;
@@ -24,7 +26,8 @@ struct qem_detector_session {
     size_t count;
     uint8_t *mask;        /* current mask, pixels bytes; NULL before the first */
     uint64_t mask_hash;
-    int64_t **sums;       /* integer data: exact per-scan sums per source */
+    int64_t **sums;       /* scaled codes: exact per-scan sums per source (counts:
+                             NULL, the integer image is the sums) */
     qem_image *images;    /* current images per source */
     qem_session_stats stats;
     /* Recent masks (qem_detector_session_keep), least recently used out. */
@@ -249,6 +252,23 @@ static qem_status image_from_sums(qem_products *p, const int64_t *sums, uint64_t
     return QEM_OK;
 }
 
+/* Adds source i's current exact sums: kept for scaled codes, else read
+ * from its integer image. */
+static void add_current_sums(const qem_detector_session *s, size_t i, int64_t *sums)
+{
+    const uint64_t n = s->sources[i]->scans;
+    const qem_image *im = &s->images[i];
+    if (s->sums[i])
+        for (uint64_t k = 0; k < n; k++)
+            sums[k] += s->sums[i][k];
+    else if (im->dtype == QEM_DTYPE_UINT32)
+        for (uint64_t k = 0; k < n; k++)
+            sums[k] += ((const uint32_t *)im->data)[k];
+    else
+        for (uint64_t k = 0; k < n; k++)
+            sums[k] += (int64_t)((const uint64_t *)im->data)[k];
+}
+
 /* Whether the file's recorded values answer `plane` (no decoding). */
 static int recorded(qem_products *p, const int32_t *plane)
 {
@@ -318,12 +338,15 @@ static qem_status update_one(qem_detector_session *s, size_t i, const uint8_t *m
     } else if (st == QEM_OK) {
         st = qem_prod_weighted_sums(p, 0, p->scans, planes, 1, sums, error);
     }
-    for (uint64_t k = 0; st == QEM_OK && delta && k < p->scans; k++)
-        sums[k] += s->sums[i][k];
+    if (st == QEM_OK && delta)
+        add_current_sums(s, i, sums);
     if (st == QEM_OK)
         st = image_from_sums(p, sums, n_mask, new_image, error);
     free(w);
-    if (st != QEM_OK) {
+    if (st != QEM_OK || p->data != QEM_DATA_CODES) {
+        /* Counts: the exact integer image is the sums, and a kept mask
+         * costs its image alone (fresh memory for each move's results is
+         * what a drag pays for until the kept limit recycles it). */
         free(sums);
         return st;
     }

@@ -172,8 +172,8 @@ static void kept_masks_and_isolation(int mode)
     CHECK_OK(qem_detector_session_create(both, 2, &kept, &e), &e);
     CHECK_OK(qem_detector_session_create(&ppa, 1, &ref, &e), &e);
     /* Room for three masks' results: each its mask (256 bytes) and, per
-     * source, 1200 exact sums (8 bytes) and a uint32 image. */
-    CHECK_OK(qem_detector_session_keep(kept, 3 * (256 + 2 * (1200 * 8 + 1200 * 4)), &e), &e);
+     * source, a uint32 image (counts: the image holds the exact sums). */
+    CHECK_OK(qem_detector_session_keep(kept, 3 * (256 + 2 * 1200 * 4), &e), &e);
     uint8_t mask[256];
     const int path[] = {5, 6, 7, 8, 7, 6, 5, 9, 5, 8};
     /* Back over 7, 6, 5: kept; 9 is new (8, the least recent, goes); back
