@@ -601,10 +601,10 @@ static void route_live(view_server *s, const view_request *q, view_reply *r)
     for (size_t k = 0; st == QEM_OK && k < s->nfiles; k++) {
         size_t n = 0;
         unsigned char *one = view_image_npy(&images[k], &n);
-        if (one && s->nfiles == 1) {
-            body = one; /* the one image is the body: no second copy */
+        if (one && !body) {
+            body = one; /* the first image starts the body: no copy of it */
             used = n;
-            break;
+            continue;
         }
         unsigned char *grown = one ? realloc(body, used + n) : NULL;
         if (!grown) {

@@ -215,14 +215,16 @@ static int body_map(qem_file *f)
     /* The file's offset 0 on a 2 MiB boundary lets the kernel map the
      * page cache's 2 MiB folios whole: a detector move reads scattered
      * streams, and with 4 KiB entries most of them miss the TLB (moves
-     * 1.6x slower here). Populated at once, so no read faults later. */
+     * 1.6x slower here). */
     uint8_t *base = (uint8_t *)(((uintptr_t)area + huge - 1) & ~(uintptr_t)(huge - 1));
     if (mmap(base, (size_t)f->file_size, PROT_READ, MAP_SHARED | MAP_FIXED, f->fd, 0) ==
         MAP_FAILED) {
         munmap(area, total);
         return 0;
     }
-    /* Advice only: a kernel without them maps 4 KiB pages on first use. */
+    /* Advice only: huge entries where the folios allow, and every page
+     * mapped now, so no read faults later; a kernel without them maps
+     * 4 KiB pages on first use. */
 #ifdef MADV_HUGEPAGE
     madvise(base, (size_t)f->file_size, MADV_HUGEPAGE);
 #endif
