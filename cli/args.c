@@ -91,9 +91,12 @@ const option_spec option_specs[OPT_COUNT] = {
                        NULL, "raw binary: scan rows, scan columns, detector rows, detector "
                        "columns"},
     [OPT_RAW_DTYPE] = {"--raw-dtype", NULL, ARG_CHOICE, "TYPE", 0, 0, 0, 0, 0,
-                       "uint8|uint16|uint32|float32|u1|<u2|>u2|<u4|>u4|<f4|>f4",
+                       "uint8|uint16|uint32|float32|int8|int16|int32|float64|u1|<u2|>u2|<u4|"
+                       ">u4|<f4|>f4|i1|<i2|>i2|<i4|>i4|<f8|>f8",
                        "raw binary: the sample type, little-endian unless >: uint8, uint16, "
-                       "uint32, float32, <u2, >u2, <u4, >u4, <f4, >f4"},
+                       "uint32, float32, int8, int16, int32, float64 or a descr (<u2, >i4, "
+                       ">f8, ...); signed and float64 samples are stored exactly as uint16 "
+                       "or float32, or refused"},
     [OPT_RAW_OFFSET] = {"--raw-offset", NULL, ARG_INT, "BYTES", 0, BYTES_MAX, 0, 0, 0, NULL,
                         "raw binary: bytes before the first frame (default 0)"},
     [OPT_RAW_FRAME_HEADER] = {"--raw-frame-header", NULL, ARG_INT, "BYTES", 0, 1 << 30, 0, 0, 0,

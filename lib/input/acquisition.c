@@ -563,7 +563,7 @@ static qem_status open_family(const char *path, const input_options *options, ac
     close(fd);
     QEM_TRY(st);
     const char *foreign = hdf5 ? NULL : foreign_format(head, n);
-    if (foreign && options->raw.dtype == QEM_DTYPE_NONE)
+    if (foreign && !qem_input_raw_requested(options))
         return qem_fail(error, QEM_E_UNSUPPORTED, "'%s' is %s", path, foreign);
     acquisition *a = calloc(1, sizeof *a);
     if (!a)
@@ -573,7 +573,7 @@ static qem_status open_family(const char *path, const input_options *options, ac
      * file is a Dectris master when the Arina family claims it, else a
      * dataset. */
     const input_family *family = NULL;
-    if (options->raw.dtype != QEM_DTYPE_NONE)
+    if (qem_input_raw_requested(options))
         family = &qem_input_family_raw;
     else if (hdf5)
         st = hdf5_family_of(a, path, &family, error);
@@ -592,6 +592,8 @@ static qem_status open_family(const char *path, const input_options *options, ac
     }
     if (st == QEM_OK)
         st = qem_input_check_shape(a, path, error);
+    if (st == QEM_OK && a->read_values != INPUT_VALUES_AS_STORED)
+        st = qem_input_settle_values(a, path, error);
     if (st != QEM_OK) {
         qem_input_close(a);
         return st;
@@ -614,10 +616,17 @@ void qem_input_close(acquisition *a)
     free(a->flagged);
     json_decref(a->facts);
     json_decref(a->calibration);
+    json_decref(a->values);
     free(a);
 }
 
 /* --- reading ------------------------------------------------------------------------ */
+
+const char *qem_input_read_as_name(const acquisition *a)
+{
+    return a->read_values != INPUT_VALUES_AS_STORED ? qem_input_values_name(a->read_values)
+                                                    : qem_dtype_name(a->sample_type);
+}
 
 qem_dtype qem_input_stored_dtype(const acquisition *a)
 {
@@ -699,6 +708,8 @@ qem_status qem_input_read(acquisition *a, uint64_t first, uint64_t count, qem_dt
                         qem_dtype_name(a->sample_type), qem_dtype_name(target));
     if (count == 0)
         return QEM_OK;
+    if (a->read_values != INPUT_VALUES_AS_STORED)
+        return qem_input_read_values(a, first, count, out, error);
     if (same)
         return a->family->read(a, first, count, out, error);
     if (widen) {
@@ -755,7 +766,7 @@ json_t *qem_input_source_metadata(const acquisition *a)
         json_array_append_new(members, entry);
     }
     json_t *out = json_pack("{s:s, s:s, s:s, s:o, s:I}", "family", a->family->name, "sample_type",
-                            qem_dtype_name(a->sample_type), "stored_as",
+                            qem_input_read_as_name(a), "stored_as",
                             qem_dtype_name(qem_input_stored_dtype(a)), "members", members,
                             "flagged_pixels", (json_int_t)a->flagged_count);
     if (!out)
@@ -772,6 +783,8 @@ json_t *qem_input_source_metadata(const acquisition *a)
                                       "max_admitted_value", (json_int_t)a->max_admitted,
                                       "flagged_values_stored_as_65535",
                                       (json_int_t)a->flagged_clipped, "checked", "while reading"));
+    if (a->values)
+        json_object_set(out, "values", a->values);
     /* Which facts became calibration (the rest stay facts, above). */
     json_t *quantities = a->calibration ? json_object_get(a->calibration, "quantities") : NULL;
     json_t *used = json_array();

@@ -17,30 +17,41 @@ void qem_acquisition_options_init(qem_acquisition_options *o)
     o->struct_size = sizeof *o;
 }
 
-/* "uint16", "u2", "<u2", ">u2", ... */
+/* "uint16", "u2", "<u2", ">u2", ...; signed, 64-bit and float64 types are
+ * settled at open (values.c). */
 static qem_status parse_raw_dtype(const char *text, input_raw *raw, qem_error *error)
 {
     static const struct {
         const char *name;
         qem_dtype dtype;
+        input_values values;
         int big_endian;
-    } names[] = {{"uint8", QEM_DTYPE_UINT8, 0},    {"u1", QEM_DTYPE_UINT8, 0},
-                 {"|u1", QEM_DTYPE_UINT8, 0},      {"uint16", QEM_DTYPE_UINT16, 0},
-                 {"u2", QEM_DTYPE_UINT16, 0},      {"<u2", QEM_DTYPE_UINT16, 0},
-                 {">u2", QEM_DTYPE_UINT16, 1},     {"uint32", QEM_DTYPE_UINT32, 0},
-                 {"u4", QEM_DTYPE_UINT32, 0},      {"<u4", QEM_DTYPE_UINT32, 0},
-                 {">u4", QEM_DTYPE_UINT32, 1},     {"float32", QEM_DTYPE_FLOAT32, 0},
-                 {"f4", QEM_DTYPE_FLOAT32, 0},     {"<f4", QEM_DTYPE_FLOAT32, 0},
-                 {">f4", QEM_DTYPE_FLOAT32, 1}};
+    } names[] = {
+        {"uint8", QEM_DTYPE_UINT8, 0, 0},    {"u1", QEM_DTYPE_UINT8, 0, 0},
+        {"|u1", QEM_DTYPE_UINT8, 0, 0},      {"uint16", QEM_DTYPE_UINT16, 0, 0},
+        {"u2", QEM_DTYPE_UINT16, 0, 0},      {"<u2", QEM_DTYPE_UINT16, 0, 0},
+        {">u2", QEM_DTYPE_UINT16, 0, 1},     {"uint32", QEM_DTYPE_UINT32, 0, 0},
+        {"u4", QEM_DTYPE_UINT32, 0, 0},      {"<u4", QEM_DTYPE_UINT32, 0, 0},
+        {">u4", QEM_DTYPE_UINT32, 0, 1},     {"float32", QEM_DTYPE_FLOAT32, 0, 0},
+        {"f4", QEM_DTYPE_FLOAT32, 0, 0},     {"<f4", QEM_DTYPE_FLOAT32, 0, 0},
+        {">f4", QEM_DTYPE_FLOAT32, 0, 1},    {"int8", 0, INPUT_VALUES_INT8, 0},
+        {"i1", 0, INPUT_VALUES_INT8, 0},     {"|i1", 0, INPUT_VALUES_INT8, 0},
+        {"int16", 0, INPUT_VALUES_INT16, 0}, {"<i2", 0, INPUT_VALUES_INT16, 0},
+        {">i2", 0, INPUT_VALUES_INT16, 1},   {"int32", 0, INPUT_VALUES_INT32, 0},
+        {"<i4", 0, INPUT_VALUES_INT32, 0},   {">i4", 0, INPUT_VALUES_INT32, 1},
+        {"float64", 0, INPUT_VALUES_FLOAT64, 0}, {"<f8", 0, INPUT_VALUES_FLOAT64, 0},
+        {">f8", 0, INPUT_VALUES_FLOAT64, 1}};
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
         if (!strcmp(text, names[k].name)) {
             raw->dtype = names[k].dtype;
+            raw->values = names[k].values;
             raw->big_endian = names[k].big_endian;
             return QEM_OK;
         }
     return qem_fail(error, QEM_E_INVALID_ARGUMENT,
-                    "the raw sample type '%.32s' is not one of uint8, uint16, uint32, float32 "
-                    "(little-endian) or a descr such as >u2, <u4, >f4",
+                    "the raw sample type '%.32s' is not one of uint8, uint16, uint32, float32, "
+                    "int8, int16, int32, float64 (little-endian) or a descr such as >u2, <i4, "
+                    ">f8",
                     text);
 }
 

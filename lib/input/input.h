@@ -34,10 +34,29 @@ typedef struct input_member {
     uint64_t streamed;
 } input_member;
 
+/* Samples no codec stores as they are (values.c): signed, 64-bit or
+ * float64. A family that reads them sets a->read_values in describe (its
+ * reads then give those samples, native byte order) and leaves sample_type
+ * NONE; qem_input_open reads every frame once and settles sample_type:
+ * integers to uint16 when every value fits, else integers and float64 to
+ * float32 when every value survives it bit for bit, else QEM_E_VALUE_RANGE
+ * naming the range found. Nothing is clipped or rounded. */
+typedef enum input_values {
+    INPUT_VALUES_AS_STORED = 0, /* reads give sample_type itself */
+    INPUT_VALUES_INT8,
+    INPUT_VALUES_INT16,
+    INPUT_VALUES_INT32,
+    INPUT_VALUES_INT64,
+    INPUT_VALUES_UINT32, /* the settling rule; sample_type UINT32 is the narrowing one */
+    INPUT_VALUES_UINT64,
+    INPUT_VALUES_FLOAT64
+} input_values;
+
 /* Raw binary, described by the caller. */
 typedef struct input_raw {
     uint64_t shape[4];     /* scan rows, scan columns, detector rows, detector columns */
-    qem_dtype dtype;       /* UINT8, UINT16, UINT32 or FLOAT32; NONE: not a raw request */
+    qem_dtype dtype;       /* UINT8, UINT16, UINT32 or FLOAT32; NONE: see values */
+    input_values values;   /* signed, 64-bit or float64 samples instead of dtype */
     int big_endian;
     uint64_t offset;       /* bytes before the first frame */
     uint64_t frame_header; /* bytes before each frame */
@@ -100,6 +119,8 @@ struct acquisition {
     /* Narrowing (uint32 stored as uint16): what reads found so far. */
     uint32_t max_admitted; /* largest value at an admitted pixel */
     uint64_t flagged_clipped; /* values above 65535 at flagged pixels, stored as 65535 */
+    input_values read_values; /* what reads give when not sample_type (values.c) */
+    json_t *values;           /* how they were settled: source_metadata "values" */
     void *impl;
 };
 
@@ -126,6 +147,18 @@ qem_status qem_input_implicit_mask(acquisition *a, qem_error *error);
  * reads skipped before `offset` (a header) are hashed from `fd` first, and
  * these bytes when they continue the stream. */
 void qem_input_member_read(input_member *m, int fd, uint64_t offset, const void *data, size_t size);
+/* Settling read_values (qem_input_open calls it after describe) and
+ * reading them as sample_type. */
+size_t qem_input_values_size(input_values v);
+const char *qem_input_values_name(input_values v);
+qem_status qem_input_settle_values(acquisition *a, const char *path, qem_error *error);
+qem_status qem_input_read_values(acquisition *a, uint64_t first, uint64_t count, void *out,
+                                 qem_error *error);
+/* 1 if the options ask for raw binary. */
+static inline int qem_input_raw_requested(const input_options *o)
+{
+    return o->raw.dtype != QEM_DTYPE_NONE || o->raw.values != INPUT_VALUES_AS_STORED;
+}
 /* facts[key] = value (takes the reference). */
 void qem_input_fact(acquisition *a, const char *key, json_t *value);
 
@@ -197,6 +230,8 @@ qem_status qem_input_stream_finish(acquisition *a, qem_progress_fn progress, voi
 /* What a writer stores: uint8 and uint16 as they are, uint32 as uint16
  * (exactly, or refused), float32 as float32. */
 qem_dtype qem_input_stored_dtype(const acquisition *a);
+/* The samples as the file holds them: "uint16", "int32", "float64", ... */
+const char *qem_input_read_as_name(const acquisition *a);
 
 /* Reads frames [first, first + count) as `target` (UINT8 only from uint8
  * samples; UINT16 from uint8, uint16 or uint32; FLOAT32 from float32).

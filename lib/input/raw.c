@@ -19,10 +19,23 @@ typedef struct raw_state {
     uint64_t stride;      /* frame header + samples */
     uint64_t offset;      /* bytes before the first frame */
     int swap;             /* stored in the other byte order than the host's */
+    size_t item;          /* bytes per sample */
 } raw_state;
 
-static const char *descr_of(qem_dtype d, int big_endian)
+static const char *descr_of(qem_dtype d, input_values v, int big_endian)
 {
+    switch (v) {
+    case INPUT_VALUES_INT8:
+        return "|i1";
+    case INPUT_VALUES_INT16:
+        return big_endian ? ">i2" : "<i2";
+    case INPUT_VALUES_INT32:
+        return big_endian ? ">i4" : "<i4";
+    case INPUT_VALUES_FLOAT64:
+        return big_endian ? ">f8" : "<f8";
+    default:
+        break;
+    }
     switch (d) {
     case QEM_DTYPE_UINT8:
         return "|u1";
@@ -43,10 +56,11 @@ static qem_status raw_describe(acquisition *a, const char *path, const uint8_t *
     (void)head;
     (void)n;
     const input_raw *r = &o->raw;
-    const char *descr = descr_of(r->dtype, r->big_endian);
+    const char *descr = descr_of(r->dtype, r->values, r->big_endian);
     if (!descr)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT,
-                        "raw binary samples are uint8, uint16, uint32 or float32");
+                        "raw binary samples are uint8, uint16, uint32, float32, int8, int16, "
+                        "int32 or float64");
     if (o->dataset || o->scan_shape[0] || o->scan_shape[1])
         return qem_fail(error, QEM_E_INVALID_ARGUMENT,
                         "raw binary takes its whole shape from --raw-shape; --scan-shape and "
@@ -58,11 +72,13 @@ static qem_status raw_describe(acquisition *a, const char *path, const uint8_t *
     a->impl = s;
     memcpy(a->shape, r->shape, sizeof a->shape);
     a->sample_type = r->dtype;
+    a->read_values = r->values;
+    s->item = r->values ? qem_input_values_size(r->values) : qem_dtype_size(r->dtype);
     QEM_TRY(qem_input_check_shape(a, path, error));
     QEM_TRY(qem_input_add_member(a, path, 1, error));
     QEM_TRY(qem_open_input(path, &s->fd, NULL, error));
     QEM_TRY(qem_file_stamp_check(s->fd, &a->members[0].stamp, path, "described", error));
-    const size_t item = qem_dtype_size(r->dtype);
+    const size_t item = s->item;
     const uint64_t frames = a->shape[0] * a->shape[1]; /* qem_input_check_shape: no overflow */
     uint64_t expected = 0, all = 0;
     s->frame_bytes = a->shape[2] * a->shape[3] * item;
@@ -109,7 +125,7 @@ static qem_status raw_read(acquisition *a, uint64_t first, uint64_t count, void 
     raw_state *s = a->impl;
     input_member *m = &a->members[0];
     const uint64_t base = s->offset;
-    const size_t item = qem_dtype_size(a->sample_type);
+    const size_t item = s->item;
     const size_t fb = (size_t)s->frame_bytes;
     if (s->stride == s->frame_bytes) {
         /* No frame headers: the frames are one run of bytes. */

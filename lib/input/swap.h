@@ -17,6 +17,10 @@ static inline void input_swap(void *data, size_t count, size_t item)
         uint32_t *v = data;
         for (size_t i = 0; i < count; i++)
             v[i] = __builtin_bswap32(v[i]);
+    } else if (item == 8) {
+        uint64_t *v = data;
+        for (size_t i = 0; i < count; i++)
+            v[i] = __builtin_bswap64(v[i]);
     }
 }
 

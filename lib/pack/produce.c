@@ -801,7 +801,7 @@ static json_t *receipt(production *pr, const char *dest, uint64_t output_bytes,
     /* The acquisition as read, and the proof that its counts fit uint16
      * (qem's addition; the pack's own source_dtype stays uint16). */
     json_t *acq = json_pack("{s:s, s:s, s:I}", "family", s->family->name, "sampleType",
-                            qem_dtype_name(s->sample_type), "flaggedPixels",
+                            qem_input_read_as_name(s), "flaggedPixels",
                             (json_int_t)s->flagged_count);
     if (s->sample_type == QEM_DTYPE_UINT32) {
         json_object_set_new(acq, "maximumAdmittedValue", json_integer(s->max_admitted));

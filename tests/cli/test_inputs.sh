@@ -152,4 +152,43 @@ contains "$T/err" "holds 304 bytes"
 contains "$T/err" "exactly 256 bytes"
 absent "$T/bad.qem"
 
+# Signed and float64 samples (issue 30): int16 counts stored as uint16,
+# negative int32 as float32, float64 as float32 bit for bit; a value that
+# neither stores exactly refused with the range, nothing written.
+"$PY" - "$T" <<'EOF'
+import sys
+import numpy as np
+t = sys.argv[1]
+v = (np.arange(2 * 3 * 4 * 5) * 977 % 30000).reshape(2, 3, 4, 5)
+v.astype("<i2").tofile(t + "/i2.bin")
+np.save(t + "/i2ref.npy", v.astype(np.uint16))
+w = v - 100
+w.astype(">i4").tofile(t + "/i4.bin")
+np.save(t + "/i4ref.npy", w.astype(np.float32))
+f = v / 8.0 - 3.0
+f.astype("<f8").tofile(t + "/f8.bin")
+np.save(t + "/f8ref.npy", f.astype(np.float32))
+f[1, 2, 3, 4] = 0.1
+f.astype("<f8").tofile(t + "/f8bad.bin")
+EOF
+for case in "i2 <i2" "i4 >i4" "f8 float64"; do
+    set -- $case
+    expect 0 "save $2" -- "$QEM" save --quiet "$T/$1.bin" "$T/$1.qem" --raw-shape 2,3,4,5 \
+        --raw-dtype "$2"
+    expect 0 "export $2" -- "$QEM" export --quiet "$T/$1.qem" "$T/$1.npy"
+    same "$T/$1.npy" "$T/$1ref.npy"
+done
+expect 0 "produce int16" -- "$QEM" pack produce --quiet "$T/i2.bin" "$T/i2.h5" \
+    --raw-shape 2,3,4,5 --raw-dtype "<i2"
+expect 0 "export --raw int16 pack" -- "$QEM" export --quiet --raw "$T/i2.h5" "$T/i2p.npy"
+same "$T/i2p.npy" "$T/i2ref.npy"
+contains "$T/i2.h5.receipt.json" '"sampleType": "int16"'
+expect 0 "inspect int32" -- "$QEM" inspect "$T/i4.bin" --raw-shape 2,3,4,5 --raw-dtype ">i4"
+contains "$T/out" "int32, stored as float32"
+expect 1 "float64 that rounds" -- "$QEM" save "$T/f8bad.bin" "$T/f8bad.qem" \
+    --raw-shape 2,3,4,5 --raw-dtype "<f8"
+contains "$T/err" "float64 values from -3 to"
+contains "$T/err" "would round in float32"
+absent "$T/f8bad.qem"
+
 finish

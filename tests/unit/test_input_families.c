@@ -1086,10 +1086,143 @@ static void test_raw(void)
                                   .offset = UINT64_MAX}};
     refused(path, &wide, QEM_E_FILE_LENGTH, "2^64");
     input_options f64 = {.raw = {.shape = {1, 1, 2, 3}, .dtype = QEM_DTYPE_FLOAT64}};
-    refused(path, &f64, QEM_E_INVALID_ARGUMENT, "uint8, uint16, uint32 or float32");
+    refused(path, &f64, QEM_E_INVALID_ARGUMENT, "uint8, uint16, uint32, float32, int8");
     free((void *)path);
 }
 
+/* --- issue 30: signed, wider and float64 samples (lib/input/values.c) -------------- */
+
+/* `n` values of `item` bytes each (host order) written as raw binary in
+ * `big_endian` order, opened as 1 x n/6 frames of 2 x 3 of `values`. */
+static acquisition *open_values(const char *name, input_values values, int big_endian,
+                                const void *data, size_t n, size_t item, qem_status expect,
+                                const char *needle)
+{
+    uint8_t *bytes = malloc(n * item);
+    const uint8_t *host = data;
+    for (size_t i = 0; i < n; i++)
+        for (size_t b = 0; b < item; b++)
+            bytes[i * item + b] = host[i * item + (big_endian ? item - 1 - b : b)];
+    const char *path = test_path(name);
+    CHECK(write_file(path, bytes, n * item));
+    free(bytes);
+    input_options o = {.raw = {.shape = {1, n / 6, 2, 3}, .values = values,
+                               .big_endian = big_endian}};
+    if (expect != QEM_OK) {
+        refused(path, &o, expect, needle);
+        return NULL;
+    }
+    return open_ok(path, &o);
+}
+
+static void check_values_json(const acquisition *a, const char *read_as, const char *stored,
+                              const char *minimum, const char *maximum)
+{
+    json_t *meta = qem_input_source_metadata(a);
+    json_t *v = json_object_get(meta, "values");
+    const size_t flags = JSON_ENCODE_ANY | JSON_REAL_PRECISION(17);
+    char *lo = json_dumps(json_object_get(v, "minimum"), flags);
+    char *hi = json_dumps(json_object_get(v, "maximum"), flags);
+    CHECK(!strcmp(json_string_value(json_object_get(meta, "sample_type")), read_as));
+    CHECK(!strcmp(json_string_value(json_object_get(meta, "stored_as")), stored));
+    CHECK(!strcmp(json_string_value(json_object_get(v, "read_as")), read_as));
+    CHECK(lo && !strcmp(lo, minimum));
+    CHECK(hi && !strcmp(hi, maximum));
+    free(lo);
+    free(hi);
+    json_decref(meta);
+}
+
+static void test_raw_values(void)
+{
+    qem_error e = {0};
+    size_t size = 0;
+    /* int16 within 0..65535: uint16, both byte orders. */
+    const int16_t i16[6] = {0, 1, 300, 32767, 7, 2};
+    for (int be = 0; be < 2; be++) {
+        acquisition *a = open_values("i16.raw", INPUT_VALUES_INT16, be, i16, 6, 2, QEM_OK, NULL);
+        if (!a)
+            continue;
+        CHECK(a->sample_type == QEM_DTYPE_UINT16);
+        CHECK(qem_input_stored_dtype(a) == QEM_DTYPE_UINT16);
+        uint16_t *got = read_all(a, QEM_DTYPE_UINT16, &size, &e);
+        CHECK(got && got[0] == 0 && got[2] == 300 && got[3] == 32767 && got[5] == 2);
+        free(got);
+        check_values_json(a, "int16", "uint16", "0", "32767");
+        qem_input_close(a);
+    }
+    /* Negative values: float32, exactly. */
+    const int8_t i8[6] = {-128, -1, 0, 1, 127, 5};
+    acquisition *a = open_values("i8.raw", INPUT_VALUES_INT8, 0, i8, 6, 1, QEM_OK, NULL);
+    if (a) {
+        CHECK(a->sample_type == QEM_DTYPE_FLOAT32);
+        float *got = read_all(a, QEM_DTYPE_FLOAT32, &size, &e);
+        CHECK(got && got[0] == -128.0f && got[1] == -1.0f && got[4] == 127.0f);
+        free(got);
+        CHECK_STATUS(qem_input_read(a, 0, 1, QEM_DTYPE_UINT16, &size, 12, &e),
+                     QEM_E_WRONG_CODEC, &e);
+        check_values_json(a, "int8", "float32", "-128", "127");
+    }
+    qem_input_close(a);
+    /* int32: beyond uint16 but within float32's 24 bits; 2^25 is exact
+     * too; 2^24 + 1 is not. */
+    const int32_t i32[6] = {70000, -3, 16777216, 33554432, 0, 9};
+    a = open_values("i32.raw", INPUT_VALUES_INT32, 1, i32, 6, 4, QEM_OK, NULL);
+    if (a) {
+        float *got = read_all(a, QEM_DTYPE_FLOAT32, &size, &e);
+        CHECK(got && got[0] == 70000.0f && got[1] == -3.0f && got[3] == 33554432.0f);
+        free(got);
+        check_values_json(a, "int32", "float32", "-3", "33554432");
+    }
+    qem_input_close(a);
+    const int32_t odd[6] = {16777217, -1, 0, 0, 0, 0};
+    open_values("odd.raw", INPUT_VALUES_INT32, 0, odd, 6, 4, QEM_E_VALUE_RANGE,
+                "int32 values from -1 to 16777217");
+    const int32_t in_range[6] = {65535, 0, 1, 2, 3, 4};
+    a = open_values("u.raw", INPUT_VALUES_INT32, 0, in_range, 6, 4, QEM_OK, NULL);
+    CHECK(a && a->sample_type == QEM_DTYPE_UINT16);
+    qem_input_close(a);
+    /* float64: float32 bit for bit (-0.0, infinity, the quiet NaN), never
+     * uint16 even when integral; 0.1 would round. */
+    const double f64[6] = {0.25, -0.0, INFINITY, NAN, 3.0, -1024.5};
+    uint32_t bits[6];
+    a = open_values("f64.raw", INPUT_VALUES_FLOAT64, 1, f64, 6, 8, QEM_OK, NULL);
+    if (a) {
+        CHECK(a->sample_type == QEM_DTYPE_FLOAT32);
+        float *got = read_all(a, QEM_DTYPE_FLOAT32, &size, &e);
+        for (int k = 0; got && k < 6; k++) {
+            const float want = (float)f64[k];
+            memcpy(&bits[k], &got[k], 4);
+            CHECK(memcmp(&got[k], &want, 4) == 0);
+        }
+        CHECK(bits[1] == 0x80000000u && bits[3] == 0x7fc00000u);
+        free(got);
+        check_values_json(a, "float64", "float32", "-1024.5", "\"inf\"");
+    }
+    qem_input_close(a);
+    const double integral[6] = {0, 1, 2, 3, 4, 5};
+    a = open_values("f64i.raw", INPUT_VALUES_FLOAT64, 0, integral, 6, 8, QEM_OK, NULL);
+    CHECK(a && a->sample_type == QEM_DTYPE_FLOAT32);
+    qem_input_close(a);
+    const double tenth[6] = {0, 0.1, 2, 3, 4, 5};
+    open_values("f64r.raw", INPUT_VALUES_FLOAT64, 0, tenth, 6, 8, QEM_E_VALUE_RANGE,
+                "a value would round in float32");
+    /* A value changed after the open proved the rest: refused while reading. */
+    a = open_values("chg.raw", INPUT_VALUES_INT16, 0, i16, 12 / 2, 2, QEM_OK, NULL);
+    if (a) {
+        const int16_t negative = -5;
+        FILE *f = fopen(test_path("chg.raw"), "r+b");
+        CHECK(f && fseek(f, 4, SEEK_SET) == 0 && fwrite(&negative, 2, 1, f) == 1);
+        if (f)
+            fclose(f);
+        uint16_t out[6];
+        qem_error changed = {0};
+        CHECK_STATUS(qem_input_read(a, 0, 1, QEM_DTYPE_UINT16, out, sizeof out, &changed),
+                     QEM_E_CHANGED, &changed);
+        CHECK(strstr(changed.message, "detector pixel (0, 2)") != NULL);
+    }
+    qem_input_close(a);
+}
 
 /* --- issue 27: companions, .hdr depths, shapes, long XML ------------------------ */
 
@@ -1332,6 +1465,7 @@ int main(void)
     test_empad();
     test_empad_refusals();
     test_raw();
+    test_raw_values();
     test_mib_hdr_companion();
     test_mib_hdr_depth();
     test_absurd_detectors();
