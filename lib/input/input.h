@@ -56,7 +56,7 @@ typedef struct acquisition acquisition;
 
 /* A family of acquisition files. */
 typedef struct input_family {
-    const char *name; /* "npy", "hdf5", "arina", "mib", "empad", "raw" */
+    const char *name; /* "npy", "hdf5", "arina", "mib", "empad", "k2is", "frms6", "raw" */
     /* 1 if a file starting with `head` is of this family (by content,
      * never by name). NULL for families chosen otherwise (HDF5 by the
      * superblock signature, raw by the caller's options). */
