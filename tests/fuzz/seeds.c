@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 
 #include "mib_build.h"
+#include "seeds_frms6.h"
+#include "seeds_k2is.h"
 #include "qem.h"
 #include "rans/rans.h"
 
@@ -257,6 +259,9 @@ int main(int argc, char **argv)
         return 2;
     const char *shared = argv[1], *out = argv[2];
     mkdir(out, 0755);
+    static const char hyperspy_io[] = "/usr/lib/python3/dist-packages/hyperspy/tests/io";
+    seeds_k2is(shared, hyperspy_io, out);
+    seeds_frms6(shared, hyperspy_io, out);
     static const char *const qem[] = {"u8_sparse_lowdose", "u16_dense_highdose",
                                       "u16_nonsquare_masked", "f32_special_bits",
                                       "scaled_u16_regions"};

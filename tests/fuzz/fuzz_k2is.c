@@ -1,0 +1,48 @@
+/* Gatan K2 IS: eight sector files and a .gtg, the block headers, finding
+ * the first frame complete in all sectors, reads of every frame. Input:
+ * scan rows (u8), scan columns (u8), eight bytes (sector k's file starts
+ * that many blocks, modulo 4, into the body; bit 7 of the first: write a
+ * .gtg), then the body every sector file is cut from. */
+#include <string.h>
+#include <unistd.h>
+
+#include "fuzz_input.h"
+
+#define BLOCK_BYTES 22360u
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 10)
+        return 0;
+    const uint8_t *body = data + 10;
+    const size_t body_size = size - 10;
+    char sector[8][512], gtg[512];
+    for (unsigned k = 0; k < 8; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "k_%u.bin", k + 1);
+        snprintf(sector[k], sizeof sector[k], "%s", fuzz_path(name));
+        size_t skip = (size_t)(data[2 + k] % 4) * BLOCK_BYTES;
+        if (skip > body_size)
+            skip = body_size;
+        if (!fuzz_write(sector[k], body + skip, body_size - skip))
+            return 0;
+    }
+    snprintf(gtg, sizeof gtg, "%s", fuzz_path("k_.gtg"));
+    if (data[2] & 0x80) {
+        static const uint8_t dm4[8] = {0, 0, 0, 4, 0, 0, 0, 0};
+        if (!fuzz_write(gtg, dm4, sizeof dm4))
+            return 0;
+    } else {
+        unlink(gtg);
+    }
+    input_options o;
+    memset(&o, 0, sizeof o);
+    o.scan_shape[0] = data[0];
+    o.scan_shape[1] = data[1];
+    acquisition *a = NULL;
+    qem_error e;
+    if (qem_input_open(sector[data[3] % 8], &o, &a, &e) == QEM_OK)
+        fuzz_acquisition_exercise(a);
+    qem_input_close(a);
+    return 0;
+}

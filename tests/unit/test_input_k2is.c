@@ -1,0 +1,363 @@
+/* The Gatan K2 IS family (lib/input/k2is.c). No public K2 IS acquisition
+ * exists here: the sector files are built (tests/common/k2frms_build.c)
+ * from the format as LiberTEM's reader documents it, and each fact used is
+ * checked below with its source:
+ *   [L] LiberTEM, src/libertem/io/dataset/k2is.py (HEADER_SIZE, BLOCK_SIZE,
+ *       BLOCK_SHAPE, BLOCKS_PER_SECTOR_PER_FRAME, NUM_SECTORS, SECTOR_SIZE,
+ *       DataBlock.header_dtype, DataBlock.is_valid, decode_uint12_le,
+ *       DataBlock.copy_to_frame, _k2is_read_ranges_tile_block, K2Syncer,
+ *       SHUTTER_ACTIVE_MASK), https://github.com/LiberTEM/LiberTEM
+ *   [T] LiberTEM's tests, tests/io/datasets/test_k2is.py (file names
+ *       Capture52_.gtg, <name>_1.bin ...; the 1860 x 2048 frame).
+ * Every frame read is compared bit for bit with the values the builder
+ * packed; one refusal per rule. */
+#include <errno.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "common/sha256.h"
+#include "input/input.h"
+#include "k2frms_build.h"
+#include "test_util.h"
+
+static acquisition *open_ok(const char *path, const input_options *o)
+{
+    acquisition *a = NULL;
+    qem_error e = {0};
+    CHECK_OK(qem_input_open(path, o, &a, &e), &e);
+    return a;
+}
+
+static void refused(const char *path, const input_options *o, qem_status status,
+                    const char *needle)
+{
+    acquisition *a = NULL;
+    qem_error e = {0};
+    CHECK_STATUS(qem_input_open(path, o, &a, &e), status, &e);
+    CHECK(a == NULL);
+    if (needle && !strstr(e.message, needle)) {
+        CHECK(!"the refusal names what is wrong");
+        fprintf(stderr, "  missing '%s' in: %s\n", needle, e.message);
+    }
+    qem_input_close(a);
+}
+
+static input_options scan(uint64_t rows, uint64_t columns)
+{
+    input_options o;
+    memset(&o, 0, sizeof o);
+    o.scan_shape[0] = rows;
+    o.scan_shape[1] = columns;
+    return o;
+}
+
+static const char *in(const char *dir, const char *name)
+{
+    static char paths[64][1024];
+    static int next;
+    char *p = paths[next++ % 64];
+    snprintf(p, sizeof paths[0], "%s/%s", dir, name);
+    return p;
+}
+
+static const char *fresh_dir(const char *name)
+{
+    const char *d = test_path(name);
+    CHECK(mkdir(d, 0755) == 0);
+    return d;
+}
+
+static void patch(const char *path, uint64_t offset, const void *bytes, size_t n)
+{
+    FILE *f = fopen(path, "r+b");
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    CHECK(fseek(f, (long)offset, SEEK_SET) == 0);
+    CHECK(fwrite(bytes, 1, n, f) == n);
+    fclose(f);
+}
+
+static void file_sha256(const char *path, uint8_t d[32])
+{
+    size_t n = 0;
+    uint8_t *data = read_file(path, &n);
+    CHECK(data != NULL);
+    CHECK(qem_sha256_oneshot(data ? data : (const uint8_t *)"", data ? n : 0, d) == 0);
+    free(data);
+}
+
+/* The facts of the format, as [L] states them. */
+static void test_format_facts(void)
+{
+    /* [L] BLOCK_SIZE = 0x5758, HEADER_SIZE = 40, BLOCK_SHAPE = (930, 16):
+     * the pixel data is 930 x 16 values of 12 bits. */
+    CHECK_EQ_U64(K2B_BLOCK_BYTES, 0x5758);
+    CHECK_EQ_U64(K2B_BLOCK_BYTES - K2B_HEADER_BYTES, 930 * 16 * 12 / 8);
+    /* [L] SECTOR_SIZE = (2 * 930, 256), NUM_SECTORS = 8, 32 blocks per
+     * sector per frame: 32 cells of 930 x 16 tile a 1860 x 256 sector,
+     * and the frame is 1860 x 2048 ([T]: shape (34, 35, 1860, 2048)). */
+    CHECK_EQ_U64(K2B_BLOCKS_PER_FRAME * 930 * 16, 1860 * 256);
+    CHECK_EQ_U64(K2B_ROWS, 2 * 930);
+    CHECK_EQ_U64(K2B_COLUMNS, 8 * 256);
+    /* [L] header_dtype: big-endian sync u4 (0xFFFF0055), 4 padding bytes,
+     * version u1, flags u1 (bit 0: shutter active), 6 padding bytes,
+     * block_count u4, width u2 (256), height u2 (1860), frame_id u4,
+     * pixel_x_start, pixel_y_start, pixel_x_end, pixel_y_end u2 (within
+     * the sector, last pixel inclusive), block_size u4: 40 bytes. */
+    uint8_t h[40];
+    k2b_header(h, 3, 17, 0x01020304u, 77, 1);
+    CHECK(h[0] == 0xFF && h[1] == 0xFF && h[2] == 0x00 && h[3] == 0x55);
+    CHECK(h[9] == 0x01);
+    CHECK(h[20] == 0x01 && h[21] == 0x00 && h[22] == 0x07 && h[23] == 0x44); /* 256, 1860 */
+    CHECK(h[24] == 1 && h[25] == 2 && h[26] == 3 && h[27] == 4);
+    /* [L] _k2is_read_ranges_tile_block: block b of a sector frame lies at
+     * x 16 * (15 - b % 16), y 930 * (b / 16); block 17 is x 224, y 930. */
+    CHECK((h[28] << 8 | h[29]) == 224 && (h[30] << 8 | h[31]) == 930);
+    CHECK((h[32] << 8 | h[33]) == 239 && (h[34] << 8 | h[35]) == 1859);
+    CHECK(h[36] == 0 && h[37] == 0 && h[38] == 0x57 && h[39] == 0x58);
+}
+
+/* Reads every frame and compares it with the builder's values of frames
+ * first_id, first_id + 1, ...; hashing while reading as a save does. */
+static void check_frames(acquisition *a, uint64_t first_id)
+{
+    const uint64_t frames = a->shape[0] * a->shape[1];
+    const size_t values = (size_t)K2B_ROWS * K2B_COLUMNS;
+    uint16_t *frame = malloc(values * 2);
+    CHECK(frame != NULL);
+    qem_error e = {0};
+    CHECK_OK(qem_input_stream_begin(a, &e), &e);
+    uint64_t wrong = 0;
+    for (uint64_t f = 0; frame && f < frames; f++) {
+        CHECK_OK(qem_input_read(a, f, 1, QEM_DTYPE_UINT16, frame, values * 2, &e), &e);
+        /* [L] copy_to_frame: sector k's pixel (y, x) is frame pixel
+         * (y, 256 k + x); decode_uint12_le unpacks the 12-bit pairs. */
+        for (uint64_t y = 0; y < K2B_ROWS; y++)
+            for (uint64_t x = 0; x < K2B_COLUMNS; x++)
+                wrong += frame[y * K2B_COLUMNS + x] != k2b_value(first_id + f, y, x);
+    }
+    CHECK_EQ_U64(wrong, 0);
+    free(frame);
+    CHECK_OK(qem_input_stream_finish(a, NULL, NULL, &e), &e);
+    CHECK(a->authenticated);
+    for (size_t i = 0; i < a->member_count; i++) {
+        uint8_t d[32];
+        file_sha256(a->members[i].path, d);
+        CHECK(a->members[i].hashed && memcmp(a->members[i].sha256, d, 32) == 0);
+    }
+}
+
+static int64_t fact_int(const acquisition *a, const char *key)
+{
+    json_t *v = json_object_get(a->facts, key);
+    CHECK(json_is_integer(v));
+    return json_integer_value(v);
+}
+
+/* Eight sectors starting mid-frame, one starting a frame later, partial
+ * frames at the ends, frames before the shutter opens, and a .gtg. */
+static void test_acquisition(void)
+{
+    const char *dir = fresh_dir("k2");
+    k2b_options o;
+    memset(&o, 0, sizeof o);
+    o.first_id = 57;
+    o.before = 2;
+    o.frames = 4;
+    o.write_gtg = 1;
+    for (unsigned s = 0; s < 8; s++) {
+        o.lead_blocks[s] = (s * 5) % 32;
+        o.trail_blocks[s] = (s * 7) % 32;
+    }
+    o.skip_frames[2] = 1; /* sector 3 begins at frame 58 */
+    CHECK(k2b_write(dir, "Capture52_", &o) == 0);
+    const input_options two = scan(2, 2);
+    /* Any sector file opens the acquisition. */
+    acquisition *a = open_ok(in(dir, "Capture52_5.bin"), &two);
+    if (!a)
+        return;
+    CHECK(!strcmp(a->family->name, "k2is"));
+    CHECK_EQ_U64(a->shape[0], 2);
+    CHECK_EQ_U64(a->shape[1], 2);
+    CHECK_EQ_U64(a->shape[2], 1860);
+    CHECK_EQ_U64(a->shape[3], 2048);
+    CHECK(a->sample_type == QEM_DTYPE_UINT16);
+    CHECK_EQ_U64(a->flagged_count, 0);
+    /* The sectors in order (the first the master), then the .gtg. */
+    CHECK_EQ_U64(a->member_count, 9);
+    if (a->member_count == 9) {
+        CHECK(a->members[0].is_master && strstr(a->members[0].path, "Capture52_1.bin"));
+        CHECK(!a->members[7].is_master && strstr(a->members[7].path, "Capture52_8.bin"));
+        CHECK(strstr(a->members[8].path, "Capture52_.gtg") != NULL);
+    }
+    /* The first frame complete in all sectors is 58 (sector 3 starts
+     * there); 59 is the first with the shutter-active flag ([L] K2Syncer
+     * syncs to it). */
+    CHECK_EQ_U64(fact_int(a, "first_complete_frame_id"), 58);
+    CHECK_EQ_U64(fact_int(a, "first_frame_id"), 59);
+    CHECK_EQ_U64(fact_int(a, "frames_before_shutter"), 1);
+    CHECK_EQ_U64(fact_int(a, "frames"), 4);
+    CHECK_EQ_U64(fact_int(a, "last_frame_id"), 62);
+    CHECK_EQ_U64(fact_int(a, "block_version"), 2);
+    CHECK(json_string_value(json_object_get(a->facts, "gtg_file")) &&
+          !strcmp(json_string_value(json_object_get(a->facts, "gtg_file")), "Capture52_.gtg"));
+    CHECK_EQ_U64(json_array_size(json_object_get(a->facts, "sector_files")), 8);
+    check_frames(a, 59);
+    /* A window of frames from the middle, out of order. */
+    uint16_t *two_frames = malloc((size_t)2 * K2B_ROWS * K2B_COLUMNS * 2);
+    qem_error e = {0};
+    CHECK_OK(qem_input_read(a, 1, 2, QEM_DTYPE_UINT16, two_frames,
+                            (size_t)2 * K2B_ROWS * K2B_COLUMNS * 2, &e),
+             &e);
+    CHECK(two_frames[0] == k2b_value(60, 0, 0));
+    CHECK(two_frames[(size_t)K2B_ROWS * K2B_COLUMNS + 1859 * 2048 + 2047] ==
+          k2b_value(61, 1859, 2047));
+    free(two_frames);
+    json_t *meta = qem_input_source_metadata(a);
+    CHECK(json_object_get(meta, "k2is") != NULL);
+    json_decref(meta);
+    qem_input_close(a);
+
+    /* The scan shape is the caller's: four frames and none given. */
+    refused(in(dir, "Capture52_1.bin"), NULL, QEM_E_LAYOUT, "--scan-shape");
+    const input_options three = scan(1, 3);
+    refused(in(dir, "Capture52_1.bin"), &three, QEM_E_LAYOUT, "does not match");
+    /* The .gtg is a DM4-style tag file, refused as one (a .bin opens). */
+    refused(in(dir, "Capture52_.gtg"), &two, QEM_E_UNSUPPORTED, "Digital Micrograph");
+}
+
+/* No block carries the shutter-active flag: every complete frame. */
+static void test_no_shutter(void)
+{
+    const char *dir = fresh_dir("k2-noshutter");
+    k2b_options o;
+    memset(&o, 0, sizeof o);
+    o.first_id = 1;
+    o.before = 1;
+    o.frames = 1;
+    o.no_shutter = 1;
+    CHECK(k2b_write(dir, "t", &o) == 0);
+    const input_options two = scan(1, 2);
+    acquisition *a = open_ok(in(dir, "t1.bin"), &two);
+    if (!a)
+        return;
+    CHECK_EQ_U64(fact_int(a, "first_frame_id"), 1);
+    CHECK_EQ_U64(fact_int(a, "shutter_active_frames"), 0);
+    CHECK_EQ_U64(a->member_count, 8); /* no .gtg */
+    check_frames(a, 1);
+    qem_input_close(a);
+}
+
+static void copy_file(const char *from, const char *to)
+{
+    size_t n = 0;
+    uint8_t *b = read_file(from, &n);
+    CHECK(b != NULL && write_file(to, b, n));
+    free(b);
+}
+
+static void test_refusals(void)
+{
+    const char *dir = fresh_dir("k2-bad");
+    k2b_options o;
+    memset(&o, 0, sizeof o);
+    o.first_id = 10;
+    o.frames = 2;
+    o.write_gtg = 1;
+    CHECK(k2b_write(dir, "r_", &o) == 0);
+    const input_options one = scan(1, 2);
+    const char *s1 = in(dir, "r_1.bin"), *s4 = in(dir, "r_4.bin");
+    acquisition *a = open_ok(s1, &one);
+    qem_input_close(a);
+    const char *keep = test_path("k2-keep.bin");
+    copy_file(s4, keep);
+    uint8_t b[4];
+
+    /* Truncated: a sector shorter than one frame. */
+    CHECK(truncate(s4, 1000) == 0);
+    refused(s1, &one, QEM_E_FILE_LENGTH, "r_4.bin");
+    copy_file(keep, s4);
+    /* A sync pattern broken inside the frame. */
+    patch(s4, 5 * K2B_BLOCK_BYTES, "\x12\x34\x56\x78", 4);
+    refused(s1, &one, QEM_E_LAYOUT, "sync");
+    copy_file(keep, s4);
+    /* A block of another frame inside the frame (one lost). */
+    memcpy(b, "\x00\x00\x00\x0d", 4);
+    patch(s4, 41 * K2B_BLOCK_BYTES + 24, b, 4);
+    refused(s1, &one, QEM_E_LAYOUT, "belongs to frame 13");
+    copy_file(keep, s4);
+    /* Two blocks covering one cell. */
+    patch(s4, 9 * K2B_BLOCK_BYTES + 28, "\x00\xf0\x00\x00\x00\xff\x03\xa1", 8);
+    refused(s1, &one, QEM_E_LAYOUT, "second time");
+    copy_file(keep, s4);
+    /* A cell off the grid. */
+    patch(s4, 9 * K2B_BLOCK_BYTES + 28, "\x00\x01", 2);
+    refused(s1, &one, QEM_E_LAYOUT, "16 x 930 cell");
+    copy_file(keep, s4);
+    /* Variants: another sector width, another block size. */
+    patch(s4, 20, "\x02\x00", 2);
+    refused(s1, &one, QEM_E_UNSUPPORTED, "1860 x 256");
+    copy_file(keep, s4);
+    patch(s4, 36, "\x00\x00\x57\x59", 4);
+    refused(s1, &one, QEM_E_UNSUPPORTED, "22360");
+    copy_file(keep, s4);
+
+    /* Sectors of two acquisitions (no frame in common). */
+    const char *other = fresh_dir("k2-other");
+    k2b_options p = o;
+    p.first_id = 500;
+    p.write_gtg = 0;
+    CHECK(k2b_write(other, "r_", &p) == 0);
+    copy_file(in(other, "r_4.bin"), s4);
+    refused(s1, &one, QEM_E_LAYOUT, "share no whole frame");
+    copy_file(keep, s4);
+
+    /* A companion missing. */
+    CHECK(rename(s4, keep) == 0);
+    refused(s1, &one, QEM_E_IO, "r_4.bin");
+    /* A companion outside the folder, through a symlink. */
+    CHECK(symlink(keep, s4) == 0);
+    refused(s1, &one, QEM_E_LAYOUT, "outside");
+    CHECK(unlink(s4) == 0);
+    copy_file(keep, s4);
+    const char *gtg = in(dir, "r_.gtg");
+    CHECK(rename(gtg, test_path("k2-keep.gtg")) == 0);
+    CHECK(symlink(test_path("k2-keep.gtg"), gtg) == 0);
+    refused(s1, &one, QEM_E_LAYOUT, "outside");
+    CHECK(unlink(gtg) == 0);
+    /* A companion that is not a regular file. */
+    CHECK(mkdir(gtg, 0755) == 0);
+    refused(s1, &one, QEM_E_LAYOUT, "not a regular file");
+    CHECK(rmdir(gtg) == 0);
+    /* (Names are made from the opened one, so a "../" cannot occur.) */
+
+    /* Names that are not a sector's. */
+    copy_file(s1, in(dir, "plain.bin"));
+    refused(in(dir, "plain.bin"), &one, QEM_E_LAYOUT, "<name>1.bin");
+    copy_file(s1, in(dir, "r_9.bin"));
+    refused(in(dir, "r_9.bin"), &one, QEM_E_LAYOUT, "<name>1.bin");
+
+    /* Changed after being described: the read says so. */
+    a = open_ok(s1, &one);
+    if (a) {
+        patch(s4, 3 * K2B_BLOCK_BYTES + 24, "\x00\x00\x00\x0c", 4);
+        uint16_t *frame = malloc((size_t)K2B_ROWS * K2B_COLUMNS * 2);
+        qem_error e = {0};
+        CHECK_STATUS(qem_input_read(a, 0, 1, QEM_DTYPE_UINT16, frame,
+                                    (size_t)K2B_ROWS * K2B_COLUMNS * 2, &e),
+                     QEM_E_CHANGED, &e);
+        free(frame);
+        qem_input_close(a);
+    }
+}
+
+int main(void)
+{
+    test_format_facts();
+    test_acquisition();
+    test_no_shutter();
+    test_refusals();
+    return test_finish("unit_input_k2is");
+}
