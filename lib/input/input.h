@@ -7,7 +7,9 @@
  *
  * Families: npy.c, hdf5.c (a dense dataset), arina.c (Dectris Arina/Eiger
  * master + data files), mib.c (Quantum Detectors Merlin), empad.c (EMPAD
- * XML + raw), raw.c (raw binary described by options). The HDF5 families
+ * XML + raw), tvips.c (TVIPS recorder streams and their parts), seq.c (Norpix
+ * StreamPix .seq as Direct Electron cameras write it, Celeritas halves
+ * paired), raw.c (raw binary described by options). The HDF5 families
  * share hdf5_util.c and use libhdf5, which Debian builds without thread
  * safety: use one acquisition from one thread at a time. */
 #ifndef QEM_INPUT_INPUT_H
@@ -130,7 +132,8 @@ void qem_input_member_read(input_member *m, int fd, uint64_t offset, const void 
 void qem_input_fact(acquisition *a, const char *key, json_t *value);
 
 extern const input_family qem_input_family_npy, qem_input_family_hdf5, qem_input_family_arina,
-    qem_input_family_mib, qem_input_family_empad, qem_input_family_raw;
+    qem_input_family_mib, qem_input_family_empad, qem_input_family_tvips, qem_input_family_seq,
+    qem_input_family_raw;
 
 /* A companion: a file that another file of the acquisition names or implies
  * (an Arina data link, an EMPAD raw file, a Merlin .hdr). One containment
