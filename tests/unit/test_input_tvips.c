@@ -170,7 +170,8 @@ static void fresh(const char *p, const tvipsb_options *o)
 static void test_refusals(void)
 {
     CHECK(mkdir(test_path("s"), 0755) == 0);
-    const char *p = test_path("s/r_000.tvips");
+    char p[1024];
+    snprintf(p, sizeof p, "%s", test_path("s/r_000.tvips"));
     char part1[1024], part2[1024];
     tvipsb_part_path(p, 1, part1, sizeof part1);
     tvipsb_part_path(p, 2, part2, sizeof part2);
@@ -246,7 +247,8 @@ static void test_refusals(void)
 /* A part replaced while reading is caught. */
 static void test_changed(void)
 {
-    const char *p = test_path("c_000.tvips");
+    char p[1024];
+    snprintf(p, sizeof p, "%s", test_path("c_000.tvips"));
     const tvipsb_options base = {.width = 4, .height = 2, .bits = 16, .frames = 4,
                                  .frames_per_part = 2};
     CHECK(tvipsb_write(p, &base) == 0);
