@@ -275,13 +275,17 @@ static qem_status optional_companion(acquisition *a, const char *owner, const ch
                                      qem_error *error)
 {
     char *dir = qem_path_dirname(owner);
-    if (!dir)
-        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
-    char full[2 * SEQ_NAME_MAX + 2];
-    snprintf(full, sizeof full, "%s/%s", dir, name);
+    const size_t size = dir ? strlen(dir) + strlen(name) + 2 : 0;
+    char *full = dir ? malloc(size) : NULL;
+    if (full)
+        snprintf(full, size, "%s/%s", dir, name);
     free(dir);
+    if (!full)
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     struct stat ls;
-    if (lstat(full, &ls) != 0)
+    const int present = lstat(full, &ls) == 0;
+    free(full);
+    if (!present)
         return QEM_OK;
     char what[SEQ_NAME_MAX + 64];
     snprintf(what, sizeof what, "the %s companion", key);

@@ -138,11 +138,17 @@ static qem_status add_parts(acquisition *a, const char *path, const tvips_name *
     };
     unsigned k = 1;
     for (; k < TVIPS_MAX_PARTS; k++) {
-        char name[600], full[4700];
+        char name[600];
         snprintf(name, sizeof name, "%s%03u%s", t->prefix, k, t->ext);
-        snprintf(full, sizeof full, "%s/%s", t->dir, name);
+        const size_t size = strlen(t->dir) + strlen(name) + 2;
+        char *full = malloc(size);
+        if (!full)
+            return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+        snprintf(full, size, "%s/%s", t->dir, name);
         struct stat ls;
-        if (lstat(full, &ls) != 0)
+        const int present = lstat(full, &ls) == 0;
+        free(full);
+        if (!present)
             break;
         char *member = NULL;
         QEM_TRY(qem_input_companion_path(&c, name, &member, error));

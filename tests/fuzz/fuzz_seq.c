@@ -29,11 +29,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const int pair = data[2] & 1;
     size_t at = 3;
     size_t xml = fuzz_u32(data, size, &at);
+    if (at > size)
+        at = size;
     if (xml > size - at)
         xml = size - at;
     const uint8_t *xml_bytes = data + at;
     at += xml;
     size_t second = fuzz_u32(data, size, &at);
+    if (at > size)
+        at = size;
     if (second > size - at)
         second = size - at;
     const uint8_t *second_bytes = data + at;

@@ -24,6 +24,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             continue;
         }
         size_t n = fuzz_u32(data, size, &at);
+        if (at > size)
+            at = size;
         if (n > size - at)
             n = size - at;
         if (!fuzz_write(path, data + at, n))
