@@ -334,7 +334,8 @@ static qem_status read_prebuffer(const char *xml_path, uint64_t *out, json_t **f
     for (const char *p = text ? text : ""; *p >= '0' && *p <= '9' && digits < 10; p++, digits++)
         v = v * 10 + (uint64_t)(*p - '0');
     if (!text)
-        st = qem_fail(error, json_object_get(parsed.facts, "_truncated") ? QEM_E_LIMIT : QEM_E_LAYOUT,
+        st = qem_fail(error,
+                      json_object_get(parsed.facts, "_truncated") ? QEM_E_LIMIT : QEM_E_LAYOUT,
                       "'%s' states no FileInfo/SegmentPreBuffer (how many frames each stored "
                       "image of a Celeritas recording holds)",
                       xml_path);
