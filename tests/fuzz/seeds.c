@@ -11,6 +11,11 @@
 #include "seeds_k2is.h"
 #include "qem.h"
 #include "rans/rans.h"
+#include "seeds_seq.h"
+#include "seeds_tvips.h"
+
+/* Where Debian's python3-hyperspy keeps HyperSpy's test files. */
+#define HYPERSPY_IO "/usr/lib/python3/dist-packages/hyperspy/tests/io"
 
 static uint8_t *slurp(const char *path, size_t *size)
 {
@@ -259,9 +264,6 @@ int main(int argc, char **argv)
         return 2;
     const char *shared = argv[1], *out = argv[2];
     mkdir(out, 0755);
-    static const char hyperspy_io[] = "/usr/lib/python3/dist-packages/hyperspy/tests/io";
-    seeds_k2is(shared, hyperspy_io, out);
-    seeds_frms6(shared, hyperspy_io, out);
     static const char *const qem[] = {"u8_sparse_lowdose", "u16_dense_highdose",
                                       "u16_nonsquare_masked", "f32_special_bits",
                                       "scaled_u16_regions"};
@@ -430,5 +432,10 @@ int main(int argc, char **argv)
         put(out, "cli_args", name, command_lines[i], strlen(command_lines[i]), NULL, 0);
     }
     input_seeds(shared, out);
+    /* The families of issue 30, each from its own file. */
+    seeds_k2is(shared, HYPERSPY_IO, out);
+    seeds_frms6(shared, HYPERSPY_IO, out);
+    seeds_tvips(shared, HYPERSPY_IO, out);
+    seeds_seq(shared, HYPERSPY_IO, out);
     return 0;
 }
