@@ -497,6 +497,9 @@ static int has_hdf5_signature(int fd, uint64_t size)
 /* Formats qem recognises but reads elsewhere: named in the refusal. */
 static const char *foreign_format(const uint8_t *h, size_t n)
 {
+    /* A big-endian MRC file of 3 or 4 columns starts as DM3/DM4 do. */
+    if (qem_input_family_mrc.recognises(h, n))
+        return NULL;
     if (n >= 8 && !memcmp(h, "QGPUH5\0\x01", 8))
         return "a Lossless Pack Format v1 file; export it to .npy first, or use it as it is";
     if (n >= 8 && !memcmp(h, "QEMDATA1", 8))

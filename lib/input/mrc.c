@@ -178,7 +178,8 @@ static qem_status mrc_describe(acquisition *a, const char *path, const uint8_t *
     uint8_t b[MRC_HEADER_BYTES];
     QEM_TRY(qem_pread_full(s->fd, b, sizeof b, 0, QEM_E_CHANGED, error));
 
-    /* MACHST: 0x44 0x44 (or 0x44 0x41) little-endian, 0x11 0x11 big-endian. */
+    /* MACHST: 0x44 0x44 little-endian, 0x11 0x11 big-endian (MRC2014); 0x44
+     * 0x41, CCP4's little-endian stamp, as mrcfile reads it. */
     const uint8_t *stamp = b + 212;
     if (stamp[0] == 0x44 && (stamp[1] == 0x44 || stamp[1] == 0x41))
         s->big_endian = 0;
