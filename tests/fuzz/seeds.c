@@ -9,6 +9,11 @@
 #include "mib_build.h"
 #include "qem.h"
 #include "rans/rans.h"
+#include "seeds_blo.h"
+#include "seeds_mrc.h"
+
+/* HyperSpy's test files (python3-hyperspy): real blockfiles. */
+#define HYPERSPY_IO "/usr/lib/python3/dist-packages/hyperspy/tests/io"
 
 static uint8_t *slurp(const char *path, size_t *size)
 {
@@ -425,5 +430,7 @@ int main(int argc, char **argv)
         put(out, "cli_args", name, command_lines[i], strlen(command_lines[i]), NULL, 0);
     }
     input_seeds(shared, out);
+    seeds_blo(shared, HYPERSPY_IO, out);
+    seeds_mrc(shared, HYPERSPY_IO, out);
     return 0;
 }
