@@ -52,9 +52,14 @@ PYEOF
     contains "$T/out" '"sample_type": "uint8"'
     contains "$T/out" "\"file\": \"$stem.blo\""
     contains "$T/out" '"scan_sampling_row"'
-    "$PY" -c 'import json,sys; print(",".join(str(d) for d in json.load(open(sys.argv[1]))["shape"]))' \
-        "$T/out" >"$T/qshape"
-    if [ "$(cat "$T/qshape")" = "$shape" ]; then ok; else bad "$stem: qem's shape $(cat "$T/qshape"), HyperSpy's $shape"; fi
+    "$PY" -c 'import json, sys
+print(",".join(str(d) for d in json.load(open(sys.argv[1]))["shape"]))' "$T/out" >"$T/qshape"
+    qshape=$(cat "$T/qshape")
+    if [ "$qshape" = "$shape" ]; then
+        ok
+    else
+        bad "$stem: qem's shape $qshape, HyperSpy's $shape"
+    fi
     expect 0 "$stem inspect" -- "$QEM" inspect "$B"
     contains "$T/out" "blo"
     contains "$T/out" "$stem.blo"
