@@ -457,10 +457,12 @@ void qem_input_fact(acquisition *a, const char *key, json_t *value)
 
 /* --- recognising ------------------------------------------------------------------ */
 
+/* MRC before EMPAD: an MRC whose NX is 60 starts with '<'. */
 static const input_family *const families[] = {
     &qem_input_family_npy,   &qem_input_family_hdf5,  &qem_input_family_mib,
-    &qem_input_family_empad, &qem_input_family_k2is,  &qem_input_family_frms6,
-    &qem_input_family_tvips, &qem_input_family_seq,   &qem_input_family_raw};
+    &qem_input_family_blo,   &qem_input_family_mrc,   &qem_input_family_empad,
+    &qem_input_family_k2is,  &qem_input_family_frms6, &qem_input_family_tvips,
+    &qem_input_family_seq,   &qem_input_family_raw};
 
 /* Families of HDF5 files that claim theirs before the dataset family
  * (qem_input_family_hdf5) takes the rest. */
@@ -497,6 +499,9 @@ static int has_hdf5_signature(int fd, uint64_t size)
 /* Formats qem recognises but reads elsewhere: named in the refusal. */
 static const char *foreign_format(const uint8_t *h, size_t n)
 {
+    /* A big-endian MRC file of 3 or 4 columns starts as DM3/DM4 do. */
+    if (qem_input_family_mrc.recognises(h, n))
+        return NULL;
     if (n >= 8 && !memcmp(h, "QGPUH5\0\x01", 8))
         return "a Lossless Pack Format v1 file; export it to .npy first, or use it as it is";
     if (n >= 8 && !memcmp(h, "QEMDATA1", 8))
@@ -509,11 +514,6 @@ static const char *foreign_format(const uint8_t *h, size_t n)
         return "a TIFF image; qem reads 4D acquisitions";
     if (n >= 4 && h[0] == 0x49 && h[1] == 0x49 && h[2] == 0x97 && h[3] == 0x01)
         return "a FEI/TIA SER file; read it with HyperSpy and save it with the qem Python package";
-    if (n >= 8 && !memcmp(h, "IMGBLO", 6))
-        return "a NanoMegas blockfile; read it with HyperSpy and save it with the qem Python "
-               "package";
-    if (n >= 212 && !memcmp(h + 208, "MAP ", 4))
-        return "an MRC file; read it with HyperSpy and save it with the qem Python package";
     return NULL;
 }
 

@@ -7,7 +7,8 @@
  *
  * Families: npy.c, hdf5.c (a dense dataset), arina.c (Dectris Arina/Eiger
  * master + data files), mib.c (Quantum Detectors Merlin), empad.c (EMPAD
- * XML + raw), k2is.c (Gatan K2 IS sector files), frms6.c (PNDetector pnCCD
+ * XML + raw), blo.c (NanoMegas blockfiles), mrc.c (MRC2014 frame stacks),
+ * k2is.c (Gatan K2 IS sector files), frms6.c (PNDetector pnCCD
  * .frms6 + .hdr), tvips.c (TVIPS recorder streams and their parts), seq.c
  * (Norpix StreamPix .seq as Direct Electron cameras write it, Celeritas
  * halves paired), raw.c (raw binary described by options). The HDF5 families
@@ -77,7 +78,7 @@ typedef struct acquisition acquisition;
 
 /* A family of acquisition files. */
 typedef struct input_family {
-    const char *name; /* "npy", "hdf5", "arina", "mib", "empad", "k2is", "frms6", "raw" */
+    const char *name; /* "npy", "hdf5", "arina", "mib", "empad", "k2is", "mrc", ..., "raw" */
     /* 1 if a file starting with `head` is of this family (by content,
      * never by name). NULL for families chosen otherwise (HDF5 by the
      * superblock signature, raw by the caller's options). */
@@ -167,7 +168,8 @@ void qem_input_fact(acquisition *a, const char *key, json_t *value);
 
 extern const input_family qem_input_family_npy, qem_input_family_hdf5, qem_input_family_arina,
     qem_input_family_mib, qem_input_family_empad, qem_input_family_raw, qem_input_family_k2is,
-    qem_input_family_frms6, qem_input_family_tvips, qem_input_family_seq;
+    qem_input_family_frms6, qem_input_family_tvips, qem_input_family_seq, qem_input_family_blo,
+    qem_input_family_mrc;
 
 /* A companion: a file that another file of the acquisition names or implies
  * (an Arina data link, an EMPAD raw file, a Merlin .hdr). One containment

@@ -7,10 +7,12 @@
 #include <sys/stat.h>
 
 #include "mib_build.h"
-#include "seeds_frms6.h"
-#include "seeds_k2is.h"
 #include "qem.h"
 #include "rans/rans.h"
+#include "seeds_blo.h"
+#include "seeds_frms6.h"
+#include "seeds_k2is.h"
+#include "seeds_mrc.h"
 #include "seeds_seq.h"
 #include "seeds_tvips.h"
 
@@ -437,5 +439,7 @@ int main(int argc, char **argv)
     seeds_frms6(shared, HYPERSPY_IO, out);
     seeds_tvips(shared, HYPERSPY_IO, out);
     seeds_seq(shared, HYPERSPY_IO, out);
+    seeds_blo(shared, HYPERSPY_IO, out);
+    seeds_mrc(shared, HYPERSPY_IO, out);
     return 0;
 }
