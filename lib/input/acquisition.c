@@ -459,7 +459,7 @@ void qem_input_fact(acquisition *a, const char *key, json_t *value)
 
 static const input_family *const families[] = {&qem_input_family_npy, &qem_input_family_hdf5,
                                                &qem_input_family_mib, &qem_input_family_empad,
-                                               &qem_input_family_raw};
+                                               &qem_input_family_csr, &qem_input_family_raw};
 
 /* Families of HDF5 files that claim theirs before the dataset family
  * (qem_input_family_hdf5) takes the rest. */
