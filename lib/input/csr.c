@@ -359,6 +359,8 @@ static qem_status toml_array(toml_parser *p, toml_entry *e)
         toml_skip_space(p);
         if (toml_peek(p, 0) == ',')
             p->at++;
+        else if (toml_peek(p, 0) < 0)
+            return toml_fail(p, QEM_E_LAYOUT, "an array that does not end");
         else if (toml_peek(p, 0) != ']')
             return toml_fail(p, QEM_E_LAYOUT, "an array whose items are not separated by ','");
     }
@@ -825,6 +827,10 @@ static qem_status open_array(acquisition *a, const char *path, const toml_doc *d
     QEM_TRY(string_of(d, table, role, path, &name, error));
     QEM_TRY(string_of(d, table, dtype_key, path, &dtype, error));
     QEM_TRY(parse_dtype(dtype, path, dtype_key, &arr->type, error));
+    if (arr->type.kind == 'f' && strcmp(role, "data_file") != 0)
+        return qem_fail(error, QEM_E_UNSUPPORTED,
+                        "'%s' gives %s as %s; row pointers and pixel indices are integers", path,
+                        role, arr->type.name);
     char subject[600];
     snprintf(subject, sizeof subject, "'%s' names as %s", path, role);
     const input_companion c = {
@@ -888,12 +894,6 @@ static qem_status describe_arrays(acquisition *a, csr_state *s, const char *path
     QEM_TRY(open_array(a, path, d, filetype, "indices_file", "indices_dtype", &s->indices,
                        error));
     QEM_TRY(open_array(a, path, d, filetype, "data_file", "data_dtype", &s->data, error));
-    const csr_array *ints[2] = {&s->indptr, &s->indices};
-    for (int k = 0; k < 2; k++)
-        if (ints[k]->type.kind == 'f')
-            return qem_fail(error, QEM_E_UNSUPPORTED,
-                            "'%s' gives %s as %s; row pointers and pixel indices are integers",
-                            path, ints[k]->role, ints[k]->type.name);
     const char *indptr_file = a->members[s->indptr.member].path;
     if (s->indptr.count < 2)
         return qem_fail(error, QEM_E_LAYOUT,
