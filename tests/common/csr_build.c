@@ -220,10 +220,11 @@ int csrb_write(const char *path, const csrb_set *s, const csrb_options *o)
     uint8_t *buf = malloc(s->entries * s->size + 1);
     if (!buf)
         return -1;
+    const uint16_t one = 1;
+    const int swap = d.big != (*(const uint8_t *)&one == 0); /* the host's order or not */
     for (uint64_t e = 0; e < s->entries; e++)
         for (size_t b = 0; b < s->size; b++)
-            buf[e * s->size + b] =
-                s->values[e * s->size + (d.big ? s->size - 1 - b : b)]; /* host: little */
+            buf[e * s->size + b] = s->values[e * s->size + (swap ? s->size - 1 - b : b)];
     beside(path, files[2], file, sizeof file);
     rc = write_bytes(file, buf, s->entries * s->size);
     free(buf);

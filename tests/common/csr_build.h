@@ -37,9 +37,10 @@ int csrb_from_entries(csrb_set *s, char kind, size_t size, uint64_t frames, uint
 void csrb_free(csrb_set *s);
 
 typedef struct csrb_options {
-    const char *indptr_file, *indices_file, *data_file; /* NULL: indptr.raw, coords.raw, values.raw */
-    const char *indptr_dtype, *indices_dtype, *data_dtype; /* numpy strings; NULL: "<i4", "<i4",
-                                                             the set's little-endian type */
+    /* File names; NULL: indptr.raw, coords.raw, values.raw. */
+    const char *indptr_file, *indices_file, *data_file;
+    /* numpy dtype strings; NULL: "<i4", "<i4", the set's type little-endian. */
+    const char *indptr_dtype, *indices_dtype, *data_dtype;
     const char *filetype;  /* NULL: "raw_csr" (also the table's name) */
     const char *nav_shape; /* a TOML array as text; NULL: "[1, frames]" */
     const char *sig_shape; /* NULL: "[1, pixels]" */
