@@ -582,7 +582,6 @@ static qem_status parse_dtype(const char *text, const char *path, const char *ke
 /* --- the family ------------------------------------------------------------------- */
 
 typedef struct csr_array {
-    const char *role; /* "indptr_file" */
     int fd;
     size_t member; /* its index in a->members */
     csr_dtype type;
@@ -770,7 +769,7 @@ static qem_status check_pointers(acquisition *a, csr_state *s, const char *path,
         const uint64_t at = first + k;
         char text[32];
         const char *wrong = NULL;
-        if (ptr[k] == UINT64_MAX)
+        if (ptr[k] == UINT64_MAX && s->indptr.type.kind == 'i')
             wrong = "is negative";
         else if (at == 0 && ptr[k] != 0)
             wrong = "must be 0 (the first frame starts at the first entry)";
@@ -822,7 +821,6 @@ static qem_status open_array(acquisition *a, const char *path, const toml_doc *d
                              const char *table, const char *role, const char *dtype_key,
                              csr_array *arr, qem_error *error)
 {
-    arr->role = role;
     const char *name = NULL, *dtype = NULL;
     QEM_TRY(string_of(d, table, role, path, &name, error));
     QEM_TRY(string_of(d, table, dtype_key, path, &dtype, error));
