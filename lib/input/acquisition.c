@@ -461,8 +461,8 @@ void qem_input_fact(acquisition *a, const char *key, json_t *value)
 static const input_family *const families[] = {
     &qem_input_family_npy,   &qem_input_family_hdf5,  &qem_input_family_mib,
     &qem_input_family_blo,   &qem_input_family_mrc,   &qem_input_family_empad,
-    &qem_input_family_k2is,  &qem_input_family_frms6, &qem_input_family_tvips,
-    &qem_input_family_seq,   &qem_input_family_raw};
+    &qem_input_family_csr,   &qem_input_family_k2is,  &qem_input_family_frms6,
+    &qem_input_family_tvips, &qem_input_family_seq,   &qem_input_family_raw};
 
 /* Families of HDF5 files that claim theirs before the dataset family
  * (qem_input_family_hdf5) takes the rest. */

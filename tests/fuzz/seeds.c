@@ -10,6 +10,7 @@
 #include "qem.h"
 #include "rans/rans.h"
 #include "seeds_blo.h"
+#include "seeds_csr.h"
 #include "seeds_frms6.h"
 #include "seeds_k2is.h"
 #include "seeds_mrc.h"
@@ -441,5 +442,6 @@ int main(int argc, char **argv)
     seeds_seq(shared, HYPERSPY_IO, out);
     seeds_blo(shared, HYPERSPY_IO, out);
     seeds_mrc(shared, HYPERSPY_IO, out);
+    seeds_csr(shared, HYPERSPY_IO, out);
     return 0;
 }
