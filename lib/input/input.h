@@ -7,7 +7,8 @@
  *
  * Families: npy.c, hdf5.c (a dense dataset), arina.c (Dectris Arina/Eiger
  * master + data files), mib.c (Quantum Detectors Merlin), empad.c (EMPAD
- * XML + raw), raw.c (raw binary described by options). The HDF5 families
+ * XML + raw), dm.c (Gatan Digital Micrograph DM3/DM4), raw.c (raw binary
+ * described by options). The HDF5 families
  * share hdf5_util.c and use libhdf5, which Debian builds without thread
  * safety: use one acquisition from one thread at a time. */
 #ifndef QEM_INPUT_INPUT_H
@@ -74,7 +75,7 @@ typedef struct acquisition acquisition;
 
 /* A family of acquisition files. */
 typedef struct input_family {
-    const char *name; /* "npy", "hdf5", "arina", "mib", "empad", "raw" */
+    const char *name; /* "npy", "hdf5", "arina", "mib", "empad", "dm", "raw" */
     /* 1 if a file starting with `head` is of this family (by content,
      * never by name). NULL for families chosen otherwise (HDF5 by the
      * superblock signature, raw by the caller's options). */
@@ -163,7 +164,7 @@ static inline int qem_input_raw_requested(const input_options *o)
 void qem_input_fact(acquisition *a, const char *key, json_t *value);
 
 extern const input_family qem_input_family_npy, qem_input_family_hdf5, qem_input_family_arina,
-    qem_input_family_mib, qem_input_family_empad, qem_input_family_raw;
+    qem_input_family_mib, qem_input_family_empad, qem_input_family_dm, qem_input_family_raw;
 
 /* A companion: a file that another file of the acquisition names or implies
  * (an Arina data link, an EMPAD raw file, a Merlin .hdr). One containment
