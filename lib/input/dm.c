@@ -383,7 +383,8 @@ static int as_count(json_t *v, uint64_t *out)
 
 static void keep_fact(dm_parse *p, dm_image *im, const char *key, json_t *value)
 {
-    const size_t bytes = strlen(key) + (json_is_string(value) ? strlen(json_string_value(value)) : 16);
+    const char *text = json_string_value(value);
+    const size_t bytes = strlen(key) + (text ? strlen(text) : 16);
     if (p->facts >= DM_MAX_FACTS || p->fact_bytes + bytes > DM_MAX_FACT_BYTES) {
         p->facts_cut = 1;
         json_decref(value);

@@ -103,8 +103,8 @@ check diffraction "$H/dm3_2D_data/test_diffraction_pattern.dm3" "" 1
 expect 0 "inspect diffraction" -- "$QEM" inspect "$H/dm3_2D_data/test_diffraction_pattern.dm3"
 contains "$T/out" "detector_sampling_row"
 # A stack builder stack (3 frames of uint32 above 65535): refused, exactly.
-expect 1 "stack above uint16" -- "$QEM" save "$H/dm_stackbuilder_plugin/test_stackbuilder_imagestack.dm3" \
-    "$T/x.qem" --scan-shape 3,1
+SB="$H/dm_stackbuilder_plugin/test_stackbuilder_imagestack.dm3"
+expect 1 "stack above uint16" -- "$QEM" save "$SB" "$T/x.qem" --scan-shape 3,1
 contains "$T/err" "does not fit the uint16 storage of a uint32 acquisition"
 absent "$T/x.qem"
 check multi "$H/dm3_2D_data/multi_signal.dm3" "" 1
