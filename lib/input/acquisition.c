@@ -461,8 +461,9 @@ void qem_input_fact(acquisition *a, const char *key, json_t *value)
 static const input_family *const families[] = {
     &qem_input_family_npy,   &qem_input_family_hdf5,  &qem_input_family_mib,
     &qem_input_family_blo,   &qem_input_family_mrc,   &qem_input_family_empad,
-    &qem_input_family_csr,   &qem_input_family_k2is,  &qem_input_family_frms6,
-    &qem_input_family_tvips, &qem_input_family_seq,   &qem_input_family_raw};
+    &qem_input_family_dm,    &qem_input_family_csr,   &qem_input_family_k2is,
+    &qem_input_family_frms6, &qem_input_family_tvips, &qem_input_family_seq,
+    &qem_input_family_raw};
 
 /* Families of HDF5 files that claim theirs before the dataset family
  * (qem_input_family_hdf5) takes the rest. */
@@ -506,9 +507,6 @@ static const char *foreign_format(const uint8_t *h, size_t n)
         return "a Lossless Pack Format v1 file; export it to .npy first, or use it as it is";
     if (n >= 8 && !memcmp(h, "QEMDATA1", 8))
         return "a .qem file; export it to .npy first";
-    if (n >= 4 && h[0] == 0 && h[1] == 0 && h[2] == 0 && (h[3] == 3 || h[3] == 4))
-        return "a Gatan Digital Micrograph file (DM3/DM4); read it with HyperSpy and save it "
-               "with the qem Python package";
     if (n >= 4 && ((h[0] == 0x49 && h[1] == 0x49 && h[2] == 0x2a && h[3] == 0) ||
                    (h[0] == 0x4d && h[1] == 0x4d && h[2] == 0 && h[3] == 0x2a)))
         return "a TIFF image; qem reads 4D acquisitions";

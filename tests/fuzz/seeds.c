@@ -11,6 +11,7 @@
 #include "rans/rans.h"
 #include "seeds_blo.h"
 #include "seeds_csr.h"
+#include "seeds_dm.h"
 #include "seeds_frms6.h"
 #include "seeds_k2is.h"
 #include "seeds_mrc.h"
@@ -443,5 +444,6 @@ int main(int argc, char **argv)
     seeds_blo(shared, HYPERSPY_IO, out);
     seeds_mrc(shared, HYPERSPY_IO, out);
     seeds_csr(shared, HYPERSPY_IO, out);
+    seeds_dm(shared, HYPERSPY_IO, out);
     return 0;
 }
