@@ -459,7 +459,7 @@ void qem_input_fact(acquisition *a, const char *key, json_t *value)
 
 static const input_family *const families[] = {&qem_input_family_npy, &qem_input_family_hdf5,
                                                &qem_input_family_mib, &qem_input_family_empad,
-                                               &qem_input_family_raw};
+                                               &qem_input_family_tia, &qem_input_family_raw};
 
 /* Families of HDF5 files that claim theirs before the dataset family
  * (qem_input_family_hdf5) takes the rest. */
@@ -506,8 +506,6 @@ static const char *foreign_format(const uint8_t *h, size_t n)
     if (n >= 4 && ((h[0] == 0x49 && h[1] == 0x49 && h[2] == 0x2a && h[3] == 0) ||
                    (h[0] == 0x4d && h[1] == 0x4d && h[2] == 0 && h[3] == 0x2a)))
         return "a TIFF image; qem reads 4D acquisitions";
-    if (n >= 4 && h[0] == 0x49 && h[1] == 0x49 && h[2] == 0x97 && h[3] == 0x01)
-        return "a FEI/TIA SER file; read it with HyperSpy and save it with the qem Python package";
     if (n >= 8 && !memcmp(h, "IMGBLO", 6))
         return "a NanoMegas blockfile; read it with HyperSpy and save it with the qem Python "
                "package";

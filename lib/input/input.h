@@ -7,9 +7,10 @@
  *
  * Families: npy.c, hdf5.c (a dense dataset), arina.c (Dectris Arina/Eiger
  * master + data files), mib.c (Quantum Detectors Merlin), empad.c (EMPAD
- * XML + raw), raw.c (raw binary described by options). The HDF5 families
- * share hdf5_util.c and use libhdf5, which Debian builds without thread
- * safety: use one acquisition from one thread at a time. */
+ * XML + raw), tia.c (Thermo Fisher/FEI TIA .ser series + .emi), raw.c (raw
+ * binary described by options). The HDF5 families share hdf5_util.c and
+ * use libhdf5, which Debian builds without thread safety: use one
+ * acquisition from one thread at a time. */
 #ifndef QEM_INPUT_INPUT_H
 #define QEM_INPUT_INPUT_H
 
@@ -163,7 +164,7 @@ static inline int qem_input_raw_requested(const input_options *o)
 void qem_input_fact(acquisition *a, const char *key, json_t *value);
 
 extern const input_family qem_input_family_npy, qem_input_family_hdf5, qem_input_family_arina,
-    qem_input_family_mib, qem_input_family_empad, qem_input_family_raw;
+    qem_input_family_mib, qem_input_family_empad, qem_input_family_tia, qem_input_family_raw;
 
 /* A companion: a file that another file of the acquisition names or implies
  * (an Arina data link, an EMPAD raw file, a Merlin .hdr). One containment
