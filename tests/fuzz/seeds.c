@@ -9,6 +9,7 @@
 #include "mib_build.h"
 #include "qem.h"
 #include "rans/rans.h"
+#include "seeds_tia.h"
 
 static uint8_t *slurp(const char *path, size_t *size)
 {
@@ -425,5 +426,6 @@ int main(int argc, char **argv)
         put(out, "cli_args", name, command_lines[i], strlen(command_lines[i]), NULL, 0);
     }
     input_seeds(shared, out);
+    seeds_tia(shared, "/usr/lib/python3/dist-packages/hyperspy/tests/io", out);
     return 0;
 }
