@@ -769,30 +769,49 @@ static qem_status element_disagrees(const tia_state *s, const element_header *e,
 /* Where the scan order is known from the first two elements' stage
  * positions (tags of time and position): 1 when X moves first (the
  * dimension arrays' first dimension is the fastest, the columns), -1 when
- * Y moves first, 0 when the tags do not say. */
+ * Y moves first, 0 when the tags do not say. Tags are not needed for the
+ * frames, so a tag outside the file or of another type than the header's
+ * (ncempy reports files with bad tag offsets) only leaves the order
+ * unknown; `*first` is the first tag's facts, or why the tags were not
+ * used. */
 static qem_status position_order(int fd, uint64_t size, const tia_state *s, uint64_t tags,
                                  unsigned osize, uint32_t tag_type, int *order, json_t **first,
-                                 const char *path, qem_error *error)
+                                 qem_error *error)
 {
     *order = 0;
     *first = NULL;
-    if (tag_type != SER_TAG_TIME && tag_type != SER_TAG_TIME_XY)
+    if (tag_type != SER_TAG_TIME && tag_type != SER_TAG_TIME_XY) {
+        *first = json_string("not read: the header states an unknown tag type");
         return QEM_OK;
+    }
     double x[2] = {0, 0}, y[2] = {0, 0};
     const uint64_t want = s->frames < 2 ? 1 : 2;
+    const size_t n = tag_type == SER_TAG_TIME_XY ? 24 : 8;
     for (uint64_t k = 0; k < want; k++) {
         uint8_t word[8], tag[24];
-        QEM_TRY(
-            ser_bytes(fd, size, tags + k * osize, word, osize, path, "tag offset array", error));
+        const uint64_t slot = tags + k * osize;
+        if (slot > size || size - slot < osize) {
+            *first = json_string("not read: the tag offset array lies past the end of the file");
+            return QEM_OK;
+        }
+        QEM_TRY(qem_pread_full(fd, word, osize, slot, QEM_E_CHANGED, error));
         const uint64_t at = osize == 4 ? le32(word) : le64(word);
-        const size_t n = tag_type == SER_TAG_TIME_XY ? 24 : 8;
-        QEM_TRY(ser_bytes(fd, size, at, tag, n, path, "element tag", error));
-        if (le16(tag) != tag_type)
-            return qem_fail(error, QEM_E_LAYOUT,
-                            "the tag of element %llu of '%s' has the type 0x%04x, but the "
-                            "header states 0x%04x",
-                            (unsigned long long)k + 1, path, (unsigned)le16(tag),
-                            (unsigned)tag_type);
+        if (at > size || size - at < n) {
+            json_decref(*first);
+            *first = json_sprintf("not read: the tag of element %llu lies past the end of the "
+                                  "file",
+                                  (unsigned long long)k + 1);
+            return QEM_OK;
+        }
+        QEM_TRY(qem_pread_full(fd, tag, n, at, QEM_E_CHANGED, error));
+        if (le16(tag) != tag_type) {
+            json_decref(*first);
+            *first = json_sprintf("not read: the tag of element %llu has the type 0x%04x, the "
+                                  "header 0x%04x",
+                                  (unsigned long long)k + 1, (unsigned)le16(tag),
+                                  (unsigned)tag_type);
+            return QEM_OK;
+        }
         if (k == 0)
             *first = json_pack("{s:I}", "time", (json_int_t)le32(tag + 4));
         if (tag_type == SER_TAG_TIME_XY) {
@@ -971,8 +990,7 @@ static qem_status describe_ser(acquisition *a, tia_state *s, const char *path,
     json_t *first_tag = NULL;
     const uint64_t tags_at = offsets_at + (uint64_t)total * osize;
     if (st == QEM_OK)
-        st = position_order(s->fd, size, s, tags_at, osize, tag_type, &order, &first_tag, path,
-                            error);
+        st = position_order(s->fd, size, s, tags_at, osize, tag_type, &order, &first_tag, error);
     uint64_t file_shape[2] = {0, 0}, scan[2];
     int have_file = 0;
     const char *scan_from = "not stated: give --scan-shape";

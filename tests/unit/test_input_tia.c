@@ -479,10 +479,20 @@ static void test_refusals(void)
     FRESH();
     patch_u32(p, tiab_element_at(&t, 0) + 42, 0);
     refused(p, NULL, QEM_E_LAYOUT, "0 x 6 images");
-    /* A tag of another type than the header's. */
+    /* A tag of another type than the header's, or outside the file: the
+     * scan order is unknown (a 3 x 2 scan then needs the caller's). */
     FRESH();
     patch(p, tiab_element_at(&t, 1) - 24, "\x52\x41", 2);
-    refused(p, NULL, QEM_E_LAYOUT, "tag of element 1");
+    refused(p, NULL, QEM_E_LAYOUT, "--scan-shape");
+    FRESH();
+    patch_u64(p, oa + 8 * 6, UINT64_MAX);
+    refused(p, NULL, QEM_E_LAYOUT, "--scan-shape");
+    input_options shape = {0};
+    shape.scan_shape[0] = 2, shape.scan_shape[1] = 3;
+    acquisition *a = open_ok(p, &shape);
+    CHECK(a && strstr(json_string_value(json_object_get(a->facts, "first_tag")),
+                      "lies past the end"));
+    qem_input_close(a);
     /* --dataset does not apply. */
     FRESH();
     input_options o = {0};
