@@ -461,9 +461,9 @@ void qem_input_fact(acquisition *a, const char *key, json_t *value)
 static const input_family *const families[] = {
     &qem_input_family_npy,   &qem_input_family_hdf5,  &qem_input_family_mib,
     &qem_input_family_blo,   &qem_input_family_mrc,   &qem_input_family_empad,
-    &qem_input_family_dm,    &qem_input_family_csr,   &qem_input_family_k2is,
-    &qem_input_family_frms6, &qem_input_family_tvips, &qem_input_family_seq,
-    &qem_input_family_raw};
+    &qem_input_family_dm,    &qem_input_family_tia,   &qem_input_family_csr,
+    &qem_input_family_k2is,  &qem_input_family_frms6, &qem_input_family_tvips,
+    &qem_input_family_seq,   &qem_input_family_raw};
 
 /* Families of HDF5 files that claim theirs before the dataset family
  * (qem_input_family_hdf5) takes the rest. */
@@ -510,8 +510,6 @@ static const char *foreign_format(const uint8_t *h, size_t n)
     if (n >= 4 && ((h[0] == 0x49 && h[1] == 0x49 && h[2] == 0x2a && h[3] == 0) ||
                    (h[0] == 0x4d && h[1] == 0x4d && h[2] == 0 && h[3] == 0x2a)))
         return "a TIFF image; qem reads 4D acquisitions";
-    if (n >= 4 && h[0] == 0x49 && h[1] == 0x49 && h[2] == 0x97 && h[3] == 0x01)
-        return "a FEI/TIA SER file; read it with HyperSpy and save it with the qem Python package";
     return NULL;
 }
 

@@ -8,11 +8,12 @@
  * Families: npy.c, hdf5.c (a dense dataset), arina.c (Dectris Arina/Eiger
  * master + data files), mib.c (Quantum Detectors Merlin), empad.c (EMPAD
  * XML + raw), blo.c (NanoMegas blockfiles), mrc.c (MRC2014 frame stacks),
- * dm.c (Gatan Digital Micrograph DM3/DM4), k2is.c (Gatan K2 IS sector
- * files), frms6.c (PNDetector pnCCD .frms6 + .hdr), tvips.c (TVIPS recorder
- * streams and their parts), seq.c (Norpix StreamPix .seq as Direct Electron
- * cameras write it, Celeritas halves paired), csr.c (LiberTEM raw_csr: a
- * TOML descriptor naming indptr, indices and data files), raw.c (raw binary
+ * dm.c (Gatan Digital Micrograph DM3/DM4), tia.c (Thermo Fisher/FEI TIA
+ * .ser series + .emi), k2is.c (Gatan K2 IS sector files), frms6.c
+ * (PNDetector pnCCD .frms6 + .hdr), tvips.c (TVIPS recorder streams and
+ * their parts), seq.c (Norpix StreamPix .seq as Direct Electron cameras
+ * write it, Celeritas halves paired), csr.c (LiberTEM raw_csr: a TOML
+ * descriptor naming indptr, indices and data files), raw.c (raw binary
  * described by options). The HDF5 families share hdf5_util.c and use
  * libhdf5, which Debian builds without thread safety: use one acquisition
  * from one thread at a time. */
@@ -171,7 +172,7 @@ void qem_input_fact(acquisition *a, const char *key, json_t *value);
 extern const input_family qem_input_family_npy, qem_input_family_hdf5, qem_input_family_arina,
     qem_input_family_mib, qem_input_family_empad, qem_input_family_raw, qem_input_family_k2is,
     qem_input_family_frms6, qem_input_family_tvips, qem_input_family_seq, qem_input_family_blo,
-    qem_input_family_mrc, qem_input_family_csr, qem_input_family_dm;
+    qem_input_family_mrc, qem_input_family_csr, qem_input_family_dm, qem_input_family_tia;
 
 /* A companion: a file that another file of the acquisition names or implies
  * (an Arina data link, an EMPAD raw file, a Merlin .hdr). One containment

@@ -16,6 +16,7 @@
 #include "seeds_k2is.h"
 #include "seeds_mrc.h"
 #include "seeds_seq.h"
+#include "seeds_tia.h"
 #include "seeds_tvips.h"
 
 /* Where Debian's python3-hyperspy keeps HyperSpy's test files. */
@@ -445,5 +446,6 @@ int main(int argc, char **argv)
     seeds_mrc(shared, HYPERSPY_IO, out);
     seeds_csr(shared, HYPERSPY_IO, out);
     seeds_dm(shared, HYPERSPY_IO, out);
+    seeds_tia(shared, HYPERSPY_IO, out);
     return 0;
 }
