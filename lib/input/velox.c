@@ -328,6 +328,11 @@ static qem_status describe_image(acquisition *a, h5_state *im, hid_t file, const
                         "frames)",
                         where, d.rank);
     const uint64_t frames = d.dims[2];
+    /* An absurd detector or frame count is refused before any metadata
+     * is read. */
+    const uint64_t provisional[4] = {1, frames, d.dims[0], d.dims[1]};
+    memcpy(a->shape, provisional, sizeof a->shape);
+    QEM_TRY(qem_input_check_shape(a, path, error));
     input_velox_meta meta;
     QEM_TRY(read_metadata(file, path, group, frames, &meta, error));
     const int stated = meta.scan[0] != 0;
