@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "mib_build.h"
+#include "seeds_velox.h"
 #include "qem.h"
 #include "rans/rans.h"
 
@@ -425,5 +426,6 @@ int main(int argc, char **argv)
         put(out, "cli_args", name, command_lines[i], strlen(command_lines[i]), NULL, 0);
     }
     input_seeds(shared, out);
+    seeds_velox(shared, "/usr/lib/python3/dist-packages/hyperspy/tests/io", out);
     return 0;
 }
