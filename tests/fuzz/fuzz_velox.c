@@ -7,6 +7,7 @@
  * Metadata), then the text (NUL-padded as Velox stores it). */
 #include <string.h>
 
+#include "common/error.h"
 #include "fuzz_common.h"
 #include "input/input.h"
 
