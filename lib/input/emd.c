@@ -355,8 +355,13 @@ static void list_groups(const group_list *l, int rank, char *out, size_t size)
     for (size_t k = 0; k < l->count; k++) {
         if (rank && l->items[k].rank != rank)
             continue;
-        int n = snprintf(out + used, size - used, "%s%s (%dD)", used ? ", " : "",
-                         l->items[k].group, l->items[k].rank);
+        char kind[32];
+        if (l->items[k].rank < 0)
+            snprintf(kind, sizeof kind, "a link");
+        else
+            snprintf(kind, sizeof kind, "%dD", l->items[k].rank);
+        int n = snprintf(out + used, size - used, "%s%s (%s)", used ? ", " : "",
+                         l->items[k].group, kind);
         if (n < 0 || (size_t)n >= size - used) {
             if (size > 5)
                 snprintf(out + size - 5, 5, "...");

@@ -405,6 +405,9 @@ static void test_refusals(void)
     CHECK(h5b_group(p, "/g") == 0);
     CHECK(h5b_attr_int(p, "/g", "emd_group_type", 1) == 0);
     CHECK(h5b_external_link(p, "/g/data", other, "/g/data") == 0);
+    o = options(NULL, 0, 0);
+    CHECK_STATUS(open_acq(p, &o, &a, &e), QEM_E_LAYOUT, &e);
+    CHECK(strstr(e.message, "/g (a link)") != NULL);
     o = options("/g", 0, 0);
     CHECK_STATUS(open_acq(p, &o, &a, &e), QEM_E_UNSUPPORTED, &e);
     CHECK(strstr(e.message, "another file") != NULL);
