@@ -465,7 +465,8 @@ static json_t *dim_fact(hid_t group, const char *name)
         const hsize_t start = 0, count = points >= 2 ? 2 : 1;
         double head[2] = {0, 0};
         hid_t mem = H5Screate_simple(1, &count, NULL);
-        if (mem >= 0 && H5Sselect_hyperslab(space, H5S_SELECT_SET, &start, NULL, &count, NULL) >= 0 &&
+        if (mem >= 0 &&
+            H5Sselect_hyperslab(space, H5S_SELECT_SET, &start, NULL, &count, NULL) >= 0 &&
             H5Dread(dset, H5T_NATIVE_DOUBLE, mem, space, H5P_DEFAULT, head) >= 0) {
             json_object_set_new(out, "first", json_real(head[0]));
             if (count == 2)

@@ -87,6 +87,7 @@ absent "$T/si.h5"
 
 # --- Berkeley EMD 0.2: an int32 3D stack named with a scan shape --------------
 X="$E/example_signal.emd"
+XS="--dataset /signals/__unnamed__ --scan-shape 1,3"
 expect 1 "a 3D array only" -- "$QEM" inspect "$X"
 contains "$T/err" "holds no 4D data group"
 contains "$T/err" "/signals/__unnamed__ (3D)"
@@ -96,14 +97,14 @@ contains "$T/err" "--scan-shape"
 # the axes as Fortran order): qem reads the array as stored, so the
 # reference is HyperSpy's data transposed back.
 reference "$X" "$T/x.npy" "dict()" "np.transpose(d)"
-expect 0 "int32 emd inspect" -- "$QEM" inspect "$X" --dataset /signals/__unnamed__ --scan-shape 1,3 --json
+expect 0 "int32 emd inspect" -- "$QEM" inspect "$X" $XS --json
 contains "$T/out" '"sample_type": "int32"'
 contains "$T/out" '"stored_as": "uint16"'
-expect 0 "int32 emd save" -- "$QEM" save "$X" "$T/x.qem" --dataset /signals/__unnamed__ --scan-shape 1,3
+expect 0 "int32 emd save" -- "$QEM" save "$X" "$T/x.qem" $XS
 expect 0 "int32 emd export" -- "$QEM" export "$T/x.qem" "$T/x_q.npy"
 same_values "$T/x_q.npy" "$T/x.npy" uint16
 expect 0 "int32 emd verify" -- "$QEM" verify "$T/x.qem"
-expect 0 "int32 emd pack" -- "$QEM" pack produce "$X" "$T/x.h5" --dataset /signals/__unnamed__ --scan-shape 1,3
+expect 0 "int32 emd pack" -- "$QEM" pack produce "$X" "$T/x.h5" $XS
 expect 0 "int32 emd pack export" -- "$QEM" export --raw "$T/x.h5" "$T/x_p.npy"
 same_values "$T/x_p.npy" "$T/x.npy" uint16
 expect 1 "a 2D EMD array" -- "$QEM" inspect "$E/example_image.emd" --dataset /signals/__unnamed__

@@ -247,11 +247,6 @@ static void test_emd1(void)
 
 /* --- EMD 0.2: several groups, a 3D stack, the dataset option --------------------- */
 
-static void show(const qem_error *e)
-{
-    fprintf(stderr, "  message: %s\n", e->message);
-}
-
 static void test_emd02_choice(void)
 {
     const char *path = test_path("emd02.emd");
@@ -285,8 +280,6 @@ static void test_emd02_choice(void)
     CHECK_STATUS(open_acq(path, &o, &a, &e), QEM_E_LAYOUT, &e);
     CHECK(strstr(e.message, "2 4D data groups") && strstr(e.message, "/signals/a (4D)") &&
           strstr(e.message, "/signals/b (4D)") && !strstr(e.message, "/other"));
-    if (!(strstr(e.message, "2 4D data groups") && strstr(e.message, "/signals/a (4D)") &&
-          strstr(e.message, "/signals/b (4D)") && !strstr(e.message, "/other"))) show(&e);
     /* The group, its array, with or without slashes. */
     const char *names[] = {"/signals/b", "signals/b/", "/signals/b/data", "signals//b"};
     for (size_t k = 0; k < 4; k++) {
@@ -305,14 +298,12 @@ static void test_emd02_choice(void)
     o = options("/signals/nothing", 0, 0);
     CHECK_STATUS(open_acq(path, &o, &a, &e), QEM_E_INVALID_ARGUMENT, &e);
     CHECK(strstr(e.message, "/signals/s (3D)") != NULL);
-    if (!(strstr(e.message, "/signals/s (3D)") != NULL)) show(&e);
     o = options("/signals/a", 4, 1);
     CHECK_STATUS(open_acq(path, &o, &a, &e), QEM_E_INVALID_ARGUMENT, &e);
     /* The 3D stack: (frames, rows, columns) with a scan shape. */
     o = options("/signals/s", 0, 0);
     CHECK_STATUS(open_acq(path, &o, &a, &e), QEM_E_LAYOUT, &e);
     CHECK(strstr(e.message, "--scan-shape") != NULL);
-    if (!(strstr(e.message, "--scan-shape") != NULL)) show(&e);
     o = options("/signals/s", 4, 2);
     CHECK_STATUS(open_acq(path, &o, &a, &e), QEM_E_LAYOUT, &e);
     o = options("/signals/s", 2, 3);
@@ -357,7 +348,6 @@ static void test_refusals(void)
                              NULL);
     CHECK_STATUS(open_acq(p, &o, &a, &e), QEM_E_LAYOUT, &e);
     CHECK(strstr(e.message, "stores only 0") != NULL);
-    if (!(strstr(e.message, "stores only 0") != NULL)) show(&e);
     /* Cut short: no longer an HDF5 file libhdf5 opens. */
     p = emd_with("cut.emd", H5T_STD_U16LE, H5T_NATIVE_UINT16, 4, shape, NULL, v);
     size_t n = 0;
@@ -377,7 +367,6 @@ static void test_refusals(void)
     H5Tclose(complex);
     CHECK_STATUS(open_acq(p, &o, &a, &e), QEM_E_UNSUPPORTED, &e);
     CHECK(strstr(e.message, "compound records") != NULL);
-    if (!(strstr(e.message, "compound records") != NULL)) show(&e);
     /* A detector past 2^26 pixels (chunked, never written: nothing stored). */
     const uint64_t huge[4] = {1u << 20, 1u << 20, 9000, 9000}, chunk[4] = {1, 1, 9000, 9000};
     p = emd_with("huge.emd", H5T_STD_U16LE, H5T_NATIVE_UINT16, 4, huge, chunk, NULL);
@@ -392,11 +381,9 @@ static void test_refusals(void)
     o = options("/g", 0, 0);
     CHECK_STATUS(open_acq(p, &o, &a, &e), QEM_E_LAYOUT, &e);
     CHECK(strstr(e.message, "2 dimensions") != NULL);
-    if (!(strstr(e.message, "2 dimensions") != NULL)) show(&e);
     o = options(NULL, 0, 0);
     CHECK_STATUS(open_acq(p, &o, &a, &e), QEM_E_LAYOUT, &e);
     CHECK(strstr(e.message, "holds no 4D data group") != NULL);
-    if (!(strstr(e.message, "holds no 4D data group") != NULL)) show(&e);
     /* The array is a link to another file: never followed. */
     const char *other = emd_with("other.emd", H5T_STD_U16LE, H5T_NATIVE_UINT16, 4, shape, NULL, v);
     p = test_path("linked.emd");
@@ -411,7 +398,6 @@ static void test_refusals(void)
     o = options("/g", 0, 0);
     CHECK_STATUS(open_acq(p, &o, &a, &e), QEM_E_UNSUPPORTED, &e);
     CHECK(strstr(e.message, "another file") != NULL);
-    if (!(strstr(e.message, "another file") != NULL)) show(&e);
     /* Without version attributes it is a plain HDF5 file. */
     p = test_path("plain.h5");
     CHECK(h5b_create(p, 0) == 0);
@@ -442,7 +428,6 @@ static void test_real_files(void)
     input_options o = options(NULL, 0, 0);
     CHECK_STATUS(open_acq(path, &o, &a, &e), QEM_E_LAYOUT, &e);
     CHECK(strstr(e.message, "CBED_array_depth0000") && strstr(e.message, "CBED_array_depth0001"));
-    if (!(strstr(e.message, "CBED_array_depth0000") && strstr(e.message, "CBED_array_depth0001"))) show(&e);
     o = options("/4DSTEM_simulation/data/datacubes/CBED_array_depth0000", 0, 0);
     CHECK_OK(open_acq(path, &o, &a, &e), &e);
     if (a) {

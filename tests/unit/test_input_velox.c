@@ -92,10 +92,8 @@ static const char *build(const velox_file *v)
 {
     const char *path = test_path(v->name);
     CHECK(h5b_create(path, 0) == 0);
-    CHECK(h5b_string_dataset(path, "/Version",
-                             v->version ? v->version
-                                        : "{\n    \"version\": \"4\",\n    \"format\": \"Velox\"\n}\n") ==
-          0);
+    static const char velox[] = "{\n    \"version\": \"4\",\n    \"format\": \"Velox\"\n}\n";
+    CHECK(h5b_string_dataset(path, "/Version", v->version ? v->version : velox) == 0);
     uint64_t chunk[4] = {v->dims[0], v->dims[1], 1, 1};
     if (v->rank == 4)
         chunk[2] = v->dims[2];
