@@ -467,7 +467,8 @@ static const input_family *const families[] = {
 
 /* Families of HDF5 files that claim theirs before the dataset family
  * (qem_input_family_hdf5) takes the rest. */
-static const input_family *const hdf5_families[] = {&qem_input_family_arina};
+static const input_family *const hdf5_families[] = {&qem_input_family_arina, &qem_input_family_emd,
+                                                    &qem_input_family_velox};
 
 static qem_status hdf5_family_of(acquisition *a, const char *path, const input_family **family,
                                  qem_error *error)

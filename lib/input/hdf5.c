@@ -210,25 +210,12 @@ static qem_status describe_dataset(acquisition *a, h5_state *im, hid_t file, con
 
 /* --- the family ------------------------------------------------------------------ */
 
-/* EMD files (HDF5 with their own layout): Berkeley EMD marks its root
- * with version attributes, Velox writes /Version beside /Data. */
-static int is_emd(hid_t file)
-{
-    return H5Aexists(file, "version_major") > 0 ||
-           (H5Lexists(file, "/Version", H5P_DEFAULT) > 0 &&
-            H5Lexists(file, "/Data", H5P_DEFAULT) > 0);
-}
-
+/* Berkeley and Velox EMD files are families of their own (emd.c,
+ * velox.c), which claim them first. */
 static qem_status dataset_describe_file(acquisition *a, h5_state *im, hid_t file,
                                         const char *path, const input_options *o,
                                         qem_error *error)
 {
-    if (!o->dataset && is_emd(file))
-        return qem_fail(error, QEM_E_UNSUPPORTED,
-                        "'%s' is an EMD file (Berkeley or Velox); read it with HyperSpy and save "
-                        "it with the qem Python package, or name the dataset of frames with "
-                        "--dataset",
-                        path);
     return describe_dataset(a, im, file, path, o, error);
 }
 

@@ -38,19 +38,30 @@ static qem_status module(const qem_hdf5_module **m, qem_error *error)
             m->fam->release(a);                                                                    \
     }
 
-FAMILY_CALLS(arina)
-FAMILY_CALLS(dataset)
+#define FAMILY_CLAIMS(fam)                                                                         \
+    static qem_status fam##_claims(acquisition *a, const char *path, int *claimed,               \
+                                   qem_error *error)                                               \
+    {                                                                                              \
+        *claimed = 0;                                                                              \
+        const qem_hdf5_module *m;                                                                  \
+        QEM_TRY(module(&m, error));                                                                \
+        return m->fam->claims_hdf5(a, path, claimed, error);                                       \
+    }
 
-static qem_status arina_claims(acquisition *a, const char *path, int *claimed, qem_error *error)
-{
-    *claimed = 0;
-    const qem_hdf5_module *m;
-    QEM_TRY(module(&m, error));
-    return m->arina->claims_hdf5(a, path, claimed, error);
-}
+FAMILY_CALLS(arina)
+FAMILY_CALLS(emd)
+FAMILY_CALLS(velox)
+FAMILY_CALLS(dataset)
+FAMILY_CLAIMS(arina)
+FAMILY_CLAIMS(emd)
+FAMILY_CLAIMS(velox)
 
 const input_family qem_input_family_arina = {"arina",       NULL, arina_describe, arina_read,
                                              arina_release, 0,    arina_claims};
+const input_family qem_input_family_emd = {"emd",       NULL, emd_describe, emd_read,
+                                           emd_release, 0,    emd_claims};
+const input_family qem_input_family_velox = {"velox",       NULL, velox_describe, velox_read,
+                                             velox_release, 0,    velox_claims};
 const input_family qem_input_family_hdf5 = {"hdf5",          NULL, dataset_describe, dataset_read,
                                             dataset_release, 0,    NULL};
 

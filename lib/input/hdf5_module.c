@@ -4,6 +4,8 @@
 static const qem_hdf5_module table = {
     QEM_MODULE_HEADER(qem_hdf5_module),
     &qem_h5_family_arina,
+    &qem_h5_family_emd,
+    &qem_h5_family_velox,
     &qem_h5_family_dataset,
     qem_h5_pack_create,
     qem_h5_pack_append,

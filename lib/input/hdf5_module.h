@@ -1,6 +1,6 @@
 /* The HDF5 module (libqem-hdf5.so; common/module.h): everything that calls
- * libhdf5 — the two HDF5 acquisition families (hdf5.c, arina.c over
- * hdf5_util.c) and the pack file writer (pack/h5write.c). libqem reaches
+ * libhdf5 — the HDF5 acquisition families (hdf5.c, arina.c, emd.c, velox.c
+ * over hdf5_util.c) and the pack file writer (pack/h5write.c). libqem reaches
  * it only through this table (hdf5_dispatch.c), so nothing maps libhdf5
  * until an HDF5 file is recognised or a pack is produced. */
 #ifndef QEM_INPUT_HDF5_MODULE_H
@@ -13,6 +13,8 @@
 typedef struct qem_hdf5_module {
     qem_module_header header;
     const input_family *arina;   /* claims its masters first */
+    const input_family *emd;     /* Berkeley EMD (emd.c) */
+    const input_family *velox;   /* Thermo Fisher Velox EMD (velox.c) */
     const input_family *dataset; /* every other HDF5 file */
     qem_status (*pack_create)(int fd, uint64_t user_block, const char *schema,
                               const char *identity_hex, const uint64_t shape[4],
@@ -26,7 +28,8 @@ typedef struct qem_hdf5_module {
 
 /* Inside the module: the real families and writer (qem_pack_h5_* and
  * qem_input_family_{hdf5,arina} are libqem's calls into the table). */
-extern const input_family qem_h5_family_arina, qem_h5_family_dataset;
+extern const input_family qem_h5_family_arina, qem_h5_family_emd, qem_h5_family_velox,
+    qem_h5_family_dataset;
 qem_status qem_h5_pack_create(int fd, uint64_t user_block, const char *schema,
                               const char *identity_hex, const uint64_t shape[4],
                               const char *working_dtype, pack_h5_writer **out, qem_error *error);

@@ -194,9 +194,28 @@ qem_status qem_h5_open_here(hid_t file, const char *file_path, const char *path,
     return QEM_OK;
 }
 
+/* What an HDF5 type holds, in words, for a refusal. */
+static const char *type_words(H5T_class_t cls)
+{
+    switch (cls) {
+    case H5T_COMPOUND: return "compound records (complex numbers or fields)";
+    case H5T_STRING: return "strings";
+    case H5T_ENUM: return "enumerated (boolean) values";
+    case H5T_ARRAY: return "arrays per element";
+    case H5T_VLEN: return "variable-length sequences";
+    case H5T_OPAQUE: return "opaque bytes";
+    case H5T_BITFIELD: return "bit fields";
+    case H5T_REFERENCE: return "object references";
+    default: return "values of an unknown kind";
+    }
+}
+
 /* The stored sample type: unsigned 8, 16 or 32-bit integers or 32-bit
- * IEEE floats, either byte order (libhdf5 converts); the rest refused. */
-static qem_status classify_type(hid_t dset, const char *where, qem_dtype *dtype, qem_error *error)
+ * IEEE floats, either byte order (libhdf5 converts). With `values` (not
+ * NULL), signed and 64-bit integers and float64 too, as *values (the
+ * open settles them; sample_type stays NONE); else they are refused. */
+static qem_status classify_type(hid_t dset, const char *where, qem_dtype *dtype,
+                                input_values *values, qem_error *error)
 {
     hid_t type = H5Dget_type(dset);
     if (type < 0)
@@ -205,12 +224,31 @@ static qem_status classify_type(hid_t dset, const char *where, qem_dtype *dtype,
     size_t size = H5Tget_size(type);
     H5T_sign_t sign = H5Tget_sign(type);
     H5Tclose(type);
+    *dtype = QEM_DTYPE_NONE;
+    if (values)
+        *values = INPUT_VALUES_AS_STORED;
     if (cls == H5T_INTEGER && sign == H5T_SGN_NONE && (size == 1 || size == 2 || size == 4)) {
         *dtype = size == 1 ? QEM_DTYPE_UINT8 : size == 2 ? QEM_DTYPE_UINT16 : QEM_DTYPE_UINT32;
         return QEM_OK;
     }
     if (cls == H5T_FLOAT && size == 4) {
         *dtype = QEM_DTYPE_FLOAT32;
+        return QEM_OK;
+    }
+    if (values && cls == H5T_INTEGER && sign == H5T_SGN_NONE && size == 8) {
+        *values = INPUT_VALUES_UINT64;
+        return QEM_OK;
+    }
+    if (values && cls == H5T_INTEGER && sign != H5T_SGN_NONE &&
+        (size == 1 || size == 2 || size == 4 || size == 8)) {
+        *values = size == 1   ? INPUT_VALUES_INT8
+                  : size == 2 ? INPUT_VALUES_INT16
+                  : size == 4 ? INPUT_VALUES_INT32
+                              : INPUT_VALUES_INT64;
+        return QEM_OK;
+    }
+    if (values && cls == H5T_FLOAT && size == 8) {
+        *values = INPUT_VALUES_FLOAT64;
         return QEM_OK;
     }
     if (cls == H5T_INTEGER)
@@ -224,6 +262,11 @@ static qem_status classify_type(hid_t dset, const char *where, qem_dtype *dtype,
                         "%s holds %zu-bit floating-point values; qem stores float32 exactly "
                         "(convert to float32 if no bit is lost) or integer counts",
                         where, 8 * size);
+    if (values)
+        return qem_fail(error, QEM_E_UNSUPPORTED,
+                        "%s holds %s, not real numbers; qem reads integer counts or float "
+                        "values",
+                        where, type_words(cls));
     return qem_fail(error, QEM_E_UNSUPPORTED,
                     "%s does not hold numbers; an acquisition holds detector counts or float32 "
                     "values",
@@ -409,7 +452,8 @@ static qem_status chunk_stats(hid_t dset, hid_t dcpl, const ds_info *d, const ch
 static qem_status check_contiguous(hid_t dset, const ds_info *d, const char *where,
                                    qem_error *error)
 {
-    uint64_t expected = qem_dtype_size(d->dtype);
+    uint64_t expected = d->values != INPUT_VALUES_AS_STORED ? qem_input_values_size(d->values)
+                                                            : qem_dtype_size(d->dtype);
     for (int i = 0; i < d->rank; i++)
         if (qem_mul_overflow_u64(expected, d->dims[i], &expected))
             return qem_fail(error, QEM_E_LIMIT, "%s is too large: its size overflows 64 bits",
@@ -426,8 +470,8 @@ static qem_status check_contiguous(hid_t dset, const ds_info *d, const char *whe
 
 /* Shape, type and storage of a frame dataset; refuses what cannot be read
  * faithfully. `want_rank` 0 accepts 3 or 4. */
-qem_status qem_h5_inspect_dataset(hid_t dset, const char *where, int want_rank, ds_info *d,
-                                  qem_error *error)
+static qem_status inspect_dataset(hid_t dset, const char *where, int want_rank, int any_values,
+                                  ds_info *d, qem_error *error)
 {
     memset(d, 0, sizeof *d);
     hid_t space = H5Dget_space(dset);
@@ -448,7 +492,7 @@ qem_status qem_h5_inspect_dataset(hid_t dset, const char *where, int want_rank, 
     for (int i = 0; i < rank; i++)
         if (d->dims[i] == 0)
             return qem_fail(error, QEM_E_LAYOUT, "%s has an empty dimension", where);
-    QEM_TRY(classify_type(dset, where, &d->dtype, error));
+    QEM_TRY(classify_type(dset, where, &d->dtype, any_values ? &d->values : NULL, error));
     hid_t dcpl = H5Dget_create_plist(dset);
     if (dcpl < 0)
         return qem_h5_fail(error, QEM_E_IO, "cannot read the storage properties of %s", where);
@@ -470,6 +514,18 @@ qem_status qem_h5_inspect_dataset(hid_t dset, const char *where, int want_rank, 
         st = check_contiguous(dset, d, where, error);
     H5Pclose(dcpl);
     return st;
+}
+
+qem_status qem_h5_inspect_dataset(hid_t dset, const char *where, int want_rank, ds_info *d,
+                                  qem_error *error)
+{
+    return inspect_dataset(dset, where, want_rank, 0, d, error);
+}
+
+qem_status qem_h5_inspect_values_dataset(hid_t dset, const char *where, int want_rank, ds_info *d,
+                                         qem_error *error)
+{
+    return inspect_dataset(dset, where, want_rank, 1, d, error);
 }
 
 /* --- detector mask ------------------------------------------------------- */
@@ -628,10 +684,12 @@ static qem_status open_part(acquisition *a, h5_state *im, size_t index, qem_erro
         H5Sget_simple_extent_dims(space, dims, NULL);
     qem_h5_close_id(space);
     const int same = rank == im->rank &&
-                     (rank == 4 ? dims[0] == a->shape[0] && dims[1] == a->shape[1] &&
-                                      dims[2] == a->shape[2] && dims[3] == a->shape[3]
-                                : dims[0] == p->frames && dims[1] == a->shape[2] &&
-                                      dims[2] == a->shape[3]);
+                     (rank == 4         ? dims[0] == a->shape[0] && dims[1] == a->shape[1] &&
+                                              dims[2] == a->shape[2] && dims[3] == a->shape[3]
+                      : im->frames_last ? dims[0] == a->shape[2] && dims[1] == a->shape[3] &&
+                                              dims[2] == p->frames
+                                        : dims[0] == p->frames && dims[1] == a->shape[2] &&
+                                              dims[2] == a->shape[3]);
     if (!same) {
         impl_close_handles(im);
         return qem_fail(error, QEM_E_CHANGED,
@@ -643,8 +701,21 @@ static qem_status open_part(acquisition *a, h5_state *im, size_t index, qem_erro
     return QEM_OK;
 }
 
-static hid_t memory_type(qem_dtype t)
+/* What reads give: the samples settled from read_values (values.c), else
+ * the sample type. */
+static hid_t memory_type(const acquisition *a)
 {
+    switch (a->read_values) {
+    case INPUT_VALUES_INT8: return H5T_NATIVE_INT8;
+    case INPUT_VALUES_INT16: return H5T_NATIVE_INT16;
+    case INPUT_VALUES_INT32: return H5T_NATIVE_INT32;
+    case INPUT_VALUES_INT64: return H5T_NATIVE_INT64;
+    case INPUT_VALUES_UINT32: return H5T_NATIVE_UINT32;
+    case INPUT_VALUES_UINT64: return H5T_NATIVE_UINT64;
+    case INPUT_VALUES_FLOAT64: return H5T_NATIVE_DOUBLE;
+    default: break;
+    }
+    const qem_dtype t = a->sample_type;
     return t == QEM_DTYPE_UINT8    ? H5T_NATIVE_UINT8
            : t == QEM_DTYPE_UINT16 ? H5T_NATIVE_UINT16
            : t == QEM_DTYPE_UINT32 ? H5T_NATIVE_UINT32
@@ -653,7 +724,7 @@ static hid_t memory_type(qem_dtype t)
 
 /* The memory space has the selection's own shape: against a flat one,
  * libhdf5 maps the chunks element by element (most of a save's time). */
-static qem_status read_slab(h5_state *im, const h5_part *p, qem_dtype sample,
+static qem_status read_slab(const acquisition *a, h5_state *im, const h5_part *p,
                             const hsize_t *start, const hsize_t *count, void *out,
                             qem_error *error)
 {
@@ -662,7 +733,7 @@ static qem_status read_slab(h5_state *im, const h5_part *p, qem_dtype sample,
     qem_status st = QEM_OK;
     if (fspace < 0 || mspace < 0 ||
         H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, NULL, count, NULL) < 0 ||
-        H5Dread(im->dset, memory_type(sample), mspace, fspace, H5P_DEFAULT, out) < 0)
+        H5Dread(im->dset, memory_type(a), mspace, fspace, H5P_DEFAULT, out) < 0)
         st = qem_h5_fail(error, QEM_E_IO, "cannot read frames of dataset '%s' in '%s'", p->dataset,
                          p->file);
     qem_h5_close_id(mspace);
@@ -674,7 +745,9 @@ static qem_status read_h5(acquisition *a, h5_state *im, uint64_t first, uint64_t
                           uint8_t *out, qem_error *error)
 {
     const uint64_t pixels = a->shape[2] * a->shape[3];
-    const size_t item = qem_dtype_size(a->sample_type);
+    const size_t item = a->read_values != INPUT_VALUES_AS_STORED
+                            ? qem_input_values_size(a->read_values)
+                            : qem_dtype_size(a->sample_type);
     size_t part = 0;
     while (count) {
         while (part < im->part_count &&
@@ -689,9 +762,16 @@ static qem_status read_h5(acquisition *a, h5_state *im, uint64_t first, uint64_t
         uint64_t n = p->first + p->frames - first;
         if (n > count)
             n = count;
-        if (im->rank == 3) {
+        if (im->rank == 3 && im->frames_last) {
+            /* (rows, columns, frames): one frame per request, whose
+             * selection in row-major order is the frame itself. */
+            for (uint64_t k = 0; k < n; k++) {
+                const hsize_t start[3] = {0, 0, local + k}, cnt[3] = {a->shape[2], a->shape[3], 1};
+                QEM_TRY(read_slab(a, im, p, start, cnt, out + k * pixels * item, error));
+            }
+        } else if (im->rank == 3) {
             const hsize_t start[3] = {local, 0, 0}, cnt[3] = {n, a->shape[2], a->shape[3]};
-            QEM_TRY(read_slab(im, p, a->sample_type, start, cnt, out, error));
+            QEM_TRY(read_slab(a, im, p, start, cnt, out, error));
         } else {
             /* Flat scans -> a partial first row, whole rows, a partial last row. */
             const uint64_t columns = a->shape[1];
@@ -706,8 +786,7 @@ static qem_status read_h5(acquisition *a, h5_state *im, uint64_t first, uint64_t
                 }
                 const hsize_t start[4] = {r, c, 0, 0},
                               cnt[4] = {rows, cols, a->shape[2], a->shape[3]};
-                QEM_TRY(read_slab(im, p, a->sample_type, start, cnt,
-                                  out + done * pixels * item, error));
+                QEM_TRY(read_slab(a, im, p, start, cnt, out + done * pixels * item, error));
                 done += rows * cols;
             }
         }

@@ -62,6 +62,7 @@ typedef struct h5_state {
     h5_part *parts;
     size_t part_count;
     int rank; /* of the HDF5 datasets: 3 (frames, rows, cols) or 4 */
+    int frames_last; /* rank 3 stored (rows, cols, frames), as Velox writes */
     size_t open_part;
     hid_t file, dset;
 } h5_state;
@@ -70,7 +71,8 @@ typedef struct h5_state {
 typedef struct ds_info {
     int rank;
     hsize_t dims[4];
-    qem_dtype dtype;
+    qem_dtype dtype;     /* NONE when `values` says what it holds */
+    input_values values; /* signed, 64-bit or float64 (qem_h5_inspect_values_dataset) */
     uint64_t largest_chunk; /* stored bytes; 0 when contiguous or not walked */
 } ds_info;
 
@@ -96,6 +98,11 @@ qem_status qem_h5_scan_shape_from_file(hid_t file, const char *file_path, const 
 /* Refuses what cannot be read faithfully; `want_rank` 0 accepts 3 or 4. */
 qem_status qem_h5_inspect_dataset(hid_t dset, const char *where, int want_rank, ds_info *d,
                                   qem_error *error);
+/* The same, also taking signed and 64-bit integers and float64 (d->values,
+ * for a->read_values); types that hold no real numbers are refused by
+ * name. */
+qem_status qem_h5_inspect_values_dataset(hid_t dset, const char *where, int want_rank, ds_info *d,
+                                         qem_error *error);
 /* Flagged pixels and the mask digest from the Dectris pixel_mask in
  * `file`, or the implicit all-admitted mask when it has none. */
 qem_status qem_h5_read_mask(acquisition *a, hid_t file, const char *file_path, qem_error *error);

@@ -6,12 +6,13 @@
  * stamps before and after) and re-checked. See doc/inputs.md.
  *
  * Families: npy.c, hdf5.c (a dense dataset), arina.c (Dectris Arina/Eiger
- * master + data files), mib.c (Quantum Detectors Merlin), empad.c (EMPAD
- * XML + raw), blo.c (NanoMegas blockfiles), mrc.c (MRC2014 frame stacks),
- * dm.c (Gatan Digital Micrograph DM3/DM4), tia.c (Thermo Fisher/FEI TIA
- * .ser series + .emi), k2is.c (Gatan K2 IS sector files), frms6.c
- * (PNDetector pnCCD .frms6 + .hdr), tvips.c (TVIPS recorder streams and
- * their parts), seq.c (Norpix StreamPix .seq as Direct Electron cameras
+ * master + data files), emd.c (Berkeley EMD 0.x/1.0, py4DSTEM, prismatic),
+ * velox.c (Thermo Fisher Velox EMD), mib.c (Quantum Detectors Merlin),
+ * empad.c (EMPAD XML + raw), blo.c (NanoMegas blockfiles), mrc.c (MRC2014
+ * frame stacks), dm.c (Gatan Digital Micrograph DM3/DM4), tia.c (Thermo
+ * Fisher/FEI TIA .ser series + .emi), k2is.c (Gatan K2 IS sector files),
+ * frms6.c (PNDetector pnCCD .frms6 + .hdr), tvips.c (TVIPS recorder streams
+ * and their parts), seq.c (Norpix StreamPix .seq as Direct Electron cameras
  * write it, Celeritas halves paired), csr.c (LiberTEM raw_csr: a TOML
  * descriptor naming indptr, indices and data files), raw.c (raw binary
  * described by options). The HDF5 families share hdf5_util.c and use
@@ -170,9 +171,10 @@ static inline int qem_input_raw_requested(const input_options *o)
 void qem_input_fact(acquisition *a, const char *key, json_t *value);
 
 extern const input_family qem_input_family_npy, qem_input_family_hdf5, qem_input_family_arina,
-    qem_input_family_mib, qem_input_family_empad, qem_input_family_raw, qem_input_family_k2is,
-    qem_input_family_frms6, qem_input_family_tvips, qem_input_family_seq, qem_input_family_blo,
-    qem_input_family_mrc, qem_input_family_csr, qem_input_family_dm, qem_input_family_tia;
+    qem_input_family_emd, qem_input_family_velox, qem_input_family_mib, qem_input_family_empad,
+    qem_input_family_raw, qem_input_family_k2is, qem_input_family_frms6, qem_input_family_tvips,
+    qem_input_family_seq, qem_input_family_blo, qem_input_family_mrc, qem_input_family_csr,
+    qem_input_family_dm, qem_input_family_tia;
 
 /* A companion: a file that another file of the acquisition names or implies
  * (an Arina data link, an EMPAD raw file, a Merlin .hdr). One containment
@@ -209,6 +211,25 @@ typedef struct input_empad_xml {
 qem_status qem_input_empad_parse_xml(const char *xml, size_t size, const char *path,
                                      input_empad_xml *out, qem_error *error);
 void qem_input_empad_xml_free(input_empad_xml *x);
+
+/* The JSON of a Velox EMD file (velox_meta.c, free of libhdf5 so that it
+ * is fuzzed alone). */
+#define VELOX_MAX_METADATA_BYTES (1u << 20)
+/* 1 if `text` (at most `size` bytes, NUL padded) is the /Version document
+ * of a Velox file ({"format": "Velox", ...}); `*version` gets it. */
+int qem_input_velox_version(const char *text, size_t size, json_t **version);
+typedef struct input_velox_meta {
+    json_t *facts;    /* the metadata's sections, each at most 16 KiB */
+    int camera;       /* the frames come from a camera (not a scanning detector) */
+    uint64_t scan[2]; /* the scan of camera frames Scan.ScanSize states, {0, 0} if none */
+} input_velox_meta;
+/* Parses the Metadata text of the first of `frames` frames (`where` names
+ * it in messages): QEM_E_METADATA when it is no JSON object or its
+ * Scan.ScanSize is no count, QEM_E_LIMIT over VELOX_MAX_METADATA_BYTES. */
+qem_status qem_input_velox_parse_metadata(const char *text, size_t size, uint64_t frames,
+                                          const char *where, input_velox_meta *out,
+                                          qem_error *error);
+void qem_input_velox_meta_free(input_velox_meta *m);
 
 /* --- for the writers -------------------------------------------------------- */
 

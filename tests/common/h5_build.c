@@ -314,3 +314,93 @@ int h5b_write_arina(const h5b_arina *a, char *master, size_t size, char (*data_p
     }
     return 0;
 }
+
+int h5b_group(const char *file, const char *group)
+{
+    hid_t f = open_rw(file);
+    if (f < 0)
+        return fail("open", file);
+    hid_t lcpl = intermediate_lcpl();
+    hid_t g = lcpl >= 0 ? H5Gcreate2(f, group, lcpl, H5P_DEFAULT, H5P_DEFAULT) : -1;
+    const int rc = g < 0 ? fail("H5Gcreate2", file) : 0;
+    if (g >= 0)
+        H5Gclose(g);
+    if (lcpl >= 0)
+        H5Pclose(lcpl);
+    H5Fclose(f);
+    return rc;
+}
+
+/* Writes one attribute of `type` (its space: scalar) from `value`. */
+static int set_attr(const char *file, const char *object, const char *name, hid_t file_type,
+                    hid_t mem_type, const void *value)
+{
+    hid_t f = open_rw(file);
+    if (f < 0)
+        return fail("open", file);
+    int rc = 0;
+    hid_t obj = H5Oopen(f, object, H5P_DEFAULT);
+    hid_t space = H5Screate(H5S_SCALAR);
+    hid_t attr = -1;
+    if (obj < 0 || space < 0)
+        rc = fail("open object for an attribute", file);
+    if (rc == 0) {
+        if (H5Aexists(obj, name) > 0)
+            H5Adelete(obj, name);
+        attr = H5Acreate2(obj, name, file_type, space, H5P_DEFAULT, H5P_DEFAULT);
+        if (attr < 0 || H5Awrite(attr, mem_type, value) < 0)
+            rc = fail("write an attribute", file);
+    }
+    if (attr >= 0)
+        H5Aclose(attr);
+    if (space >= 0)
+        H5Sclose(space);
+    if (obj >= 0)
+        H5Oclose(obj);
+    H5Fclose(f);
+    return rc;
+}
+
+int h5b_attr_int(const char *file, const char *object, const char *name, int64_t value)
+{
+    return set_attr(file, object, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &value);
+}
+
+int h5b_attr_string(const char *file, const char *object, const char *name, const char *value,
+                    int variable)
+{
+    hid_t type = H5Tcopy(H5T_C_S1);
+    if (type < 0 || H5Tset_size(type, variable ? H5T_VARIABLE : strlen(value) + 1) < 0)
+        return fail("string type", file);
+    const int rc =
+        set_attr(file, object, name, type, type, variable ? (const void *)&value : value);
+    H5Tclose(type);
+    return rc;
+}
+
+int h5b_string_dataset(const char *file, const char *path, const char *value)
+{
+    hid_t f = open_rw(file);
+    if (f < 0)
+        return fail("open", file);
+    hid_t lcpl = intermediate_lcpl();
+    hid_t type = H5Tcopy(H5T_C_S1);
+    const hsize_t one = 1;
+    hid_t space = H5Screate_simple(1, &one, NULL);
+    int rc = 0;
+    if (lcpl < 0 || type < 0 || space < 0 || H5Tset_size(type, H5T_VARIABLE) < 0)
+        rc = fail("string dataset", file);
+    hid_t d = rc == 0 ? H5Dcreate2(f, path, type, space, lcpl, H5P_DEFAULT, H5P_DEFAULT) : -1;
+    if (rc == 0 && (d < 0 || H5Dwrite(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, &value) < 0))
+        rc = fail("write a string dataset", file);
+    if (d >= 0)
+        H5Dclose(d);
+    if (space >= 0)
+        H5Sclose(space);
+    if (type >= 0)
+        H5Tclose(type);
+    if (lcpl >= 0)
+        H5Pclose(lcpl);
+    H5Fclose(f);
+    return rc;
+}

@@ -37,6 +37,17 @@ int h5b_write_dataset(const char *file, const h5b_dataset *d);
 /* Sets a 2-element int64 attribute `scan_shape` on a group or dataset. */
 int h5b_set_scan_shape(const char *file, const char *object, uint64_t rows, uint64_t columns);
 
+/* Creates the group `group` (and missing parents) in `file`. */
+int h5b_group(const char *file, const char *group);
+/* Sets a scalar attribute on a group or dataset: an int64, or a string
+ * (fixed length, or variable length as h5py writes a str). */
+int h5b_attr_int(const char *file, const char *object, const char *name, int64_t value);
+int h5b_attr_string(const char *file, const char *object, const char *name, const char *value,
+                    int variable);
+/* A one-element variable-length string dataset (h5py's object dtype, as
+ * Velox writes /Version). */
+int h5b_string_dataset(const char *file, const char *path, const char *value);
+
 /* Creates an external link `link` in `file` to `target_object` inside
  * `target_file` (stored as given: relative names resolve beside `file`). */
 int h5b_external_link(const char *file, const char *link, const char *target_file,

@@ -18,6 +18,7 @@
 #include "seeds_seq.h"
 #include "seeds_tia.h"
 #include "seeds_tvips.h"
+#include "seeds_velox.h"
 
 /* Where Debian's python3-hyperspy keeps HyperSpy's test files. */
 #define HYPERSPY_IO "/usr/lib/python3/dist-packages/hyperspy/tests/io"
@@ -447,5 +448,6 @@ int main(int argc, char **argv)
     seeds_csr(shared, HYPERSPY_IO, out);
     seeds_dm(shared, HYPERSPY_IO, out);
     seeds_tia(shared, HYPERSPY_IO, out);
+    seeds_velox(shared, HYPERSPY_IO, out);
     return 0;
 }
