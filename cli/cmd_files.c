@@ -355,6 +355,12 @@ static const command_option export_options[] = {
     "  - a Dectris Arina/Eiger master with its data files (beside it);\n"                          \
     "  - a Quantum Detectors Merlin .mib (its .hdr beside it, when present);\n"                    \
     "  - an EMPAD acquisition .xml with the .raw it names;\n"                                      \
+    "  - Berkeley EMD / py4DSTEM (--dataset among several 4D groups), Velox .emd;\n"               \
+    "  - Gatan DM3/DM4 (a 4D STEMx image, or a stack with --scan-shape);\n"                        \
+    "  - Thermo Fisher/FEI TIA .ser (its .emi beside it), NanoMegas .blo, MRC,\n"                  \
+    "    TVIPS (its numbered parts), StreamPix/Direct Electron .seq (Celeritas\n"                  \
+    "    halves paired), Gatan K2 IS sector .bin files, PNDetector FRMS6 (.hdr\n"                  \
+    "    beside it), LiberTEM raw_csr sparse sets (the .toml descriptor);\n"                       \
     "  - raw binary: --raw-shape and --raw-dtype (--raw-offset, --raw-frame-header).\n"
 
 const command_spec file_commands[] = {
@@ -366,7 +372,10 @@ const command_spec file_commands[] = {
      "uint8/uint16 counts take the integer codec, uint32 counts are stored as\n"
      "uint16 when every admitted value fits (else refused, naming the scan\n"
      "position, pixel and value), float32 values the float codec (every bit\n"
-     "kept). Pixels the detector flags are marked invalid. The source's\n"
+     "kept). Signed, 64-bit and float64 samples (DM, TIA, MRC, EMD, ...) are\n"
+     "stored as uint16 when every value is an integer in 0..65535, else as\n"
+     "float32 when every value is exactly a float32, else refused with the\n"
+     "range found. Pixels the detector flags are marked invalid. The source's\n"
      "family, files, digests and facts go to source_metadata, and its\n"
      "certain calibration (scan step, camera length, voltage, ...) to the\n"
      "scientific metadata, beneath --calibration. SRC is authenticated while\n"

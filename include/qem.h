@@ -1124,10 +1124,14 @@ QEM_API qem_status qem_writer_append_encoded(qem_writer *writer, const void *blo
  * HDF5 file; a Dectris Arina/Eiger master with the data files it links
  * (only regular files inside its own folder); a Quantum Detectors Merlin
  * .mib (single chip or quad, 1/6/12/24-bit counters; RAW mode refused);
- * an EMPAD acquisition .xml with the .raw it names; or raw binary the
+ * an EMPAD acquisition .xml with the .raw it names; Gatan DM3/DM4 and K2
+ * IS, TIA .ser/.emi, Velox and Berkeley EMD, NanoMegas .blo, MRC, TVIPS,
+ * StreamPix .seq, PNDetector FRMS6, LiberTEM raw_csr; or raw binary the
  * caller describes. Sample types uint8, uint16, uint32 (stored as uint16
- * only when every admitted value fits) and float32; pixels the detector
- * flags become invalid (.qem) or excluded (packs). doc/inputs.md. */
+ * only when every admitted value fits) and float32; signed, 64-bit and
+ * float64 samples stored as uint16 or float32 only where every value is
+ * exact there (one pass at open); pixels the detector flags become invalid
+ * (.qem) or excluded (packs). doc/inputs.md. */
 typedef struct qem_acquisition qem_acquisition;
 
 typedef struct qem_acquisition_options {
@@ -1135,9 +1139,9 @@ typedef struct qem_acquisition_options {
     const char *dataset;    /* HDF5 dataset of frames; NULL = the only candidate */
     uint64_t scan_shape[2]; /* where the file does not state it; {0, 0} = the file's */
     /* Raw binary (all of shape and dtype, or none): the 4D shape; "uint8",
-     * "uint16", "uint32", "float32" (little-endian) or a numpy descr such
-     * as ">u2" or "<f4"; bytes before the first frame; bytes before each
-     * frame. */
+     * "uint16", "uint32", "float32", "int8", "int16", "int32", "float64"
+     * (little-endian) or a numpy descr such as ">u2", "<i4" or ">f8"; bytes
+     * before the first frame; bytes before each frame. */
     uint64_t raw_shape[4];
     const char *raw_dtype;
     uint64_t raw_offset;
@@ -1162,7 +1166,7 @@ QEM_API qem_status qem_acquisition_authenticate(qem_acquisition *acquisition, qe
 
 typedef struct qem_acquisition_info {
     size_t struct_size;      /* set by the caller */
-    char family[16];         /* "npy", "hdf5", "arina", "mib", "empad", "raw" */
+    char family[16];         /* "npy", "hdf5", "arina", "mib", "empad", "dm", "tia", ... */
     uint64_t shape[4];
     uint64_t scans, pixels;
     qem_dtype sample_type;   /* as stored: uint8, uint16, uint32 or float32 */

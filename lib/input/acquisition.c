@@ -581,8 +581,9 @@ static qem_status open_family(const char *path, const input_options *options, ac
     if (st == QEM_OK && !family)
         st = qem_fail(error, QEM_E_UNSUPPORTED,
                       "'%s' is not a detector file qem recognises (.npy, HDF5, Dectris/Arina, "
-                      "Merlin .mib, EMPAD .xml); for other raw binary give --raw-shape and "
-                      "--raw-dtype",
+                      "EMD, Velox .emd, Merlin .mib, EMPAD .xml, DM3/DM4, TIA .ser/.emi, "
+                      "NanoMegas .blo, MRC, TVIPS, StreamPix .seq, K2 IS .bin, FRMS6, "
+                      "raw_csr .toml); for other raw binary give --raw-shape and --raw-dtype",
                       path);
     if (st == QEM_OK) {
         a->family = family;

@@ -338,11 +338,15 @@ def convert(src, dest, *, dataset=None, scan_shape=None, raw_shape=None, raw_dty
             raw_offset=0, raw_frame_header=0, chunk_scans=None, threads=None, calibration=None,
             metadata=None, progress=None) -> Union[str, bytes]:
     """Saves any detector file the library reads (.npy, an HDF5 dataset, a
-    Dectris Arina/Eiger master, a Merlin .mib, an EMPAD .xml, raw binary
+    Dectris Arina/Eiger master, a Merlin .mib, an EMPAD .xml, Gatan DM3/DM4
+    or K2 IS, TIA .ser/.emi, Velox or Berkeley EMD, NanoMegas .blo, MRC,
+    TVIPS, StreamPix .seq, FRMS6, a LiberTEM raw_csr descriptor, raw binary
     described by raw_shape/raw_dtype/raw_offset/raw_frame_header, or a .qem
     file to re-save) as .qem, as ``qem save`` does: recognised by content,
     one window of frames in memory, uint32 stored as uint16 only when every
-    admitted value fits, flagged pixels invalid, members authenticated."""
+    admitted value fits, signed and float64 samples as uint16 or float32
+    only when every value is exact there, flagged pixels invalid, members
+    authenticated (doc/inputs.md)."""
     acquisition = _args.acquisition(scan_shape, raw_shape, raw_offset, raw_frame_header)
     chunk_scans = _args.chunk_scans(chunk_scans)
     threads = _args.threads(threads)
