@@ -13,10 +13,12 @@
 #include "bench_util.h"
 #include "blo_build.h"
 #include "csr_build.h"
+#include "dm_build.h"
 #include "k2frms_build.h"
 #include "mib_build.h"
 #include "mrc_build.h"
 #include "synth.h"
+#include "tia_build.h"
 #include "tvseq_build.h"
 
 /* Around 256 MiB of uint16 counts per family: 64 x 32 scans of 256 x 256. */
@@ -233,6 +235,59 @@ static int write_csr(const char *dir, ingest_row *row)
     return rc;
 }
 
+/* A 4D STEMx-style DM4 (Data Order Swapped), `data_type` 10 (uint16) or 1
+ * (int16: every value is proved to fit uint16 at open, one pass more). */
+static int write_dm(const char *dir, ingest_row *row, int64_t data_type)
+{
+    uint16_t *all = synth_all(); /* counts below 32768: the same bits as int16 */
+    snprintf(row->source, sizeof row->source, "%s/ingest%lld.dm4", dir, (long long)data_type);
+    const dmb_options o = {.version = 4, .ndims = 4,
+                           .dims = {FRAME_SIDE, FRAME_SIDE, SCAN_COLUMNS, SCAN_ROWS},
+                           .data_type = data_type, .data = all, .order_swapped = 1};
+    const int rc = all ? dmb_write(row->source, &o) : -1;
+    free(all);
+    add_file(row, row->source);
+    return rc;
+}
+
+static int write_dm_u16(const char *dir, ingest_row *row)
+{
+    return write_dm(dir, row, 10);
+}
+
+static int write_dm_i16(const char *dir, ingest_row *row)
+{
+    return write_dm(dir, row, 1);
+}
+
+/* A TIA series of 2D uint16 elements with a 2D scan (the builder's values). */
+static int write_tia(const char *dir, ingest_row *row)
+{
+    snprintf(row->source, sizeof row->source, "%s/ingest_1.ser", dir);
+    const tiab_options o = {.data_type = 2, .size_x = FRAME_SIDE, .size_y = FRAME_SIDE,
+                            .ndim = 2, .dims = {SCAN_COLUMNS, SCAN_ROWS}};
+    add_file(row, row->source);
+    row->scan_shape[0] = SCAN_ROWS, row->scan_shape[1] = SCAN_COLUMNS;
+    return tiab_write(row->source, &o);
+}
+
+/* EMD 1.0 as py4DSTEM writes it (h5py), chunks of one scan row. */
+static int write_emd(const char *dir, ingest_row *row)
+{
+    char npy[600], cmd[1500];
+    snprintf(npy, sizeof npy, "%s/emd_source.npy", dir);
+    qem_error e = {0};
+    if (synth_write_npy(&set, npy, &e) != QEM_OK)
+        return die("synthetic set", &e);
+    snprintf(row->source, sizeof row->source, "%s/ingest.emd", dir);
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/h5_bitshuffle.py emd '%s' '%s' >/dev/null",
+             QEM_BENCH_DIR, npy, row->source);
+    const int rc = system(cmd);
+    unlink(npy);
+    add_file(row, row->source);
+    return rc == 0 ? 0 : (fprintf(stderr, "qem-bench: '%s' failed\n", cmd), 1);
+}
+
 typedef struct ingest_family {
     const char *name;
     int (*write)(const char *dir, ingest_row *row);
@@ -249,6 +304,10 @@ static const ingest_family families[] = {
     {"K2 IS (8 sectors, 12-bit packed)", write_k2is},
     {"FRMS6 (folded pnCCD, 4 files)", write_frms6},
     {"raw_csr (sparse, u4 indices)", write_csr},
+    {"DM4 4D (uint16)", write_dm_u16},
+    {"DM4 4D (int16, settled to uint16)", write_dm_i16},
+    {"TIA .ser (uint16, 2D scan)", write_tia},
+    {"EMD 1.0 (py4DSTEM layout, HDF5)", write_emd},
 };
 #define FAMILIES (sizeof families / sizeof families[0])
 
@@ -326,7 +385,7 @@ int bench_ingest(const config *c, const char *dir, char *out, size_t size)
                      "Each family's files hold one acquisition (the synthetic set, %llux%llu "
                      "scans x %llux%llu pixels, dose %.0f, where the format takes given "
                      "counts; its test builder's values where the format fixes its own: "
-                     ".blo, TVIPS, .seq, K2 IS, FRMS6). `qem save` to .qem on %d threads, "
+                     ".blo, TVIPS, .seq, K2 IS, FRMS6, TIA). `qem save` to .qem on %d threads, "
                      "then the .npy `qem export` gives of it saved the same way, in turn; "
                      "`sha256sum` of the family's files for scale (page cache warm). MB are "
                      "of the exported values (uint8 for .blo, uint16 otherwise); the last column is the family's save rate over "

@@ -12,6 +12,9 @@ row per chunk. Prints one JSON object of timings.
                                                   bench_master.h5 linking
                                                   bench_data_000001.h5, uint32 frames,
                                                   one frame per bitshuffle/LZ4 chunk
+  h5_bitshuffle.py emd SRC.npy DEST.emd           an EMD 1.0 file (the py4DSTEM layout):
+                                                  one 4D array group, uncompressed,
+                                                  chunks of one scan row
 """
 import json
 import sys
@@ -100,6 +103,28 @@ def arina(src, folder):
     return {"seconds": time.perf_counter() - t0}
 
 
+def emd(src, dest):
+    data = np.load(src, mmap_mode="r")
+    t0 = time.perf_counter()
+    with h5py.File(dest, "w") as f:
+        f.attrs["version_major"] = 1
+        f.attrs["version_minor"] = 0
+        root = f.create_group("datacube_root")
+        root.attrs["emd_group_type"] = "root"
+        group = root.create_group("datacube")
+        group.attrs["emd_group_type"] = "array"
+        ds = group.create_dataset("data", shape=data.shape, dtype=data.dtype,
+                                  chunks=(1,) + data.shape[1:])
+        for r in range(data.shape[0]):
+            ds[r] = data[r]
+        for k, (name, units) in enumerate((("Rx", "pixels"), ("Ry", "pixels"),
+                                           ("Qx", "pixels"), ("Qy", "pixels"))):
+            dim = group.create_dataset("dim%d" % k, data=np.arange(data.shape[k]))
+            dim.attrs["name"] = name
+            dim.attrs["units"] = units
+    return {"seconds": time.perf_counter() - t0}
+
+
 if __name__ == "__main__":
     command = sys.argv[1]
     if command == "write":
@@ -109,6 +134,8 @@ if __name__ == "__main__":
                         int(sys.argv[4]) if len(sys.argv) > 4 else 1)
     elif command == "arina":
         result = arina(sys.argv[2], sys.argv[3])
+    elif command == "emd":
+        result = emd(sys.argv[2], sys.argv[3])
     elif command == "virtual":
         result = virtual(sys.argv[2], sys.argv[3], int(sys.argv[4]))
     else:

@@ -359,6 +359,22 @@ qem_status qem_input_stream_finish(acquisition *a, qem_progress_fn progress, voi
 
 /* --- shapes and masks ----------------------------------------------------------- */
 
+qem_status qem_input_open_master(acquisition *a, const char *path, const char *format,
+                                 const input_options *o, int *fd, uint64_t *size,
+                                 qem_error *error)
+{
+    if (o->dataset)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "'%s' is %s; --dataset only applies to HDF5 files", path, format);
+    QEM_TRY(qem_input_add_member(a, path, 1, error));
+    struct stat sb;
+    QEM_TRY(qem_open_input(path, fd, &sb, error));
+    QEM_TRY(qem_file_stamp_check(*fd, &a->members[a->member_count - 1].stamp, path,
+                                 "described", error));
+    *size = (uint64_t)sb.st_size;
+    return QEM_OK;
+}
+
 qem_status qem_input_check_shape(const acquisition *a, const char *path, qem_error *error)
 {
     uint64_t pixels, scans, total;

@@ -933,25 +933,19 @@ static qem_status dm_describe(acquisition *a, const char *path, const uint8_t *h
 {
     (void)head;
     (void)n;
-    if (o->dataset)
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
-                        "'%s' is a Gatan Digital Micrograph file; --dataset only applies to "
-                        "HDF5 files",
-                        path);
     dm_state *s = calloc(1, sizeof *s);
     if (!s)
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     s->fd = -1;
     a->impl = s;
-    QEM_TRY(qem_input_add_member(a, path, 1, error));
-    struct stat sb;
-    QEM_TRY(qem_open_input(path, &s->fd, &sb, error));
-    QEM_TRY(qem_file_stamp_check(s->fd, &a->members[0].stamp, path, "described", error));
+    uint64_t size = 0;
+    QEM_TRY(qem_input_open_master(a, path, "a Gatan Digital Micrograph file", o, &s->fd, &size,
+                                  error));
     dm_parse p;
     memset(&p, 0, sizeof p);
     p.path = path;
     p.fd = s->fd;
-    p.size = (uint64_t)sb.st_size;
+    p.size = size;
     p.version = 3;
     p.buf = malloc(DM_BUFFER);
     p.images = calloc(DM_MAX_IMAGES, sizeof *p.images);

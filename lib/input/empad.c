@@ -17,6 +17,7 @@
 #include "common/error.h"
 #include "common/fileio.h"
 #include "input/input.h"
+#include "input/xml_guard.h"
 #include "input/swap.h"
 
 #define EMPAD_COLUMNS 128u
@@ -59,12 +60,11 @@ static const char *const used_keys[] = {
  * key is built only when it is recorded, so parsing does work linear in
  * the document, however long its names or many its attributes. */
 typedef struct xml_walk {
-    XML_Parser parser;
+    xml_guard guard; /* first: the parser's user data */
     json_t *facts;
     json_t *used;      /* used_keys found: key -> value */
     int truncated;     /* a fact left out: XML_MAX_FACTS, XML_MAX_FACT_BYTES or XML_MAX_KEY */
     size_t fact_bytes;
-    int refused;       /* a DOCTYPE or entity declaration */
     int too_deep;
     int depth;         /* open elements, the root being 1 */
     char *path;        /* the innermost open element's path, NUL-terminated */
@@ -169,7 +169,7 @@ static void XMLCALL on_start(void *user, const XML_Char *name, const XML_Char **
     xml_walk *w = user;
     if (w->depth >= XML_MAX_DEPTH) {
         w->too_deep = 1;
-        XML_StopParser(w->parser, XML_FALSE);
+        XML_StopParser(w->guard.parser, XML_FALSE);
         return;
     }
     int ok = 1;
@@ -190,7 +190,7 @@ static void XMLCALL on_start(void *user, const XML_Char *name, const XML_Char **
     }
     if (!ok) {
         w->oom = 1;
-        XML_StopParser(w->parser, XML_FALSE);
+        XML_StopParser(w->guard.parser, XML_FALSE);
         return;
     }
     w->depth++;
@@ -246,7 +246,7 @@ static void XMLCALL on_text(void *user, const XML_Char *s, int len)
         char *grown = realloc(w->text, XML_MAX_VALUE + 1);
         if (!grown) {
             w->oom = 1;
-            XML_StopParser(w->parser, XML_FALSE);
+            XML_StopParser(w->guard.parser, XML_FALSE);
             return;
         }
         w->text = grown;
@@ -254,29 +254,6 @@ static void XMLCALL on_text(void *user, const XML_Char *s, int len)
     }
     memcpy(w->text + w->text_len, s, n);
     w->text_len += n;
-}
-
-/* DOCTYPE and entity declarations are refused: an acquisition XML needs
- * neither, and entities are how a small document expands without bound. */
-static void XMLCALL on_doctype(void *user, const XML_Char *name, const XML_Char *sysid,
-                               const XML_Char *pubid, int has_internal_subset)
-{
-    (void)name, (void)sysid, (void)pubid, (void)has_internal_subset;
-    xml_walk *w = user;
-    w->refused = 1;
-    XML_StopParser(w->parser, XML_FALSE);
-}
-
-static void XMLCALL on_entity(void *user, const XML_Char *name, int is_parameter_entity,
-                              const XML_Char *value, int value_length, const XML_Char *base,
-                              const XML_Char *system_id, const XML_Char *public_id,
-                              const XML_Char *notation)
-{
-    (void)name, (void)is_parameter_entity, (void)value, (void)value_length, (void)base;
-    (void)system_id, (void)public_id, (void)notation;
-    xml_walk *w = user;
-    w->refused = 1;
-    XML_StopParser(w->parser, XML_FALSE);
 }
 
 static void walk_free(xml_walk *w)
@@ -298,23 +275,21 @@ qem_status qem_input_empad_parse_xml(const char *xml, size_t size, const char *p
     memset(&w, 0, sizeof w);
     w.facts = json_object();
     w.used = json_object();
-    w.parser = XML_ParserCreate(NULL);
-    if (!w.facts || !w.used || !w.parser) {
-        if (w.parser)
-            XML_ParserFree(w.parser);
+    w.guard.parser = XML_ParserCreate(NULL);
+    if (!w.facts || !w.used || !w.guard.parser) {
+        if (w.guard.parser)
+            XML_ParserFree(w.guard.parser);
         walk_free(&w);
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     }
-    XML_SetUserData(w.parser, &w);
-    XML_SetElementHandler(w.parser, on_start, on_end);
-    XML_SetCharacterDataHandler(w.parser, on_text);
-    XML_SetStartDoctypeDeclHandler(w.parser, on_doctype);
-    XML_SetEntityDeclHandler(w.parser, on_entity);
-    const enum XML_Status parsed = XML_Parse(w.parser, xml, (int)size, XML_TRUE);
+    qem_xml_guard_install(&w.guard);
+    XML_SetElementHandler(w.guard.parser, on_start, on_end);
+    XML_SetCharacterDataHandler(w.guard.parser, on_text);
+    const enum XML_Status parsed = XML_Parse(w.guard.parser, xml, (int)size, XML_TRUE);
     qem_status st = QEM_OK;
     if (w.oom)
         st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory parsing '%s'", path);
-    else if (w.refused)
+    else if (w.guard.refused)
         st = qem_fail(error, QEM_E_LAYOUT,
                       "'%s' declares a DOCTYPE or an entity; an EMPAD acquisition XML has "
                       "neither, and qem does not expand them",
@@ -326,9 +301,9 @@ qem_status qem_input_empad_parse_xml(const char *xml, size_t size, const char *p
                       path, XML_MAX_DEPTH);
     else if (parsed != XML_STATUS_OK)
         st = qem_fail(error, QEM_E_LAYOUT, "'%s' is not well-formed XML (line %lu: %s)", path,
-                      (unsigned long)XML_GetCurrentLineNumber(w.parser),
-                      XML_ErrorString(XML_GetErrorCode(w.parser)));
-    XML_ParserFree(w.parser);
+                      (unsigned long)XML_GetCurrentLineNumber(w.guard.parser),
+                      XML_ErrorString(XML_GetErrorCode(w.guard.parser)));
+    XML_ParserFree(w.guard.parser);
     if (st == QEM_OK && w.truncated)
         json_object_set_new(w.facts, "_truncated",
                             json_sprintf("only the first values of the XML are recorded (at "

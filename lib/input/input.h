@@ -137,6 +137,13 @@ struct acquisition {
 /* Adds a member (not hashed yet; its stamp taken now, opening it so that a
  * FIFO or device is refused). */
 qem_status qem_input_add_member(acquisition *a, const char *path, int is_master, qem_error *error);
+/* The one file a byte family reads first (the master): --dataset refused
+ * (it names HDF5 datasets; "'<path>' is <format>; ..."), the member added,
+ * opened into `*fd` (the caller closes it) and its stamp checked; `*size`
+ * its bytes. */
+qem_status qem_input_open_master(acquisition *a, const char *path, const char *format,
+                                 const input_options *o, int *fd, uint64_t *size,
+                                 qem_error *error);
 /* Refuses an acquisition with an empty dimension, a detector of more than
  * INPUT_MAX_DETECTOR_PIXELS pixels, or sizes that overflow: the check every
  * entry point passes before any work proportional to the shape. */

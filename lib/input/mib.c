@@ -488,19 +488,13 @@ static void timestamp_facts(acquisition *a, const mib_fields *f, const char *whi
 static qem_status mib_describe(acquisition *a, const char *path, const uint8_t *head, size_t n,
                                const input_options *o, qem_error *error)
 {
-    if (o->dataset)
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
-                        "'%s' is a Merlin .mib file; --dataset only applies to HDF5 files", path);
     mib_state *s = calloc(1, sizeof *s);
     if (!s)
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     s->fd = -1;
     a->impl = s;
-    QEM_TRY(qem_input_add_member(a, path, 1, error));
-    struct stat sb;
-    QEM_TRY(qem_open_input(path, &s->fd, &sb, error));
-    QEM_TRY(qem_file_stamp_check(s->fd, &a->members[0].stamp, path, "described", error));
-    const uint64_t size = (uint64_t)sb.st_size;
+    uint64_t size = 0;
+    QEM_TRY(qem_input_open_master(a, path, "a Merlin .mib file", o, &s->fd, &size, error));
 
     /* The header size first (field 3), then the whole first header. */
     uint64_t hb64 = 0;

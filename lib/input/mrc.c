@@ -158,19 +158,13 @@ static qem_status mrc_describe(acquisition *a, const char *path, const uint8_t *
 {
     (void)head;
     (void)n;
-    if (o->dataset)
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
-                        "'%s' is an MRC file; --dataset only applies to HDF5 files", path);
     mrc_state *s = calloc(1, sizeof *s);
     if (!s)
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     s->fd = -1;
     a->impl = s;
-    QEM_TRY(qem_input_add_member(a, path, 1, error));
-    struct stat sb;
-    QEM_TRY(qem_open_input(path, &s->fd, &sb, error));
-    QEM_TRY(qem_file_stamp_check(s->fd, &a->members[0].stamp, path, "described", error));
-    const uint64_t size = (uint64_t)sb.st_size;
+    uint64_t size = 0;
+    QEM_TRY(qem_input_open_master(a, path, "an MRC file", o, &s->fd, &size, error));
     if (size < MRC_HEADER_BYTES)
         return qem_fail(error, QEM_E_FILE_LENGTH,
                         "the MRC file '%s' is %llu bytes, shorter than its %u-byte header", path,

@@ -23,6 +23,7 @@
 #include "common/error.h"
 #include "common/fileio.h"
 #include "input/input.h"
+#include "input/xml_guard.h"
 #include "input/swap.h"
 
 #define SER_BYTE_ORDER 0x4949u
@@ -183,7 +184,7 @@ static qem_status element_type(acquisition *a, tia_state *s, const char *path, q
  * root ("AcquireInfo/CameraNamePath"), and the ExperimentalDescription's
  * <Data><Label/><Value/><Unit/></Data> entries as "Label (Unit)" -> Value. */
 typedef struct emi_walk {
-    XML_Parser parser;
+    xml_guard guard; /* first: the parser's user data */
     json_t *leaves;
     json_t *described;
     int depth;
@@ -195,7 +196,7 @@ typedef struct emi_walk {
     size_t text_len;
     char label[XML_MAX_VALUE + 1], value[XML_MAX_VALUE + 1], unit[XML_MAX_VALUE + 1];
     size_t facts, fact_bytes;
-    int truncated, refused, too_deep, oom;
+    int truncated, too_deep, oom;
 } emi_walk;
 
 static void trim_text(const char *t, size_t n, size_t *a, size_t *b)
@@ -239,7 +240,7 @@ static void XMLCALL emi_start(void *user, const XML_Char *name, const XML_Char *
     emi_walk *w = user;
     if (w->depth >= XML_MAX_DEPTH) {
         w->too_deep = 1;
-        XML_StopParser(w->parser, XML_FALSE);
+        XML_StopParser(w->guard.parser, XML_FALSE);
         return;
     }
     w->has_children[w->depth] = 1;
@@ -311,29 +312,6 @@ static void XMLCALL emi_text(void *user, const XML_Char *s, int len)
     w->text_len += n;
 }
 
-/* DOCTYPE and entity declarations are refused: ObjectInfo needs neither,
- * and entities are how a small document expands without bound. */
-static void XMLCALL emi_doctype(void *user, const XML_Char *name, const XML_Char *sysid,
-                                const XML_Char *pubid, int has_internal_subset)
-{
-    (void)name, (void)sysid, (void)pubid, (void)has_internal_subset;
-    emi_walk *w = user;
-    w->refused = 1;
-    XML_StopParser(w->parser, XML_FALSE);
-}
-
-static void XMLCALL emi_entity(void *user, const XML_Char *name, int is_parameter_entity,
-                               const XML_Char *value, int value_length, const XML_Char *base,
-                               const XML_Char *system_id, const XML_Char *public_id,
-                               const XML_Char *notation)
-{
-    (void)name, (void)is_parameter_entity, (void)value, (void)value_length, (void)base;
-    (void)system_id, (void)public_id, (void)notation;
-    emi_walk *w = user;
-    w->refused = 1;
-    XML_StopParser(w->parser, XML_FALSE);
-}
-
 /* What the documents of one .emi may record in all. */
 typedef struct emi_budget {
     size_t facts, fact_bytes;
@@ -352,20 +330,18 @@ static qem_status parse_object_info(const char *xml, size_t size, const char *em
     w->fact_bytes = budget->fact_bytes;
     w->leaves = json_object();
     w->described = json_object();
-    w->parser = XML_ParserCreate("UTF-8");
+    w->guard.parser = XML_ParserCreate("UTF-8");
     qem_status st = QEM_OK;
-    if (!w->leaves || !w->described || !w->parser) {
+    if (!w->leaves || !w->described || !w->guard.parser) {
         st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     } else {
-        XML_SetUserData(w->parser, w);
-        XML_SetElementHandler(w->parser, emi_start, emi_end);
-        XML_SetCharacterDataHandler(w->parser, emi_text);
-        XML_SetStartDoctypeDeclHandler(w->parser, emi_doctype);
-        XML_SetEntityDeclHandler(w->parser, emi_entity);
-        const enum XML_Status parsed = XML_Parse(w->parser, xml, (int)size, XML_TRUE);
+        qem_xml_guard_install(&w->guard);
+        XML_SetElementHandler(w->guard.parser, emi_start, emi_end);
+        XML_SetCharacterDataHandler(w->guard.parser, emi_text);
+        const enum XML_Status parsed = XML_Parse(w->guard.parser, xml, (int)size, XML_TRUE);
         if (w->oom)
             st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory parsing '%s'", emi);
-        else if (w->refused)
+        else if (w->guard.refused)
             st = qem_fail(error, QEM_E_LAYOUT,
                           "the <ObjectInfo> XML of '%s' declares a DOCTYPE or an entity; TIA "
                           "writes neither, and qem does not expand them",
@@ -377,11 +353,11 @@ static qem_status parse_object_info(const char *xml, size_t size, const char *em
         else if (parsed != XML_STATUS_OK)
             st = qem_fail(error, QEM_E_LAYOUT,
                           "the <ObjectInfo> XML of '%s' is not well-formed (line %lu: %s)", emi,
-                          (unsigned long)XML_GetCurrentLineNumber(w->parser),
-                          XML_ErrorString(XML_GetErrorCode(w->parser)));
+                          (unsigned long)XML_GetCurrentLineNumber(w->guard.parser),
+                          XML_ErrorString(XML_GetErrorCode(w->guard.parser)));
     }
-    if (w->parser)
-        XML_ParserFree(w->parser);
+    if (w->guard.parser)
+        XML_ParserFree(w->guard.parser);
     if (st == QEM_OK) {
         *leaves = w->leaves;
         *described = w->described;
@@ -835,11 +811,8 @@ static qem_status position_order(int fd, uint64_t size, const tia_state *s, uint
 static qem_status describe_ser(acquisition *a, tia_state *s, const char *path,
                                const input_options *o, qem_error *error)
 {
-    QEM_TRY(qem_input_add_member(a, path, 1, error));
-    struct stat sb;
-    QEM_TRY(qem_open_input(path, &s->fd, &sb, error));
-    QEM_TRY(qem_file_stamp_check(s->fd, &a->members[0].stamp, path, "described", error));
-    const uint64_t size = (uint64_t)sb.st_size;
+    uint64_t size = 0;
+    QEM_TRY(qem_input_open_master(a, path, "a TIA file", o, &s->fd, &size, error));
 
     /* The header: 30 bytes (version 0x0210) or 34 (0x0220). */
     uint8_t h[34];
@@ -1157,7 +1130,7 @@ static int tia_recognises(const uint8_t *head, size_t n)
 static qem_status tia_describe(acquisition *a, const char *path, const uint8_t *head, size_t n,
                                const input_options *o, qem_error *error)
 {
-    if (o->dataset)
+    if (o->dataset) /* before an .emi looks for its series */
         return qem_fail(error, QEM_E_INVALID_ARGUMENT,
                         "'%s' is a TIA file; --dataset only applies to HDF5 files", path);
     tia_state *s = calloc(1, sizeof *s);

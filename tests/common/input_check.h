@@ -1,7 +1,11 @@
-/* Checks shared by the input-family unit tests (test_input_tvips.c,
- * test_input_seq.c): open or refuse, read everything, hash while reading. */
+/* Checks shared by the input-family unit tests of issue 30: open or
+ * refuse, read everything, hash while reading, files patched in place. */
 #ifndef QEM_TEST_INPUT_CHECK_H
 #define QEM_TEST_INPUT_CHECK_H
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
 
 #include "common/sha256.h"
 #include "input/input.h"
@@ -91,6 +95,45 @@ static inline int ic_member_named(const acquisition *a, size_t i, const char *na
         return 0;
     const char *slash = strrchr(a->members[i].path, '/');
     return strcmp(slash ? slash + 1 : a->members[i].path, name) == 0;
+}
+
+/* Options with only a scan shape. */
+static inline input_options ic_scan(uint64_t rows, uint64_t columns)
+{
+    input_options o;
+    memset(&o, 0, sizeof o);
+    o.scan_shape[0] = rows;
+    o.scan_shape[1] = columns;
+    return o;
+}
+
+/* `dir`/`name` in one of 64 rotating buffers (several alive at once). */
+static inline const char *ic_in(const char *dir, const char *name)
+{
+    static char paths[64][1024];
+    static int next;
+    char *p = paths[next++ % 64];
+    snprintf(p, sizeof paths[0], "%s/%s", dir, name);
+    return p;
+}
+
+static inline const char *ic_fresh_dir(const char *name)
+{
+    const char *d = test_path(name);
+    CHECK(mkdir(d, 0755) == 0);
+    return d;
+}
+
+/* Overwrites `n` bytes of `path` at `offset`. */
+static inline void ic_patch(const char *path, uint64_t offset, const void *bytes, size_t n)
+{
+    FILE *f = fopen(path, "r+b");
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    CHECK(fseek(f, (long)offset, SEEK_SET) == 0);
+    CHECK(fwrite(bytes, 1, n, f) == n);
+    fclose(f);
 }
 
 #endif

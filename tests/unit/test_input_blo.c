@@ -15,6 +15,7 @@
 #include "blo_build.h"
 #include "common/sha256.h"
 #include "input/input.h"
+#include "input_check.h"
 #include "test_util.h"
 
 #ifndef QEM_HYPERSPY_IO
@@ -22,29 +23,6 @@
 #endif
 
 /* --- helpers ---------------------------------------------------------------- */
-
-static acquisition *open_ok(const char *path, const input_options *o)
-{
-    acquisition *a = NULL;
-    qem_error e = {0};
-    CHECK_OK(qem_input_open(path, o, &a, &e), &e);
-    return a;
-}
-
-/* Refused with `status`, the message naming `needle` (when given). */
-static void refused(const char *path, const input_options *o, qem_status status,
-                    const char *needle)
-{
-    acquisition *a = NULL;
-    qem_error e = {0};
-    CHECK_STATUS(qem_input_open(path, o, &a, &e), status, &e);
-    CHECK(a == NULL);
-    if (needle && !strstr(e.message, needle)) {
-        CHECK(!"the refusal names what is wrong");
-        fprintf(stderr, "  missing '%s' in: %s\n", needle, e.message);
-    }
-    qem_input_close(a);
-}
 
 static uint64_t frames_of(const acquisition *a)
 {
@@ -147,7 +125,7 @@ static void test_real(void)
             fprintf(stderr, "  cannot read %s\n", path);
             continue;
         }
-        acquisition *a = open_ok(path, NULL);
+        acquisition *a = ic_open(path, NULL);
         if (!a) {
             free(bytes);
             continue;
@@ -196,10 +174,10 @@ static void test_real(void)
         qem_input_close(a);
         /* The scan shape the header states, given again: the same; another: refused. */
         input_options o = {.scan_shape = {files[i].shape[0], files[i].shape[1]}};
-        a = open_ok(path, &o);
+        a = ic_open(path, &o);
         qem_input_close(a);
         input_options other = {.scan_shape = {files[i].shape[1], files[i].shape[0]}};
-        refused(path, &other, QEM_E_INVALID_ARGUMENT, "contradicts");
+        ic_refused(path, &other, QEM_E_INVALID_ARGUMENT, "contradicts");
         free(bytes);
     }
 }
@@ -208,7 +186,7 @@ static void test_real(void)
 
 static void check_built(const char *path, const blob_options *b, qem_dtype stored)
 {
-    acquisition *a = open_ok(path, NULL);
+    acquisition *a = ic_open(path, NULL);
     if (!a)
         return;
     CHECK_EQ_U64(a->shape[0], b->ny);
@@ -244,7 +222,7 @@ static void test_built(void)
     blob_options b = {.nx = 5, .ny = 3, .dp = 7, .sx = 1.5, .sy = 2.5, .note = "a note"};
     CHECK(blob_write(p, &b) == 0);
     check_built(p, &b, QEM_DTYPE_UINT8);
-    acquisition *a = open_ok(p, NULL);
+    acquisition *a = ic_open(p, NULL);
     if (a) {
         CHECK(quantity(a->calibration, "scan_sampling_row", "nm") == 2.5);
         CHECK(quantity(a->calibration, "scan_sampling_column", "nm") == 1.5);
@@ -253,7 +231,7 @@ static void test_built(void)
     /* No scan step: no calibration. */
     b.sx = b.sy = 0;
     CHECK(blob_write(p, &b) == 0);
-    a = open_ok(p, NULL);
+    a = ic_open(p, NULL);
     CHECK(a && a->calibration == NULL);
     qem_input_close(a);
     /* Magic 0x0103 with no bit depth stated: 8 bits, as LiberTEM reads it. */
@@ -274,7 +252,7 @@ static void test_built(void)
         small[k] = (uint32_t)(k * 1000);
     b32.data = small;
     CHECK(blob_write(p, &b32) == 0);
-    a = open_ok(p, NULL);
+    a = ic_open(p, NULL);
     if (a) {
         CHECK(a->sample_type == QEM_DTYPE_UINT32);
         size_t size = 0;
@@ -286,7 +264,7 @@ static void test_built(void)
     qem_input_close(a);
     small[20] = 70000;
     CHECK(blob_write(p, &b32) == 0);
-    a = open_ok(p, NULL);
+    a = ic_open(p, NULL);
     if (a) {
         uint16_t out[36];
         qem_error e = {0};
@@ -320,72 +298,72 @@ static void test_refusals(void)
     /* Truncated: the last pattern short; bytes after the last pattern. */
     CHECK(blob_write(p, &b) == 0);
     CHECK(truncate(p, (off_t)(size - 1)) == 0);
-    refused(p, NULL, QEM_E_FILE_LENGTH, "truncated");
+    ic_refused(p, NULL, QEM_E_FILE_LENGTH, "truncated");
     CHECK(truncate(p, (off_t)(size + 1)) == 0);
-    refused(p, NULL, QEM_E_FILE_LENGTH, "bytes follow the last pattern");
+    ic_refused(p, NULL, QEM_E_FILE_LENGTH, "bytes follow the last pattern");
     CHECK(truncate(p, 100) == 0);
-    refused(p, NULL, QEM_E_FILE_LENGTH, "shorter than its 240-byte header");
+    ic_refused(p, NULL, QEM_E_FILE_LENGTH, "shorter than its 240-byte header");
     CHECK(truncate(p, 4000) == 0); /* the patterns start at byte 4112 */
-    refused(p, NULL, QEM_E_FILE_LENGTH, "puts the patterns at byte");
+    ic_refused(p, NULL, QEM_E_FILE_LENGTH, "puts the patterns at byte");
     /* A pattern header that is not 0xAA 0x55; a pattern numbered out of order. */
     CHECK(blob_write(p, &b) == 0);
     patch(p, blob_record_at(&b, 3), "\xAA\x56", 2);
-    refused(p, NULL, QEM_E_LAYOUT, "before pattern 3");
+    ic_refused(p, NULL, QEM_E_LAYOUT, "before pattern 3");
     CHECK(blob_write(p, &b) == 0);
     patch(p, blob_record_at(&b, 4) + 2, "\x05", 1);
-    refused(p, NULL, QEM_E_LAYOUT, "numbers pattern 4 as 5");
+    ic_refused(p, NULL, QEM_E_LAYOUT, "numbers pattern 4 as 5");
     /* An unknown header magic. */
     CHECK(blob_write(p, &b) == 0);
     put16(two, 0x0104);
     patch(p, 6, two, 2);
-    refused(p, NULL, QEM_E_UNSUPPORTED, "magic 0x0104");
+    ic_refused(p, NULL, QEM_E_UNSUPPORTED, "magic 0x0104");
     /* An empty scan or detector. */
     CHECK(blob_write(p, &b) == 0);
     put16(two, 0);
     patch(p, 24, two, 2);
-    refused(p, NULL, QEM_E_LAYOUT, "empty scan or detector");
+    ic_refused(p, NULL, QEM_E_LAYOUT, "empty scan or detector");
     CHECK(blob_write(p, &b) == 0);
     patch(p, 20, two, 2);
-    refused(p, NULL, QEM_E_LAYOUT, "DP_SZ 0");
+    ic_refused(p, NULL, QEM_E_LAYOUT, "DP_SZ 0");
     /* The blocks out of order: the bright field inside the header; the
      * patterns over the bright field. */
     CHECK(blob_write(p, &b) == 0);
     patch(p, 8, "\x10\x00\x00\x00", 4);
-    refused(p, NULL, QEM_E_LAYOUT, "must follow the 240-byte header");
+    ic_refused(p, NULL, QEM_E_LAYOUT, "must follow the 240-byte header");
     CHECK(blob_write(p, &b) == 0);
     patch(p, 12, "\x02\x10\x00\x00", 4); /* 4098 < 4096 + 6 */
-    refused(p, NULL, QEM_E_LAYOUT, "virtual bright-field");
+    ic_refused(p, NULL, QEM_E_LAYOUT, "virtual bright-field");
     /* A detector beyond the cap, a scan of 65535 x 65535: refused before
      * any per-pattern read (sizes checked first; 16-bit fields cannot
      * overflow 64 bits). */
     CHECK(blob_write(p, &b) == 0);
     put16(two, 65535);
     patch(p, 20, two, 2);
-    refused(p, NULL, QEM_E_LIMIT, "8192 x 8192");
+    ic_refused(p, NULL, QEM_E_LIMIT, "8192 x 8192");
     CHECK(blob_write(p, &b) == 0);
     patch(p, 24, two, 2);
     patch(p, 26, two, 2);
     patch(p, 12, "\x00\xF0\xFF\xFF", 4); /* the patterns after the bright field */
-    refused(p, NULL, QEM_E_FILE_LENGTH, "puts the patterns at byte 4294963200");
+    ic_refused(p, NULL, QEM_E_FILE_LENGTH, "puts the patterns at byte 4294963200");
     /* Bit depths qem does not read, or that the file does not hold. */
     blob_options d = b;
     d.magic = 0x0103;
     d.note = "Blo Bit Depth: 12 bits";
     CHECK(blob_write(p, &d) == 0);
-    refused(p, NULL, QEM_E_UNSUPPORTED, "bit depth");
+    ic_refused(p, NULL, QEM_E_UNSUPPORTED, "bit depth");
     d.note = "Blo Bit Depth: sixteen";
     CHECK(blob_write(p, &d) == 0);
-    refused(p, NULL, QEM_E_UNSUPPORTED, "Blo Bit Depth");
+    ic_refused(p, NULL, QEM_E_UNSUPPORTED, "Blo Bit Depth");
     d.note = "Blo Bit Depth: 16 bits"; /* but 8-bit patterns follow */
     CHECK(blob_write(p, &d) == 0);
-    refused(p, NULL, QEM_E_FILE_LENGTH, "16-bit pixels");
+    ic_refused(p, NULL, QEM_E_FILE_LENGTH, "16-bit pixels");
     /* Options that do not apply. */
     CHECK(blob_write(p, &b) == 0);
     input_options ds = {.dataset = "/data"};
-    refused(p, &ds, QEM_E_INVALID_ARGUMENT, "--dataset");
+    ic_refused(p, &ds, QEM_E_INVALID_ARGUMENT, "--dataset");
     /* Not a blockfile: "IMGBLX". */
     patch(p, 5, "X", 1);
-    refused(p, NULL, QEM_E_UNSUPPORTED, "not a detector file");
+    ic_refused(p, NULL, QEM_E_UNSUPPORTED, "not a detector file");
     free((void *)p);
 }
 
@@ -395,7 +373,7 @@ static void test_changed_during_read(void)
     const char *p = strdup(test_path("changing.blo"));
     const blob_options b = {.nx = 2, .ny = 2, .dp = 4};
     CHECK(blob_write(p, &b) == 0);
-    acquisition *a = open_ok(p, NULL);
+    acquisition *a = ic_open(p, NULL);
     if (a) {
         uint8_t out[4 * 16];
         qem_error e = {0};

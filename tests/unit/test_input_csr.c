@@ -23,6 +23,7 @@
 #include "common/sha256.h"
 #include "csr_build.h"
 #include "input/input.h"
+#include "input_check.h"
 #include "test_util.h"
 
 #define NAV_ROWS 3
@@ -34,33 +35,10 @@
 
 /* --- helpers ---------------------------------------------------------------- */
 
-static acquisition *open_ok(const char *path, const input_options *o)
-{
-    acquisition *a = NULL;
-    qem_error e = {0};
-    CHECK_OK(qem_input_open(path, o, &a, &e), &e);
-    return a;
-}
-
-/* Refused at open with `status`, the message naming `needle`. */
-static void refused(const char *path, const input_options *o, qem_status status,
-                    const char *needle)
-{
-    acquisition *a = NULL;
-    qem_error e = {0};
-    CHECK_STATUS(qem_input_open(path, o, &a, &e), status, &e);
-    CHECK(a == NULL);
-    if (needle && !strstr(e.message, needle)) {
-        CHECK(!"the refusal names what is wrong");
-        fprintf(stderr, "  missing '%s' in: %s\n", needle, e.message);
-    }
-    qem_input_close(a);
-}
-
 /* Opens, then reading every frame fails with `status` naming `needle`. */
 static void refused_at_read(const char *path, qem_status status, const char *needle)
 {
-    acquisition *a = open_ok(path, NULL);
+    acquisition *a = ic_open(path, NULL);
     if (!a)
         return;
     const qem_dtype target = qem_input_stored_dtype(a);
@@ -264,7 +242,7 @@ static void test_types(void)
                                 .nav_shape = "[3, 4]",
                                 .sig_shape = "[5, 6]"};
         CHECK(csrb_write(path, &s, &o) == 0);
-        acquisition *a = open_ok(path, NULL);
+        acquisition *a = ic_open(path, NULL);
         if (a) {
             CHECK(!strcmp(a->family->name, "csr"));
             CHECK_EQ_U64(a->shape[0], NAV_ROWS);
@@ -312,7 +290,7 @@ static void test_blocks(void)
     const csrb_options o = {.nav_shape = "[100, 50]", .sig_shape = "[4, 5]",
                             .indptr_dtype = "<u8"};
     CHECK(csrb_write(path, &s, &o) == 0);
-    acquisition *a = open_ok(path, NULL);
+    acquisition *a = ic_open(path, NULL);
     if (a) {
         uint16_t *out = malloc(frames * pixels * 2);
         qem_error e = {0};
@@ -344,7 +322,7 @@ static void test_duplicates(void)
     const char *path = test_path("dup.toml");
     const csrb_options o = {.nav_shape = "[1, 2]", .sig_shape = "[2, 4]"};
     CHECK(csrb_write(path, &s, &o) == 0);
-    acquisition *a = open_ok(path, NULL);
+    acquisition *a = ic_open(path, NULL);
     if (a) {
         uint8_t out[16];
         const uint8_t expected[16] = {0, 0, 0, 253, 0, 0, 0, 5, 10, 0, 0, 0, 0, 0, 0, 0};
@@ -364,14 +342,14 @@ static void test_duplicates(void)
     const int16_t big[6] = {1, 5, 32000, 32000, 9, 1};
     CHECK(csrb_from_entries(&s, 'i', 2, 2, 8, indptr, indices, big) == 0);
     CHECK(csrb_write(path, &s, &o) == 0);
-    refused(path, NULL, QEM_E_VALUE_RANGE, "beyond int16");
+    ic_refused(path, NULL, QEM_E_VALUE_RANGE, "beyond int16");
     csrb_free(&s);
     /* float32 duplicates add in float32, in stored order, onto +0.0: a
      * lone -0.0 becomes +0.0, as toarray makes it. */
     const float f[6] = {0.1f, -0.0f, 0.2f, 0.3f, 1e30f, -1e30f};
     CHECK(csrb_from_entries(&s, 'f', 4, 2, 8, indptr, indices, f) == 0);
     CHECK(csrb_write(path, &s, &o) == 0);
-    a = open_ok(path, NULL);
+    a = ic_open(path, NULL);
     if (a) {
         float out[16];
         qem_error e = {0};
@@ -398,11 +376,11 @@ static void test_scan_shapes(void)
     /* One nav axis states the frame count only: the scan shape is asked. */
     csrb_options o = {.nav_shape = "[12]", .sig_shape = "[5, 6]"};
     CHECK(csrb_write(path, &s, &o) == 0);
-    refused(path, NULL, QEM_E_LAYOUT, "--scan-shape");
+    ic_refused(path, NULL, QEM_E_LAYOUT, "--scan-shape");
     input_options io = {0};
     io.scan_shape[0] = 2;
     io.scan_shape[1] = 6;
-    acquisition *a = open_ok(path, &io);
+    acquisition *a = ic_open(path, &io);
     CHECK(a && a->shape[0] == 2 && a->shape[1] == 6);
     if (a)
         check_frames(a, dense);
@@ -410,24 +388,24 @@ static void test_scan_shapes(void)
     /* A scan shape contradicting nav_shape. */
     o.nav_shape = "[3, 4]";
     CHECK(csrb_write(path, &s, &o) == 0);
-    refused(path, &io, QEM_E_INVALID_ARGUMENT, "contradicts");
+    ic_refused(path, &io, QEM_E_INVALID_ARGUMENT, "contradicts");
     io.scan_shape[0] = 3;
     io.scan_shape[1] = 4;
-    a = open_ok(path, &io);
+    a = ic_open(path, &io);
     qem_input_close(a);
     /* --dataset does not apply. */
     io.dataset = "/x";
-    refused(path, &io, QEM_E_INVALID_ARGUMENT, "--dataset");
+    ic_refused(path, &io, QEM_E_INVALID_ARGUMENT, "--dataset");
     /* LiberTEM compares the filetype without case, and looks the arrays'
      * table up by the filetype as written. */
     o.filetype = "RAW_CSR";
     CHECK(csrb_write(path, &s, &o) == 0);
-    a = open_ok(path, NULL);
+    a = ic_open(path, NULL);
     qem_input_close(a);
     o.filetype = NULL;
     o.extra = "# comment after\n\n[other]\nkey = 'x'\n";
     CHECK(csrb_write(path, &s, &o) == 0);
-    a = open_ok(path, NULL);
+    a = ic_open(path, NULL);
     if (a) {
         json_t *other = json_object_get(json_object_get(a->facts, "descriptor"), "other");
         CHECK(!strcmp(fact_string(other, "key"), "x"));
@@ -495,7 +473,7 @@ static void test_toml(void)
         const int n = snprintf(text, sizeof text, "[params]\nfiletype = \"raw_csr\"\n%s",
                                cases[c].text);
         CHECK(write_file(path, text, (size_t)n));
-        refused(path, NULL, cases[c].status, cases[c].needle);
+        ic_refused(path, NULL, cases[c].status, cases[c].needle);
     }
     /* What the subset does take: comments, CRLF, blank lines, both string
      * forms with escapes, signs and underscores, multi-line arrays with a
@@ -513,7 +491,7 @@ static void test_toml(void)
                        "indices_file = 'coords.raw'\nindices_dtype = \"<i4\"\n"
                        "data_file = \"values.raw\"\ndata_dtype = \"|u1\"";
     CHECK(write_file(path, full, strlen(full)));
-    acquisition *a = open_ok(path, NULL);
+    acquisition *a = ic_open(path, NULL);
     if (a) {
         json_t *d = json_object_get(a->facts, "descriptor");
         CHECK(!strcmp(fact_string(json_object_get(d, ""), "title"), "caf\xc3\xa9 \"x\""));
@@ -528,12 +506,12 @@ static void test_toml(void)
     memset(huge, '#', big);
     memcpy(huge, "[params]\nfiletype = \"raw_csr\"\n#", 31);
     CHECK(write_file(path, huge, big));
-    refused(path, NULL, QEM_E_LIMIT, "raw_csr descriptor");
+    ic_refused(path, NULL, QEM_E_LIMIT, "raw_csr descriptor");
     free(huge);
     /* Not a raw_csr descriptor: not recognised. */
     const char *other = "[params]\nfiletype = \"raw\"\n";
     CHECK(write_file(path, other, strlen(other)));
-    refused(path, NULL, QEM_E_UNSUPPORTED, "not a detector file qem recognises");
+    ic_refused(path, NULL, QEM_E_UNSUPPORTED, "not a detector file qem recognises");
     csrb_free(&s);
 }
 
@@ -574,7 +552,7 @@ static void test_descriptor_refusals(void)
     const csrb_options good = {.nav_shape = "[1, 2]", .sig_shape = "[5, 6]"};
     CHECK(csrb_write(path, &s, &good) == 0);
     write_descriptor(path, NULL, NULL);
-    acquisition *a = open_ok(path, NULL);
+    acquisition *a = ic_open(path, NULL);
     if (a)
         check_frames(a, dense);
     qem_input_close(a);
@@ -619,7 +597,7 @@ static void test_descriptor_refusals(void)
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         write_descriptor(path, cases[c].params, cases[c].arrays);
-        refused(path, NULL, cases[c].status, cases[c].needle);
+        ic_refused(path, NULL, cases[c].status, cases[c].needle);
     }
     /* numpy types qem does not read, each named. */
     static const struct {
@@ -641,7 +619,7 @@ static void test_descriptor_refusals(void)
                  "data_dtype = \"%s\"",
                  types[c].indptr, types[c].indices, types[c].data);
         write_descriptor(path, NULL, arrays);
-        refused(path, NULL, types[c].data[0] ? QEM_E_UNSUPPORTED : QEM_E_LAYOUT,
+        ic_refused(path, NULL, types[c].data[0] ? QEM_E_UNSUPPORTED : QEM_E_LAYOUT,
                 types[c].needle);
     }
 
@@ -668,7 +646,7 @@ static void test_descriptor_refusals(void)
         const csrb_options o = {.nav_shape = "[1, 2]", .sig_shape = "[5, 6]",
                                 .indices_file = places[c].name, .no_files = 1};
         CHECK(csrb_write(inner, &s, &o) == 0);
-        refused(inner, NULL, places[c].status, places[c].needle);
+        ic_refused(inner, NULL, places[c].status, places[c].needle);
     }
     /* A symlink inside the folder is followed; one file named twice is not
      * two members. */
@@ -679,27 +657,27 @@ static void test_descriptor_refusals(void)
     in.indices_file = "inlink.raw";
     in.no_files = 1;
     CHECK(csrb_write(inner, &s, &in) == 0);
-    a = open_ok(inner, NULL);
+    a = ic_open(inner, NULL);
     if (a)
         check_frames(a, dense);
     qem_input_close(a);
     in.indices_file = "indptr.raw";
     CHECK(csrb_write(inner, &s, &in) == 0);
-    refused(inner, NULL, QEM_E_LAYOUT, "named twice");
+    ic_refused(inner, NULL, QEM_E_LAYOUT, "named twice");
 
     /* The arrays' sizes. */
     const uint64_t ptr[3] = {0, 2, 3}, idx[3] = {1, 4, 7};
     const uint16_t val[3] = {3, 9, 4};
     write_descriptor(path, NULL, NULL);
     CHECK(write_file(test_path("values.raw"), val, 5));
-    refused(path, NULL, QEM_E_FILE_LENGTH, "not a whole number of uint16 items");
+    ic_refused(path, NULL, QEM_E_FILE_LENGTH, "not a whole number of uint16 items");
     CHECK(write_file(test_path("values.raw"), val, 4));
-    refused(path, NULL, QEM_E_LAYOUT, "one value per index");
+    ic_refused(path, NULL, QEM_E_LAYOUT, "one value per index");
     CHECK(write_file(test_path("values.raw"), val, 6));
     CHECK(write_file(test_path("indptr.raw"), "\0\0\0\0\0", 5));
-    refused(path, NULL, QEM_E_FILE_LENGTH, "not a whole number of int32 items");
+    ic_refused(path, NULL, QEM_E_FILE_LENGTH, "not a whole number of int32 items");
     write_ints("indptr.raw", "<i4", ptr, 1);
-    refused(path, NULL, QEM_E_LAYOUT, "(at least 2)");
+    ic_refused(path, NULL, QEM_E_LAYOUT, "(at least 2)");
     /* The row pointers: from 0, never down, ending at the entries. */
     static const struct {
         const char *dtype;
@@ -721,15 +699,15 @@ static void test_descriptor_refusals(void)
                  ptrs[c].dtype);
         write_descriptor(path, NULL, arrays);
         write_ints("indptr.raw", ptrs[c].dtype, ptrs[c].ptr, 3);
-        refused(path, NULL, QEM_E_LAYOUT, ptrs[c].needle);
+        ic_refused(path, NULL, QEM_E_LAYOUT, ptrs[c].needle);
     }
     /* A negative pointer is named as such. */
     write_descriptor(path, NULL, NULL);
     const uint64_t negative[3] = {0, UINT32_MAX, 3}; /* -1 as <i4 */
     write_ints("indptr.raw", "<i4", negative, 3);
-    refused(path, NULL, QEM_E_LAYOUT, "(-1) is negative");
+    ic_refused(path, NULL, QEM_E_LAYOUT, "(-1) is negative");
     write_ints("indptr.raw", "<i4", ptr, 3);
-    a = open_ok(path, NULL);
+    a = ic_open(path, NULL);
     qem_input_close(a);
 
     /* Pixel indices past the detector: found by the read (uint16 samples),
@@ -743,14 +721,14 @@ static void test_descriptor_refusals(void)
                      "indptr_file = \"indptr.raw\"\nindptr_dtype = \"<i4\"\nindices_file = "
                      "\"coords.raw\"\nindices_dtype = \"<i4\"\ndata_file = \"values.raw\"\n"
                      "data_dtype = \"<i2\"");
-    refused(path, NULL, QEM_E_LAYOUT, "names pixel -1");
+    ic_refused(path, NULL, QEM_E_LAYOUT, "names pixel -1");
     write_ints("coords.raw", "<i4", idx, 3);
-    a = open_ok(path, NULL);
+    a = ic_open(path, NULL);
     qem_input_close(a);
 
     /* Row pointers changed after the open: the read says the file changed. */
     write_descriptor(path, NULL, NULL);
-    a = open_ok(path, NULL);
+    a = ic_open(path, NULL);
     if (a) {
         const uint64_t down[3] = {0, 3, 2};
         uint8_t bytes[12];

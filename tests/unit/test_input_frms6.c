@@ -16,65 +16,8 @@
 #include "common/sha256.h"
 #include "input/input.h"
 #include "k2frms_build.h"
+#include "input_check.h"
 #include "test_util.h"
-
-static acquisition *open_ok(const char *path, const input_options *o)
-{
-    acquisition *a = NULL;
-    qem_error e = {0};
-    CHECK_OK(qem_input_open(path, o, &a, &e), &e);
-    return a;
-}
-
-static void refused(const char *path, const input_options *o, qem_status status,
-                    const char *needle)
-{
-    acquisition *a = NULL;
-    qem_error e = {0};
-    CHECK_STATUS(qem_input_open(path, o, &a, &e), status, &e);
-    CHECK(a == NULL);
-    if (needle && !strstr(e.message, needle)) {
-        CHECK(!"the refusal names what is wrong");
-        fprintf(stderr, "  missing '%s' in: %s\n", needle, e.message);
-    }
-    qem_input_close(a);
-}
-
-static input_options scan(uint64_t rows, uint64_t columns)
-{
-    input_options o;
-    memset(&o, 0, sizeof o);
-    o.scan_shape[0] = rows;
-    o.scan_shape[1] = columns;
-    return o;
-}
-
-static const char *in(const char *dir, const char *name)
-{
-    static char paths[64][1024];
-    static int next;
-    char *p = paths[next++ % 64];
-    snprintf(p, sizeof paths[0], "%s/%s", dir, name);
-    return p;
-}
-
-static const char *fresh_dir(const char *name)
-{
-    const char *d = test_path(name);
-    CHECK(mkdir(d, 0755) == 0);
-    return d;
-}
-
-static void patch(const char *path, uint64_t offset, const void *bytes, size_t n)
-{
-    FILE *f = fopen(path, "r+b");
-    CHECK(f != NULL);
-    if (!f)
-        return;
-    CHECK(fseek(f, (long)offset, SEEK_SET) == 0);
-    CHECK(fwrite(bytes, 1, n, f) == n);
-    fclose(f);
-}
 
 static void copy_file(const char *from, const char *to)
 {
@@ -176,12 +119,12 @@ static f6b_options basic(void)
 
 static void test_acquisition(void)
 {
-    const char *dir = fresh_dir("f6");
+    const char *dir = ic_fresh_dir("f6");
     const f6b_options o = basic();
     CHECK(f6b_write(dir, "scan", &o) == 0);
     /* Any file of the acquisition opens it ([L] _pattern: .hdr or
      * .frms6); the .hdr names the scan (stemimagesize "2x3"). */
-    acquisition *a = open_ok(in(dir, "scan_002.frms6"), NULL);
+    acquisition *a = ic_open(ic_in(dir, "scan_002.frms6"), NULL);
     if (!a)
         return;
     CHECK(!strcmp(a->family->name, "frms6"));
@@ -209,16 +152,16 @@ static void test_acquisition(void)
     check_frames(a, o.width, o.height);
     qem_input_close(a);
     /* The dark frame file opens the same acquisition. */
-    a = open_ok(in(dir, "scan_000.frms6"), NULL);
+    a = ic_open(ic_in(dir, "scan_000.frms6"), NULL);
     qem_input_close(a);
 
     /* Older files: frame counts 0, the sizes say them ([L] _num_frames). */
-    const char *older = fresh_dir("f6-older");
+    const char *older = ic_fresh_dir("f6-older");
     f6b_options p = basic();
     p.omit_count = 1;
     p.bin = 2;
     CHECK(f6b_write(older, "scan", &p) == 0);
-    a = open_ok(in(older, "scan_001.frms6"), NULL);
+    a = ic_open(ic_in(older, "scan_001.frms6"), NULL);
     if (a) {
         /* Binned frames kept as stored ([L] repeats each row bin times). */
         CHECK_EQ_U64(fact_int(a, "binning"), 2);
@@ -228,23 +171,23 @@ static void test_acquisition(void)
     }
 
     /* No stemimagesize: the caller's scan shape. */
-    const char *noscan = fresh_dir("f6-noscan");
+    const char *noscan = ic_fresh_dir("f6-noscan");
     p = basic();
     p.scan_rows = 0;
     p.bin = 0;
     CHECK(f6b_write(noscan, "n", &p) == 0);
-    refused(in(noscan, "n_001.frms6"), NULL, QEM_E_LAYOUT, "--scan-shape");
-    const input_options s32 = scan(3, 2);
-    a = open_ok(in(noscan, "n_001.frms6"), &s32);
+    ic_refused(ic_in(noscan, "n_001.frms6"), NULL, QEM_E_LAYOUT, "--scan-shape");
+    const input_options s32 = ic_scan(3, 2);
+    a = ic_open(ic_in(noscan, "n_001.frms6"), &s32);
     if (a) {
         CHECK_EQ_U64(a->shape[0], 3);
         CHECK(json_is_false(json_object_get(a->facts, "binning_stated")));
         qem_input_close(a);
     }
     /* A scan shape against the .hdr's. */
-    refused(in(dir, "scan_001.frms6"), &s32, QEM_E_INVALID_ARGUMENT, "stemimagesize");
+    ic_refused(ic_in(dir, "scan_001.frms6"), &s32, QEM_E_INVALID_ARGUMENT, "stemimagesize");
     /* The .hdr is not recognised itself; a .frms6 opens. */
-    refused(in(dir, "scan.hdr"), NULL, QEM_E_UNSUPPORTED, NULL);
+    ic_refused(ic_in(dir, "scan.hdr"), NULL, QEM_E_UNSUPPORTED, NULL);
 }
 
 static void put_text(const char *path, const char *text)
@@ -254,88 +197,88 @@ static void put_text(const char *path, const char *text)
 
 static void test_refusals(void)
 {
-    const char *dir = fresh_dir("f6-bad");
+    const char *dir = ic_fresh_dir("f6-bad");
     const f6b_options o = basic();
     CHECK(f6b_write(dir, "r", &o) == 0);
-    const char *f1 = in(dir, "r_001.frms6"), *f2 = in(dir, "r_002.frms6");
-    const char *hdr = in(dir, "r.hdr");
+    const char *f1 = ic_in(dir, "r_001.frms6"), *f2 = ic_in(dir, "r_002.frms6");
+    const char *hdr = ic_in(dir, "r.hdr");
     const char *keep = test_path("f6-keep"), *keep_hdr = test_path("f6-keep.hdr");
     copy_file(f2, keep);
     copy_file(hdr, keep_hdr);
-    acquisition *a = open_ok(f1, NULL);
+    acquisition *a = ic_open(f1, NULL);
     qem_input_close(a);
 
     /* Truncated: a frame cut short, stated count and older files. */
     const uint64_t record = 64 + 2 * o.width * o.height;
     CHECK(truncate(f2, (off_t)(1024 + 2 * record - 10)) == 0);
-    refused(f1, NULL, QEM_E_FILE_LENGTH, "r_002.frms6");
-    patch(f2, 1020, "\0\0\0\0", 4);
-    refused(f1, NULL, QEM_E_FILE_LENGTH, "cut short");
+    ic_refused(f1, NULL, QEM_E_FILE_LENGTH, "r_002.frms6");
+    ic_patch(f2, 1020, "\0\0\0\0", 4);
+    ic_refused(f1, NULL, QEM_E_FILE_LENGTH, "cut short");
     CHECK(truncate(f2, 100) == 0);
-    refused(f1, NULL, QEM_E_FILE_LENGTH, "1024-byte");
+    ic_refused(f1, NULL, QEM_E_FILE_LENGTH, "1024-byte");
     copy_file(keep, f2);
     /* Sizes that overflow: 2^32-1 frames of 65534 x 65535. */
-    patch(f2, 88, "\xfe\xff\xff\xff", 4);
-    patch(f2, 1020, "\xff\xff\xff\xff", 4);
-    refused(f1, NULL, QEM_E_FILE_LENGTH, "r_002.frms6");
+    ic_patch(f2, 88, "\xfe\xff\xff\xff", 4);
+    ic_patch(f2, 1020, "\xff\xff\xff\xff", 4);
+    ic_refused(f1, NULL, QEM_E_FILE_LENGTH, "r_002.frms6");
     copy_file(keep, f2);
     /* Inconsistent: another frame size in one file. */
-    patch(f2, 88, "\x08\x00\x0c\x00", 4); /* 12 x 8: the same bytes per frame */
-    refused(f1, NULL, QEM_E_LAYOUT, "one frame size");
+    ic_patch(f2, 88, "\x08\x00\x0c\x00", 4); /* 12 x 8: the same bytes per frame */
+    ic_refused(f1, NULL, QEM_E_LAYOUT, "one frame size");
     copy_file(keep, f2);
     /* An odd width cannot be unfolded. */
-    patch(f2, 88, "\x0f\x00", 2);
-    refused(f2, NULL, QEM_E_LAYOUT, "even");
+    ic_patch(f2, 88, "\x0f\x00", 2);
+    ic_refused(f2, NULL, QEM_E_LAYOUT, "even");
     copy_file(keep, f2);
     /* Another version; other header sizes. */
-    patch(f2, 7, "\x07", 1);
-    refused(f1, NULL, QEM_E_UNSUPPORTED, "version 7");
+    ic_patch(f2, 7, "\x07", 1);
+    ic_refused(f1, NULL, QEM_E_UNSUPPORTED, "version 7");
     copy_file(keep, f2);
-    patch(f2, 2, "\x80\x00", 2);
-    refused(f1, NULL, QEM_E_LAYOUT, "frame header size 128");
+    ic_patch(f2, 2, "\x80\x00", 2);
+    ic_refused(f1, NULL, QEM_E_LAYOUT, "frame header size 128");
     copy_file(keep, f2);
 
     /* The .hdr: inconsistent or malformed values. */
     put_text(hdr, "[measurementInfo]\nsignalFrames=7\nstemImageSize=2x3\n");
-    refused(f1, NULL, QEM_E_LAYOUT, "signalframes");
+    ic_refused(f1, NULL, QEM_E_LAYOUT, "signalframes");
     put_text(hdr, "[measurementInfo]\nstemImageSize=2by3\n");
-    refused(f1, NULL, QEM_E_LAYOUT, "stemimagesize");
+    ic_refused(f1, NULL, QEM_E_LAYOUT, "stemimagesize");
     put_text(hdr, "[measurementInfo]\nstemImageSize=2x3\nreadoutMode=\"windowing: 1\"\n");
-    refused(f1, NULL, QEM_E_LAYOUT, "binning");
+    ic_refused(f1, NULL, QEM_E_LAYOUT, "binning");
     put_text(hdr, "[other]\nstemImageSize=2x3\n");
-    refused(f1, NULL, QEM_E_LAYOUT, "[measurementInfo]");
+    ic_refused(f1, NULL, QEM_E_LAYOUT, "[measurementInfo]");
     put_text(hdr, "[measurementInfo]\nstemImageSize=3x3\n");
-    refused(f1, NULL, QEM_E_LAYOUT, "does not match");
+    ic_refused(f1, NULL, QEM_E_LAYOUT, "does not match");
     copy_file(keep_hdr, hdr);
 
     /* Companions missing. */
     CHECK(unlink(hdr) == 0);
-    refused(f1, NULL, QEM_E_IO, "r.hdr");
+    ic_refused(f1, NULL, QEM_E_IO, "r.hdr");
     /* Outside the folder through a symlink. */
     CHECK(symlink(keep_hdr, hdr) == 0);
-    refused(f1, NULL, QEM_E_LAYOUT, "outside");
+    ic_refused(f1, NULL, QEM_E_LAYOUT, "outside");
     CHECK(unlink(hdr) == 0);
     copy_file(keep_hdr, hdr);
     CHECK(unlink(f2) == 0);
     CHECK(symlink(keep, f2) == 0);
-    refused(f1, NULL, QEM_E_LAYOUT, "outside");
+    ic_refused(f1, NULL, QEM_E_LAYOUT, "outside");
     CHECK(unlink(f2) == 0);
     copy_file(keep, f2);
     /* (Names are made from the opened one, so a "../" cannot occur.) */
-    const char *dark = in(dir, "r_000.frms6");
+    const char *dark = ic_in(dir, "r_000.frms6");
     const char *keep_dark = test_path("f6-keep-dark");
     CHECK(rename(dark, keep_dark) == 0);
-    refused(f1, NULL, QEM_E_IO, "dark frame file");
+    ic_refused(f1, NULL, QEM_E_IO, "dark frame file");
     /* A gap in the numbering: _001 and _002 without _000. */
-    refused(f2, NULL, QEM_E_IO, NULL);
+    ic_refused(f2, NULL, QEM_E_IO, NULL);
     CHECK(rename(keep_dark, dark) == 0);
-    const char *f3 = in(dir, "r_003.frms6");
+    const char *f3 = ic_in(dir, "r_003.frms6");
     CHECK(rename(f2, f3) == 0);
-    refused(f3, NULL, QEM_E_LAYOUT, "without a gap");
+    ic_refused(f3, NULL, QEM_E_LAYOUT, "without a gap");
     CHECK(rename(f3, f2) == 0);
     /* A name that is not an FRMS6 file's. */
-    copy_file(f1, in(dir, "plain.frms6"));
-    refused(in(dir, "plain.frms6"), NULL, QEM_E_LAYOUT, "<name>_000.frms6");
+    copy_file(f1, ic_in(dir, "plain.frms6"));
+    ic_refused(ic_in(dir, "plain.frms6"), NULL, QEM_E_LAYOUT, "<name>_000.frms6");
 }
 
 int main(void)

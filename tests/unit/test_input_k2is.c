@@ -19,65 +19,8 @@
 #include "common/sha256.h"
 #include "input/input.h"
 #include "k2frms_build.h"
+#include "input_check.h"
 #include "test_util.h"
-
-static acquisition *open_ok(const char *path, const input_options *o)
-{
-    acquisition *a = NULL;
-    qem_error e = {0};
-    CHECK_OK(qem_input_open(path, o, &a, &e), &e);
-    return a;
-}
-
-static void refused(const char *path, const input_options *o, qem_status status,
-                    const char *needle)
-{
-    acquisition *a = NULL;
-    qem_error e = {0};
-    CHECK_STATUS(qem_input_open(path, o, &a, &e), status, &e);
-    CHECK(a == NULL);
-    if (needle && !strstr(e.message, needle)) {
-        CHECK(!"the refusal names what is wrong");
-        fprintf(stderr, "  missing '%s' in: %s\n", needle, e.message);
-    }
-    qem_input_close(a);
-}
-
-static input_options scan(uint64_t rows, uint64_t columns)
-{
-    input_options o;
-    memset(&o, 0, sizeof o);
-    o.scan_shape[0] = rows;
-    o.scan_shape[1] = columns;
-    return o;
-}
-
-static const char *in(const char *dir, const char *name)
-{
-    static char paths[64][1024];
-    static int next;
-    char *p = paths[next++ % 64];
-    snprintf(p, sizeof paths[0], "%s/%s", dir, name);
-    return p;
-}
-
-static const char *fresh_dir(const char *name)
-{
-    const char *d = test_path(name);
-    CHECK(mkdir(d, 0755) == 0);
-    return d;
-}
-
-static void patch(const char *path, uint64_t offset, const void *bytes, size_t n)
-{
-    FILE *f = fopen(path, "r+b");
-    CHECK(f != NULL);
-    if (!f)
-        return;
-    CHECK(fseek(f, (long)offset, SEEK_SET) == 0);
-    CHECK(fwrite(bytes, 1, n, f) == n);
-    fclose(f);
-}
 
 static void file_sha256(const char *path, uint8_t d[32])
 {
@@ -160,7 +103,7 @@ static int64_t fact_int(const acquisition *a, const char *key)
  * frames at the ends, frames before the shutter opens, and a .gtg. */
 static void test_acquisition(void)
 {
-    const char *dir = fresh_dir("k2");
+    const char *dir = ic_fresh_dir("k2");
     k2b_options o;
     memset(&o, 0, sizeof o);
     o.first_id = 57;
@@ -173,9 +116,9 @@ static void test_acquisition(void)
     }
     o.skip_frames[2] = 1; /* sector 3 begins at frame 58 */
     CHECK(k2b_write(dir, "Capture52_", &o) == 0);
-    const input_options two = scan(2, 2);
+    const input_options two = ic_scan(2, 2);
     /* Any sector file opens the acquisition. */
-    acquisition *a = open_ok(in(dir, "Capture52_5.bin"), &two);
+    acquisition *a = ic_open(ic_in(dir, "Capture52_5.bin"), &two);
     if (!a)
         return;
     CHECK(!strcmp(a->family->name, "k2is"));
@@ -221,18 +164,18 @@ static void test_acquisition(void)
     qem_input_close(a);
 
     /* The scan shape is the caller's: four frames and none given. */
-    refused(in(dir, "Capture52_1.bin"), NULL, QEM_E_LAYOUT, "--scan-shape");
-    const input_options three = scan(1, 3);
-    refused(in(dir, "Capture52_1.bin"), &three, QEM_E_LAYOUT, "does not match");
+    ic_refused(ic_in(dir, "Capture52_1.bin"), NULL, QEM_E_LAYOUT, "--scan-shape");
+    const input_options three = ic_scan(1, 3);
+    ic_refused(ic_in(dir, "Capture52_1.bin"), &three, QEM_E_LAYOUT, "does not match");
     /* The .gtg is a DM4-style tag file: the DM family takes it, and refuses
      * this one (the builder's .gtg is a bare header); a .bin opens K2 IS. */
-    refused(in(dir, "Capture52_.gtg"), &two, QEM_E_FILE_LENGTH, "Digital Micrograph DM4");
+    ic_refused(ic_in(dir, "Capture52_.gtg"), &two, QEM_E_FILE_LENGTH, "Digital Micrograph DM4");
 }
 
 /* No block carries the shutter-active flag: every complete frame. */
 static void test_no_shutter(void)
 {
-    const char *dir = fresh_dir("k2-noshutter");
+    const char *dir = ic_fresh_dir("k2-noshutter");
     k2b_options o;
     memset(&o, 0, sizeof o);
     o.first_id = 1;
@@ -240,8 +183,8 @@ static void test_no_shutter(void)
     o.frames = 1;
     o.no_shutter = 1;
     CHECK(k2b_write(dir, "t", &o) == 0);
-    const input_options two = scan(1, 2);
-    acquisition *a = open_ok(in(dir, "t1.bin"), &two);
+    const input_options two = ic_scan(1, 2);
+    acquisition *a = ic_open(ic_in(dir, "t1.bin"), &two);
     if (!a)
         return;
     CHECK_EQ_U64(fact_int(a, "first_frame_id"), 1);
@@ -261,16 +204,16 @@ static void copy_file(const char *from, const char *to)
 
 static void test_refusals(void)
 {
-    const char *dir = fresh_dir("k2-bad");
+    const char *dir = ic_fresh_dir("k2-bad");
     k2b_options o;
     memset(&o, 0, sizeof o);
     o.first_id = 10;
     o.frames = 2;
     o.write_gtg = 1;
     CHECK(k2b_write(dir, "r_", &o) == 0);
-    const input_options one = scan(1, 2);
-    const char *s1 = in(dir, "r_1.bin"), *s4 = in(dir, "r_4.bin");
-    acquisition *a = open_ok(s1, &one);
+    const input_options one = ic_scan(1, 2);
+    const char *s1 = ic_in(dir, "r_1.bin"), *s4 = ic_in(dir, "r_4.bin");
+    acquisition *a = ic_open(s1, &one);
     qem_input_close(a);
     const char *keep = test_path("k2-keep.bin");
     copy_file(s4, keep);
@@ -278,72 +221,72 @@ static void test_refusals(void)
 
     /* Truncated: a sector shorter than one frame. */
     CHECK(truncate(s4, 1000) == 0);
-    refused(s1, &one, QEM_E_FILE_LENGTH, "r_4.bin");
+    ic_refused(s1, &one, QEM_E_FILE_LENGTH, "r_4.bin");
     copy_file(keep, s4);
     /* A sync pattern broken inside the frame. */
-    patch(s4, 5 * K2B_BLOCK_BYTES, "\x12\x34\x56\x78", 4);
-    refused(s1, &one, QEM_E_LAYOUT, "sync");
+    ic_patch(s4, 5 * K2B_BLOCK_BYTES, "\x12\x34\x56\x78", 4);
+    ic_refused(s1, &one, QEM_E_LAYOUT, "sync");
     copy_file(keep, s4);
     /* A block of another frame inside the frame (one lost). */
     memcpy(b, "\x00\x00\x00\x0d", 4);
-    patch(s4, 41 * K2B_BLOCK_BYTES + 24, b, 4);
-    refused(s1, &one, QEM_E_LAYOUT, "belongs to frame 13");
+    ic_patch(s4, 41 * K2B_BLOCK_BYTES + 24, b, 4);
+    ic_refused(s1, &one, QEM_E_LAYOUT, "belongs to frame 13");
     copy_file(keep, s4);
     /* Two blocks covering one cell. */
-    patch(s4, 9 * K2B_BLOCK_BYTES + 28, "\x00\xf0\x00\x00\x00\xff\x03\xa1", 8);
-    refused(s1, &one, QEM_E_LAYOUT, "second time");
+    ic_patch(s4, 9 * K2B_BLOCK_BYTES + 28, "\x00\xf0\x00\x00\x00\xff\x03\xa1", 8);
+    ic_refused(s1, &one, QEM_E_LAYOUT, "second time");
     copy_file(keep, s4);
     /* A cell off the grid. */
-    patch(s4, 9 * K2B_BLOCK_BYTES + 28, "\x00\x01", 2);
-    refused(s1, &one, QEM_E_LAYOUT, "16 x 930 cell");
+    ic_patch(s4, 9 * K2B_BLOCK_BYTES + 28, "\x00\x01", 2);
+    ic_refused(s1, &one, QEM_E_LAYOUT, "16 x 930 cell");
     copy_file(keep, s4);
     /* Variants: another sector width, another block size. */
-    patch(s4, 20, "\x02\x00", 2);
-    refused(s1, &one, QEM_E_UNSUPPORTED, "1860 x 256");
+    ic_patch(s4, 20, "\x02\x00", 2);
+    ic_refused(s1, &one, QEM_E_UNSUPPORTED, "1860 x 256");
     copy_file(keep, s4);
-    patch(s4, 36, "\x00\x00\x57\x59", 4);
-    refused(s1, &one, QEM_E_UNSUPPORTED, "22360");
+    ic_patch(s4, 36, "\x00\x00\x57\x59", 4);
+    ic_refused(s1, &one, QEM_E_UNSUPPORTED, "22360");
     copy_file(keep, s4);
 
     /* Sectors of two acquisitions (no frame in common). */
-    const char *other = fresh_dir("k2-other");
+    const char *other = ic_fresh_dir("k2-other");
     k2b_options p = o;
     p.first_id = 500;
     p.write_gtg = 0;
     CHECK(k2b_write(other, "r_", &p) == 0);
-    copy_file(in(other, "r_4.bin"), s4);
-    refused(s1, &one, QEM_E_LAYOUT, "share no whole frame");
+    copy_file(ic_in(other, "r_4.bin"), s4);
+    ic_refused(s1, &one, QEM_E_LAYOUT, "share no whole frame");
     copy_file(keep, s4);
 
     /* A companion missing. */
     CHECK(rename(s4, keep) == 0);
-    refused(s1, &one, QEM_E_IO, "r_4.bin");
+    ic_refused(s1, &one, QEM_E_IO, "r_4.bin");
     /* A companion outside the folder, through a symlink. */
     CHECK(symlink(keep, s4) == 0);
-    refused(s1, &one, QEM_E_LAYOUT, "outside");
+    ic_refused(s1, &one, QEM_E_LAYOUT, "outside");
     CHECK(unlink(s4) == 0);
     copy_file(keep, s4);
-    const char *gtg = in(dir, "r_.gtg");
+    const char *gtg = ic_in(dir, "r_.gtg");
     CHECK(rename(gtg, test_path("k2-keep.gtg")) == 0);
     CHECK(symlink(test_path("k2-keep.gtg"), gtg) == 0);
-    refused(s1, &one, QEM_E_LAYOUT, "outside");
+    ic_refused(s1, &one, QEM_E_LAYOUT, "outside");
     CHECK(unlink(gtg) == 0);
     /* A companion that is not a regular file. */
     CHECK(mkdir(gtg, 0755) == 0);
-    refused(s1, &one, QEM_E_LAYOUT, "not a regular file");
+    ic_refused(s1, &one, QEM_E_LAYOUT, "not a regular file");
     CHECK(rmdir(gtg) == 0);
     /* (Names are made from the opened one, so a "../" cannot occur.) */
 
     /* Names that are not a sector's. */
-    copy_file(s1, in(dir, "plain.bin"));
-    refused(in(dir, "plain.bin"), &one, QEM_E_LAYOUT, "<name>1.bin");
-    copy_file(s1, in(dir, "r_9.bin"));
-    refused(in(dir, "r_9.bin"), &one, QEM_E_LAYOUT, "<name>1.bin");
+    copy_file(s1, ic_in(dir, "plain.bin"));
+    ic_refused(ic_in(dir, "plain.bin"), &one, QEM_E_LAYOUT, "<name>1.bin");
+    copy_file(s1, ic_in(dir, "r_9.bin"));
+    ic_refused(ic_in(dir, "r_9.bin"), &one, QEM_E_LAYOUT, "<name>1.bin");
 
     /* Changed after being described: the read says so. */
-    a = open_ok(s1, &one);
+    a = ic_open(s1, &one);
     if (a) {
-        patch(s4, 3 * K2B_BLOCK_BYTES + 24, "\x00\x00\x00\x0c", 4);
+        ic_patch(s4, 3 * K2B_BLOCK_BYTES + 24, "\x00\x00\x00\x0c", 4);
         uint16_t *frame = malloc((size_t)K2B_ROWS * K2B_COLUMNS * 2);
         qem_error e = {0};
         CHECK_STATUS(qem_input_read(a, 0, 1, QEM_DTYPE_UINT16, frame,

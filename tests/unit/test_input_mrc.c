@@ -15,31 +15,10 @@
 #include "common/sha256.h"
 #include "input/input.h"
 #include "mrc_build.h"
+#include "input_check.h"
 #include "test_util.h"
 
 /* --- helpers ---------------------------------------------------------------- */
-
-static acquisition *open_ok(const char *path, const input_options *o)
-{
-    acquisition *a = NULL;
-    qem_error e = {0};
-    CHECK_OK(qem_input_open(path, o, &a, &e), &e);
-    return a;
-}
-
-static void refused(const char *path, const input_options *o, qem_status status,
-                    const char *needle)
-{
-    acquisition *a = NULL;
-    qem_error e = {0};
-    CHECK_STATUS(qem_input_open(path, o, &a, &e), status, &e);
-    CHECK(a == NULL);
-    if (needle && !strstr(e.message, needle)) {
-        CHECK(!"the refusal names what is wrong");
-        fprintf(stderr, "  missing '%s' in: %s\n", needle, e.message);
-    }
-    qem_input_close(a);
-}
 
 static uint64_t frames_of(const acquisition *a)
 {
@@ -144,7 +123,7 @@ static void test_modes(void)
                                     .label = "built from the MRC2014 table"};
             CHECK(mrcb_write(p, &m) == 0);
             const input_options o = {.scan_shape = {2, 3}};
-            acquisition *a = open_ok(p, &o);
+            acquisition *a = ic_open(p, &o);
             if (!a)
                 continue;
             CHECK(!strcmp(a->family->name, "mrc"));
@@ -213,7 +192,7 @@ static void test_float16_all(void)
         all[k] = (uint16_t)k;
     const mrcb_options m = {.nx = 256, .ny = 256, .nz = 1, .mode = 12, .data = all};
     CHECK(mrcb_write(p, &m) == 0);
-    acquisition *a = open_ok(p, NULL);
+    acquisition *a = ic_open(p, NULL);
     if (a) {
         CHECK_EQ_U64(a->shape[0], 1);
         CHECK_EQ_U64(a->shape[1], 1);
@@ -244,7 +223,7 @@ static void test_signed_to_uint16(void)
                               .data = s16};
     const input_options o = {.scan_shape = {1, 2}};
     CHECK(mrcb_write(p, &m16) == 0);
-    acquisition *a = open_ok(p, &o);
+    acquisition *a = ic_open(p, &o);
     if (a) {
         CHECK(a->sample_type == QEM_DTYPE_UINT16);
         uint16_t *got = read_all(a, QEM_DTYPE_UINT16);
@@ -256,7 +235,7 @@ static void test_signed_to_uint16(void)
     qem_input_close(a);
     const mrcb_options m8 = {.nx = 4, .ny = 3, .nz = 2, .mode = 0, .data = s8};
     CHECK(mrcb_write(p, &m8) == 0);
-    a = open_ok(p, &o);
+    a = ic_open(p, &o);
     if (a) {
         CHECK(a->sample_type == QEM_DTYPE_UINT16);
         uint16_t *got = read_all(a, QEM_DTYPE_UINT16);
@@ -277,7 +256,7 @@ static void test_extended_header(void)
                             .exttyp = "FEI1"};
     CHECK(mrcb_write(p, &m) == 0);
     const input_options o = {.scan_shape = {2, 2}};
-    acquisition *a = open_ok(p, &o);
+    acquisition *a = ic_open(p, &o);
     if (a) {
         CHECK(!strcmp(json_string_value(json_object_get(a->facts, "exttyp")), "FEI1"));
         CHECK_EQ_U64(json_integer_value(json_object_get(a->facts, "nsymbt")), 4 * 768);
@@ -301,23 +280,23 @@ static void test_scan_shapes(void)
     const char *p = strdup(test_path("scan.mrc"));
     mrcb_options m = {.nx = 4, .ny = 4, .nz = 1, .mode = 2};
     CHECK(mrcb_write(p, &m) == 0);
-    acquisition *a = open_ok(p, NULL);
+    acquisition *a = ic_open(p, NULL);
     CHECK(a && a->shape[0] == 1 && a->shape[1] == 1);
     qem_input_close(a);
     m.nz = 6;
     CHECK(mrcb_write(p, &m) == 0);
-    refused(p, NULL, QEM_E_LAYOUT, "--scan-shape");
+    ic_refused(p, NULL, QEM_E_LAYOUT, "--scan-shape");
     const input_options wrong = {.scan_shape = {4, 2}};
-    refused(p, &wrong, QEM_E_LAYOUT, "does not match the 6 frames");
+    ic_refused(p, &wrong, QEM_E_LAYOUT, "does not match the 6 frames");
     const input_options o = {.scan_shape = {3, 2}};
-    a = open_ok(p, &o);
+    a = ic_open(p, &o);
     CHECK(a && a->shape[0] == 3 && a->shape[1] == 2);
     qem_input_close(a);
     /* NX 60: the file starts with '<' (0x3C), still an MRC file, not EMPAD XML. */
     m.nx = 60;
     m.nz = 1;
     CHECK(mrcb_write(p, &m) == 0);
-    a = open_ok(p, NULL);
+    a = ic_open(p, NULL);
     CHECK(a && !strcmp(a->family->name, "mrc"));
     qem_input_close(a);
     free((void *)p);
@@ -334,46 +313,46 @@ static void test_refusals(void)
     /* Truncated, longer, shorter than the header. */
     CHECK(mrcb_write(p, &m) == 0);
     CHECK(truncate(p, size - 1) == 0);
-    refused(p, &o, QEM_E_FILE_LENGTH, "truncated");
+    ic_refused(p, &o, QEM_E_FILE_LENGTH, "truncated");
     CHECK(truncate(p, size + 2) == 0);
-    refused(p, &o, QEM_E_FILE_LENGTH, "bytes follow the last section");
+    ic_refused(p, &o, QEM_E_FILE_LENGTH, "bytes follow the last section");
     CHECK(truncate(p, 600) == 0);
-    refused(p, &o, QEM_E_FILE_LENGTH, "shorter than its 1024-byte header");
+    ic_refused(p, &o, QEM_E_FILE_LENGTH, "shorter than its 1024-byte header");
     /* A machine stamp of neither byte order. */
     static const uint8_t odd[4] = {0x22, 0x22, 0, 0};
     mrcb_options s = m;
     s.stamp = odd;
     CHECK(mrcb_write(p, &s) == 0);
-    refused(p, &o, QEM_E_LAYOUT, "machine stamp 22 22 00 00");
+    ic_refused(p, &o, QEM_E_LAYOUT, "machine stamp 22 22 00 00");
     /* 0x44 0x41 is little-endian too: the stamp CCP4 writes, which mrcfile
      * also reads as little-endian (not in the MRC2014 table). */
     static const uint8_t da[4] = {0x44, 0x41, 0, 0};
     s.stamp = da;
     CHECK(mrcb_write(p, &s) == 0);
-    acquisition *a = open_ok(p, &o);
+    acquisition *a = ic_open(p, &o);
     qem_input_close(a);
     /* Empty or negative dimensions; a negative extended header. */
     CHECK(mrcb_write(p, &m) == 0);
     put_le32(p, 4, 0);
-    refused(p, &o, QEM_E_LAYOUT, "NY 0");
+    ic_refused(p, &o, QEM_E_LAYOUT, "NY 0");
     CHECK(mrcb_write(p, &m) == 0);
     put_le32(p, 0, -4);
-    refused(p, &o, QEM_E_LAYOUT, "NX -4");
+    ic_refused(p, &o, QEM_E_LAYOUT, "NX -4");
     CHECK(mrcb_write(p, &m) == 0);
     put_le32(p, 92, -8);
-    refused(p, &o, QEM_E_LAYOUT, "NSYMBT");
+    ic_refused(p, &o, QEM_E_LAYOUT, "NSYMBT");
     /* An extended header past the end of the file. */
     CHECK(mrcb_write(p, &m) == 0);
     put_le32(p, 92, 1 << 30);
-    refused(p, &o, QEM_E_FILE_LENGTH, "truncated");
+    ic_refused(p, &o, QEM_E_FILE_LENGTH, "truncated");
     /* Sizes beyond the detector cap; sections beyond the file. */
     CHECK(mrcb_write(p, &m) == 0);
     put_le32(p, 0, INT32_MAX);
     put_le32(p, 4, INT32_MAX);
-    refused(p, &o, QEM_E_LIMIT, "8192 x 8192");
+    ic_refused(p, &o, QEM_E_LIMIT, "8192 x 8192");
     CHECK(mrcb_write(p, &m) == 0);
     put_le32(p, 8, INT32_MAX);
-    refused(p, &o, QEM_E_FILE_LENGTH, "2147483647 sections");
+    ic_refused(p, &o, QEM_E_FILE_LENGTH, "2147483647 sections");
     /* Modes: complex (3, 4), packed 4-bit (101), undefined (7). */
     static const struct {
         int32_t mode;
@@ -385,24 +364,24 @@ static void test_refusals(void)
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
         CHECK(mrcb_write(p, &m) == 0);
         put_le32(p, 12, modes[i].mode);
-        refused(p, &o, QEM_E_UNSUPPORTED, modes[i].needle);
+        ic_refused(p, &o, QEM_E_UNSUPPORTED, modes[i].needle);
     }
     /* MAPC, MAPR, MAPS (words 17-19): a transposed order is refused as
      * unsupported, anything but a permutation of 1, 2, 3 as malformed. */
     mrcb_options t = m;
     t.map[0] = 2, t.map[1] = 1, t.map[2] = 3;
     CHECK(mrcb_write(p, &t) == 0);
-    refused(p, &o, QEM_E_UNSUPPORTED, "axes 2, 1, 3");
+    ic_refused(p, &o, QEM_E_UNSUPPORTED, "axes 2, 1, 3");
     t.map[0] = 1, t.map[1] = 1, t.map[2] = 3;
     CHECK(mrcb_write(p, &t) == 0);
-    refused(p, &o, QEM_E_LAYOUT, "permutation of 1, 2, 3");
+    ic_refused(p, &o, QEM_E_LAYOUT, "permutation of 1, 2, 3");
     /* Options that do not apply. */
     CHECK(mrcb_write(p, &m) == 0);
     input_options ds = {.dataset = "/data", .scan_shape = {1, 2}};
-    refused(p, &ds, QEM_E_INVALID_ARGUMENT, "--dataset");
+    ic_refused(p, &ds, QEM_E_INVALID_ARGUMENT, "--dataset");
     /* Not MRC2014 without "MAP " at byte 208 (word 53). */
     patch(p, 208, "MAX ", 4);
-    refused(p, &o, QEM_E_UNSUPPORTED, "not a detector file");
+    ic_refused(p, &o, QEM_E_UNSUPPORTED, "not a detector file");
     free((void *)p);
 }
 
@@ -414,7 +393,7 @@ static void test_changed_during_read(void)
     const mrcb_options m = {.nx = 4, .ny = 4, .nz = 4, .mode = 6};
     CHECK(mrcb_write(p, &m) == 0);
     const input_options o = {.scan_shape = {2, 2}};
-    acquisition *a = open_ok(p, &o);
+    acquisition *a = ic_open(p, &o);
     if (a) {
         uint16_t out[4 * 16];
         qem_error e = {0};

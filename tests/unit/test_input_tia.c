@@ -13,6 +13,7 @@
 #include "common/error.h"
 #include "common/sha256.h"
 #include "input/input.h"
+#include "input_check.h"
 #include "test_util.h"
 #include "tia_build.h"
 
@@ -32,29 +33,6 @@ static uint64_t frames_of(const acquisition *a)
 static uint64_t pixels_of(const acquisition *a)
 {
     return a->shape[2] * a->shape[3];
-}
-
-static acquisition *open_ok(const char *path, const input_options *o)
-{
-    acquisition *a = NULL;
-    qem_error e = {0};
-    CHECK_OK(qem_input_open(path, o, &a, &e), &e);
-    return a;
-}
-
-/* Refused with `status`, the message naming `needle` (when given). */
-static void refused(const char *path, const input_options *o, qem_status status,
-                    const char *needle)
-{
-    acquisition *a = NULL;
-    qem_error e = {0};
-    CHECK_STATUS(qem_input_open(path, o, &a, &e), status, &e);
-    CHECK(a == NULL);
-    if (needle && !strstr(e.message, needle)) {
-        CHECK(!"the refusal names what is wrong");
-        fprintf(stderr, "  missing '%s' in: %s\n", needle, e.message);
-    }
-    qem_input_close(a);
 }
 
 static void *read_all(acquisition *a, size_t *size)
@@ -180,7 +158,7 @@ static void test_real_files(void)
     /* The 5 x 5 scan of 256 x 256 int32 diffraction patterns. */
     snprintf(path, sizeof path, "%s/FEI_new/16x16-diffraction_imagel_5x5x256x256_EDS_2.ser",
              hyperspy_io());
-    acquisition *a = open_ok(path, NULL);
+    acquisition *a = ic_open(path, NULL);
     if (!a)
         return;
     CHECK(!strcmp(a->family->name, "tia"));
@@ -210,11 +188,11 @@ static void test_real_files(void)
 
     /* A uint16 series of 5 (a stack: the caller's scan shape), 32-bit offsets. */
     snprintf(path, sizeof path, "%s/FEI_old/16x16x5_STEM_BF_DF_preview_1.ser", hyperspy_io());
-    refused(path, NULL, QEM_E_LAYOUT, "--scan-shape");
+    ic_refused(path, NULL, QEM_E_LAYOUT, "--scan-shape");
     input_options o = {0};
     o.scan_shape[0] = 5;
     o.scan_shape[1] = 1;
-    a = open_ok(path, &o);
+    a = ic_open(path, &o);
     if (a) {
         CHECK(a->sample_type == QEM_DTYPE_UINT16 && a->read_values == INPUT_VALUES_AS_STORED);
         CHECK(!strcmp(fact_string(a->facts, "offsets"), "32-bit"));
@@ -224,8 +202,8 @@ static void test_real_files(void)
     }
     /* Interrupted: 5 valid elements of 200. */
     snprintf(path, sizeof path, "%s/FEI_old/03_Scanning Preview_1.ser", hyperspy_io());
-    refused(path, NULL, QEM_E_LAYOUT, "holds 5 frames");
-    a = open_ok(path, &o);
+    ic_refused(path, NULL, QEM_E_LAYOUT, "holds 5 frames");
+    a = ic_open(path, &o);
     if (a) {
         CHECK_EQ_U64(json_integer_value(json_object_get(a->facts, "total_elements")), 200);
         check_real_values(a, path);
@@ -233,9 +211,9 @@ static void test_real_files(void)
     }
     /* float32, opened through its .emi: the same acquisition as its .ser. */
     snprintf(path, sizeof path, "%s/FEI_old/64x64_TEM_images_acquire.emi", hyperspy_io());
-    a = open_ok(path, NULL);
+    a = ic_open(path, NULL);
     snprintf(path, sizeof path, "%s/FEI_old/64x64_TEM_images_acquire_1.ser", hyperspy_io());
-    acquisition *b = open_ok(path, NULL);
+    acquisition *b = ic_open(path, NULL);
     if (a && b) {
         CHECK(a->sample_type == QEM_DTYPE_FLOAT32);
         CHECK(!strcmp(a->members[0].path, b->members[0].path) &&
@@ -246,10 +224,10 @@ static void test_real_files(void)
     qem_input_close(b);
     /* Spectra and an .emi of two series. */
     snprintf(path, sizeof path, "%s/FEI_old/16x16-spectrum_image-5x5x1024_1.ser", hyperspy_io());
-    refused(path, NULL, QEM_E_UNSUPPORTED, "1D spectra");
+    ic_refused(path, NULL, QEM_E_UNSUPPORTED, "1D spectra");
     snprintf(path, sizeof path, "%s/FEI_new/16x16-line_profile_horizontal_5x128x128_EDS.emi",
              hyperspy_io());
-    refused(path, NULL, QEM_E_UNSUPPORTED, "_EDS_1.ser', '16x16-line_profile_horizontal_5x128x");
+    ic_refused(path, NULL, QEM_E_UNSUPPORTED, "_EDS_1.ser', '16x16-line_profile_horizontal_5x128x");
 }
 
 /* --- built files ------------------------------------------------------------------ */
@@ -258,7 +236,7 @@ static void test_real_files(void)
 static void check_built(const char *path, const tiab_options *t, const input_options *o,
                         uint64_t rows, uint64_t cols, qem_dtype stored)
 {
-    acquisition *a = open_ok(path, o);
+    acquisition *a = ic_open(path, o);
     if (!a)
         return;
     CHECK_EQ_U64(a->shape[0], rows);
@@ -308,17 +286,17 @@ static void test_types(void)
     /* float64 that float32 does not hold is refused, naming the range. */
     tiab_options t = {.data_type = 8, .fractional = 1};
     CHECK(tiab_write(p, &t) == 0);
-    refused(p, NULL, QEM_E_VALUE_RANGE, "float64 values from 0.10000000000000001");
+    ic_refused(p, NULL, QEM_E_VALUE_RANGE, "float64 values from 0.10000000000000001");
     /* Complex and unknown types. */
     t = (tiab_options){.data_type = 9};
     CHECK(tiab_write(p, &t) == 0);
-    refused(p, NULL, QEM_E_UNSUPPORTED, "complex64");
+    ic_refused(p, NULL, QEM_E_UNSUPPORTED, "complex64");
     t.data_type = 10;
     CHECK(tiab_write(p, &t) == 0);
-    refused(p, NULL, QEM_E_UNSUPPORTED, "complex128");
+    ic_refused(p, NULL, QEM_E_UNSUPPORTED, "complex128");
     t.data_type = 12;
     CHECK(tiab_write(p, &t) == 0);
-    refused(p, NULL, QEM_E_UNSUPPORTED, "TIA data type 12");
+    ic_refused(p, NULL, QEM_E_UNSUPPORTED, "TIA data type 12");
     unlink(p);
     free((void *)p);
 }
@@ -331,7 +309,7 @@ static void test_scan_shapes(void)
     tiab_options t = {.ndim = 2, .dims = {4, 3}};
     CHECK(tiab_write(p, &t) == 0);
     check_built(p, &t, NULL, 3, 4, QEM_DTYPE_UINT16);
-    acquisition *a = open_ok(p, NULL);
+    acquisition *a = ic_open(p, NULL);
     if (a) {
         CHECK(fabs(quantity(a, "scan_sampling_column", "m") - 2e-9) < 1e-20);
         CHECK(fabs(quantity(a, "scan_sampling_row", "m") - 2e-9) < 1e-20);
@@ -341,27 +319,27 @@ static void test_scan_shapes(void)
         qem_input_close(a);
     }
     given.scan_shape[0] = 4, given.scan_shape[1] = 3;
-    refused(p, &given, QEM_E_INVALID_ARGUMENT, "contradicts the scan shape 3x4");
+    ic_refused(p, &given, QEM_E_INVALID_ARGUMENT, "contradicts the scan shape 3x4");
     /* Y moves first: not stated, the caller's. */
     t.y_first = 1;
     CHECK(tiab_write(p, &t) == 0);
-    refused(p, NULL, QEM_E_LAYOUT, "--scan-shape");
+    ic_refused(p, NULL, QEM_E_LAYOUT, "--scan-shape");
     check_built(p, &t, &given, 4, 3, QEM_DTYPE_UINT16);
     /* Time-only tags: a square scan is stated, another is not. */
     t = (tiab_options){.ndim = 2, .dims = {3, 3}, .tag_type = 0x4152};
     CHECK(tiab_write(p, &t) == 0);
     check_built(p, &t, NULL, 3, 3, QEM_DTYPE_UINT16);
-    a = open_ok(p, NULL);
+    a = ic_open(p, NULL);
     CHECK(a && !json_object_get(json_object_get(a->calibration, "quantities"),
                                 "scan_sampling_row"));
     qem_input_close(a);
     t.dims[0] = 4;
     CHECK(tiab_write(p, &t) == 0);
-    refused(p, NULL, QEM_E_LAYOUT, "--scan-shape");
+    ic_refused(p, NULL, QEM_E_LAYOUT, "--scan-shape");
     /* One dimension (a stack): the caller's; one element: 1 x 1. */
     t = (tiab_options){.ndim = 1, .dims = {6}};
     CHECK(tiab_write(p, &t) == 0);
-    refused(p, NULL, QEM_E_LAYOUT, "holds 6 frames");
+    ic_refused(p, NULL, QEM_E_LAYOUT, "holds 6 frames");
     given.scan_shape[0] = 2, given.scan_shape[1] = 3;
     check_built(p, &t, &given, 2, 3, QEM_DTYPE_UINT16);
     t = (tiab_options){.ndim = 0};
@@ -370,7 +348,7 @@ static void test_scan_shapes(void)
     /* Interrupted: 4 valid of 12; the valid frames with the caller's shape. */
     t = (tiab_options){.ndim = 2, .dims = {4, 3}, .valid = 4};
     CHECK(tiab_write(p, &t) == 0);
-    refused(p, NULL, QEM_E_LAYOUT, "holds 4 frames");
+    ic_refused(p, NULL, QEM_E_LAYOUT, "holds 4 frames");
     given.scan_shape[0] = 1, given.scan_shape[1] = 4;
     check_built(p, &t, &given, 1, 4, QEM_DTYPE_UINT16);
     unlink(p);
@@ -408,88 +386,88 @@ static void test_refusals(void)
     /* Truncated: the last element cut; the header cut. */
     FRESH();
     CHECK(truncate(p, (off_t)tiab_element_at(&t, 6) - 30) == 0);
-    refused(p, NULL, QEM_E_FILE_LENGTH, "element 6");
+    ic_refused(p, NULL, QEM_E_FILE_LENGTH, "element 6");
     FRESH();
     CHECK(truncate(p, 20) == 0);
-    refused(p, NULL, QEM_E_FILE_LENGTH, "header");
+    ic_refused(p, NULL, QEM_E_FILE_LENGTH, "header");
     /* The offset array past the end. */
     FRESH();
     patch_u64(p, 22, 1u << 30);
-    refused(p, NULL, QEM_E_FILE_LENGTH, "offset array");
+    ic_refused(p, NULL, QEM_E_FILE_LENGTH, "offset array");
     /* An element outside the file, one overlapping the one before, the
      * first inside the header. */
     FRESH();
     patch_u64(p, oa + 8 * 2, UINT64_MAX - 10);
-    refused(p, NULL, QEM_E_FILE_LENGTH, "element 3");
+    ic_refused(p, NULL, QEM_E_FILE_LENGTH, "element 3");
     FRESH();
     patch_u64(p, oa + 8 * 2, e1 + 10);
-    refused(p, NULL, QEM_E_LAYOUT, "inside element 2");
+    ic_refused(p, NULL, QEM_E_LAYOUT, "inside element 2");
     FRESH();
     patch_u64(p, oa, 8);
-    refused(p, NULL, QEM_E_LAYOUT, "inside the header");
+    ic_refused(p, NULL, QEM_E_LAYOUT, "inside the header");
     /* An element of another shape or type. */
     FRESH();
     patch_u32(p, e1 + 42, 9);
-    refused(p, NULL, QEM_E_LAYOUT, "element 2 of");
+    ic_refused(p, NULL, QEM_E_LAYOUT, "element 2 of");
     FRESH();
     patch(p, e1 + 40, "\x06\x00", 2);
-    refused(p, NULL, QEM_E_LAYOUT, "TIA data type 6");
+    ic_refused(p, NULL, QEM_E_LAYOUT, "TIA data type 6");
     /* Inconsistent counts: dimensions against the total, valid above it,
      * none valid. */
     FRESH();
     patch_u32(p, 14, 7);
-    refused(p, NULL, QEM_E_LAYOUT, "hold 6 elements, but its header states 7");
+    ic_refused(p, NULL, QEM_E_LAYOUT, "hold 6 elements, but its header states 7");
     FRESH();
     patch_u32(p, 18, 7);
-    refused(p, NULL, QEM_E_LAYOUT, "7 valid elements of 6");
+    ic_refused(p, NULL, QEM_E_LAYOUT, "7 valid elements of 6");
     FRESH();
     patch_u32(p, 18, 0);
-    refused(p, NULL, QEM_E_LAYOUT, "no valid element");
+    ic_refused(p, NULL, QEM_E_LAYOUT, "no valid element");
     /* Sizes: a dimension count the file cannot hold, a text past the end,
      * elements whose size overflows, a detector too large. */
     FRESH();
     patch_u32(p, 30, 0x7fffffff);
-    refused(p, NULL, QEM_E_FILE_LENGTH, "dimension arrays");
+    ic_refused(p, NULL, QEM_E_FILE_LENGTH, "dimension arrays");
     FRESH();
     patch_u32(p, 34 + 24, 0xfffffff0);
-    refused(p, NULL, QEM_E_FILE_LENGTH, "dimension array 1");
+    ic_refused(p, NULL, QEM_E_FILE_LENGTH, "dimension array 1");
     FRESH();
     for (uint64_t k = 0; k < 6; k++) {
         patch_u32(p, tiab_element_at(&t, k) + 42, 0xffffffff);
         patch_u32(p, tiab_element_at(&t, k) + 46, 0xffffffff);
         patch(p, tiab_element_at(&t, k) + 40, "\x08\x00", 2);
     }
-    refused(p, NULL, QEM_E_LIMIT, "too large");
+    ic_refused(p, NULL, QEM_E_LIMIT, "too large");
     FRESH();
     patch_u32(p, tiab_element_at(&t, 0) + 42, 100000);
-    refused(p, NULL, QEM_E_FILE_LENGTH, NULL);
+    ic_refused(p, NULL, QEM_E_FILE_LENGTH, NULL);
     FRESH();
     patch_u32(p, 34, 0);
-    refused(p, NULL, QEM_E_LAYOUT, "dimension 1");
+    ic_refused(p, NULL, QEM_E_LAYOUT, "dimension 1");
     /* Variants: spectra, an unknown data type id, version, empty images. */
     FRESH();
     patch_u32(p, 6, 0x4120);
-    refused(p, NULL, QEM_E_UNSUPPORTED, "1D spectra");
+    ic_refused(p, NULL, QEM_E_UNSUPPORTED, "1D spectra");
     FRESH();
     patch_u32(p, 6, 0x4121);
-    refused(p, NULL, QEM_E_LAYOUT, "0x4121");
+    ic_refused(p, NULL, QEM_E_LAYOUT, "0x4121");
     FRESH();
     patch(p, 4, "\x30\x02", 2);
-    refused(p, NULL, QEM_E_UNSUPPORTED, "version 0x0230");
+    ic_refused(p, NULL, QEM_E_UNSUPPORTED, "version 0x0230");
     FRESH();
     patch_u32(p, tiab_element_at(&t, 0) + 42, 0);
-    refused(p, NULL, QEM_E_LAYOUT, "0 x 6 images");
+    ic_refused(p, NULL, QEM_E_LAYOUT, "0 x 6 images");
     /* A tag of another type than the header's, or outside the file: the
      * scan order is unknown (a 3 x 2 scan then needs the caller's). */
     FRESH();
     patch(p, tiab_element_at(&t, 1) - 24, "\x52\x41", 2);
-    refused(p, NULL, QEM_E_LAYOUT, "--scan-shape");
+    ic_refused(p, NULL, QEM_E_LAYOUT, "--scan-shape");
     FRESH();
     patch_u64(p, oa + 8 * 6, UINT64_MAX);
-    refused(p, NULL, QEM_E_LAYOUT, "--scan-shape");
+    ic_refused(p, NULL, QEM_E_LAYOUT, "--scan-shape");
     input_options shape = {0};
     shape.scan_shape[0] = 2, shape.scan_shape[1] = 3;
-    acquisition *a = open_ok(p, &shape);
+    acquisition *a = ic_open(p, &shape);
     CHECK(a && strstr(json_string_value(json_object_get(a->facts, "first_tag")),
                       "lies past the end"));
     qem_input_close(a);
@@ -497,7 +475,7 @@ static void test_refusals(void)
     FRESH();
     input_options o = {0};
     o.dataset = "/x";
-    refused(p, &o, QEM_E_INVALID_ARGUMENT, "--dataset");
+    ic_refused(p, &o, QEM_E_INVALID_ARGUMENT, "--dataset");
 #undef FRESH
     unlink(p);
     free((void *)p);
@@ -519,7 +497,7 @@ static void test_emi_companion(void)
     tiab_object_info(d2, sizeof d2, "Titan", "300", "0.230");
     const char *docs[] = {d1, d2};
     CHECK(tiab_write_emi(emi, docs, 2) == 0);
-    acquisition *a = open_ok(ser, NULL);
+    acquisition *a = ic_open(ser, NULL);
     if (a) {
         CHECK_EQ_U64(a->member_count, 2);
         json_t *facts = json_object_get(a->facts, "emi");
@@ -539,41 +517,41 @@ static void test_emi_companion(void)
     }
     /* Agreeing documents: the camera length is calibration. */
     CHECK(tiab_write_emi(emi, docs, 1) == 0);
-    a = open_ok(ser, NULL);
+    a = ic_open(ser, NULL);
     CHECK(a && fabs(quantity(a, "imaging_system/camera_length", "m") - 0.115) < 1e-12);
     qem_input_close(a);
     /* Outside the folder: a symlink out, a relative one through "..", a
      * dangling one, a folder in its place; a symlink inside is followed. */
     CHECK(tiab_write_emi(secret, docs, 1) == 0);
     CHECK(unlink(emi) == 0 && symlink(secret, emi) == 0);
-    refused(ser, NULL, QEM_E_LAYOUT, "has the .emi 'acq.emi', which resolves to");
+    ic_refused(ser, NULL, QEM_E_LAYOUT, "has the .emi 'acq.emi', which resolves to");
     CHECK(unlink(emi) == 0 && symlink("../secret.emi", emi) == 0);
-    refused(ser, NULL, QEM_E_LAYOUT, "outside the .ser's folder");
+    ic_refused(ser, NULL, QEM_E_LAYOUT, "outside the .ser's folder");
     CHECK(unlink(emi) == 0 && symlink("gone.emi", emi) == 0);
-    refused(ser, NULL, QEM_E_IO, "which cannot be read");
+    ic_refused(ser, NULL, QEM_E_IO, "which cannot be read");
     CHECK(unlink(emi) == 0 && mkdir(emi, 0700) == 0);
-    refused(ser, NULL, QEM_E_LAYOUT, "which is not a regular file");
+    ic_refused(ser, NULL, QEM_E_LAYOUT, "which is not a regular file");
     CHECK(rmdir(emi) == 0);
     CHECK(tiab_write_emi(test_path("emidir/sub/real.emi"), docs, 1) == 0);
     CHECK(symlink("sub/real.emi", emi) == 0);
-    a = open_ok(ser, NULL);
+    a = ic_open(ser, NULL);
     CHECK(a && a->member_count == 2);
     qem_input_close(a);
     CHECK(unlink(emi) == 0);
     /* Not an .emi; a DOCTYPE inside the document; XML not well-formed. */
     CHECK(write_file(emi, "not an emi", 10));
-    refused(ser, NULL, QEM_E_LAYOUT, "is not a TIA .emi");
+    ic_refused(ser, NULL, QEM_E_LAYOUT, "is not a TIA .emi");
     const char *doctype[] = {"<ObjectInfo><!DOCTYPE x [<!ENTITY a \"b\">]><A>&a;</A></ObjectInfo>"};
     CHECK(tiab_write_emi(emi, doctype, 1) == 0);
-    refused(ser, NULL, QEM_E_LAYOUT, "not well-formed");
+    ic_refused(ser, NULL, QEM_E_LAYOUT, "not well-formed");
     const char *bad[] = {"<ObjectInfo><A></B></ObjectInfo>"};
     CHECK(tiab_write_emi(emi, bad, 1) == 0);
-    refused(ser, NULL, QEM_E_LAYOUT, "not well-formed");
+    ic_refused(ser, NULL, QEM_E_LAYOUT, "not well-formed");
     unlink(emi);
     /* A .ser not named <name>_<N>.ser has no .emi qem looks for. */
     const char *plain = strdup(test_path("emidir/plain.ser"));
     CHECK(tiab_write(plain, &t) == 0);
-    a = open_ok(plain, NULL);
+    a = ic_open(plain, NULL);
     CHECK(a && a->member_count == 1 && strstr(fact_string(a->facts, "emi_file"), "none"));
     qem_input_close(a);
     unlink(plain);
@@ -592,11 +570,11 @@ static void test_open_emi(void)
     tiab_object_info(doc, sizeof doc, "Talos", "200", "0.26");
     const char *docs[] = {doc};
     CHECK(tiab_write_emi(emi, docs, 1) == 0);
-    refused(emi, NULL, QEM_E_IO, "are not beside it");
+    ic_refused(emi, NULL, QEM_E_IO, "are not beside it");
     const tiab_options t = {.ndim = 2, .dims = {2, 2}, .data_type = 1};
     CHECK(tiab_write(test_path("open/run_1.ser"), &t) == 0);
     /* One series: read, the .ser the master. */
-    acquisition *a = open_ok(emi, NULL);
+    acquisition *a = ic_open(emi, NULL);
     if (a) {
         CHECK(strstr(a->members[0].path, "run_1.ser") && a->members[0].is_master);
         CHECK(strstr(a->members[1].path, "run.emi") && !a->members[1].is_master);
@@ -606,14 +584,14 @@ static void test_open_emi(void)
     check_built(emi, &t, NULL, 2, 2, QEM_DTYPE_UINT8);
     /* Two: refused, naming both. */
     CHECK(tiab_write(test_path("open/run_2.ser"), &t) == 0);
-    refused(emi, NULL, QEM_E_UNSUPPORTED, "2 series beside it ('run_1.ser', 'run_2.ser')");
+    ic_refused(emi, NULL, QEM_E_UNSUPPORTED, "2 series beside it ('run_1.ser', 'run_2.ser')");
     CHECK(unlink(test_path("open/run_1.ser")) == 0);
     /* The only series a symlink leading out. */
     const char *out = strdup(test_path("elsewhere_2.ser"));
     CHECK(tiab_write(out, &t) == 0);
     CHECK(unlink(test_path("open/run_2.ser")) == 0);
     CHECK(symlink(out, test_path("open/run_2.ser")) == 0);
-    refused(emi, NULL, QEM_E_LAYOUT, "outside the .emi's folder");
+    ic_refused(emi, NULL, QEM_E_LAYOUT, "outside the .emi's folder");
     unlink(test_path("open/run_2.ser"));
     unlink(emi);
     free((void *)out);
@@ -626,7 +604,7 @@ static void test_changed(void)
     const char *p = strdup(test_path("changed_1.ser"));
     const tiab_options t = {.ndim = 2, .dims = {2, 2}};
     CHECK(tiab_write(p, &t) == 0);
-    acquisition *a = open_ok(p, NULL);
+    acquisition *a = ic_open(p, NULL);
     patch_u32(p, tiab_element_at(&t, 3) + 42, 7);
     if (a) {
         uint16_t buf[4 * 48];
