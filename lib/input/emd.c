@@ -77,8 +77,11 @@ static void read_attr(hid_t attr, attr_value *v)
         }
     } else if (points == 1 && cls == H5T_STRING && H5Tis_variable_str(type) > 0) {
         char *text = NULL;
+        /* The file's character set: libhdf5 converts no ASCII <-> UTF-8, and
+         * h5py (emdfile, py4DSTEM) writes UTF-8. */
         hid_t mem = H5Tcopy(H5T_C_S1);
-        if (mem >= 0 && H5Tset_size(mem, H5T_VARIABLE) >= 0 && H5Aread(attr, mem, &text) >= 0 &&
+        if (mem >= 0 && H5Tset_size(mem, H5T_VARIABLE) >= 0 &&
+            H5Tset_cset(mem, H5Tget_cset(type)) >= 0 && H5Aread(attr, mem, &text) >= 0 &&
             text) {
             snprintf(v->text, sizeof v->text, "%s", text);
             v->kind = ATTR_TEXT_KIND;

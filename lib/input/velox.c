@@ -39,8 +39,9 @@ static char *read_text(hid_t file, const char *path)
     if (points == 1 && type >= 0 && H5Tget_class(type) == H5T_STRING) {
         if (H5Tis_variable_str(type) > 0) {
             char *text = NULL;
-            hid_t mem = H5Tcopy(H5T_C_S1);
+            hid_t mem = H5Tcopy(H5T_C_S1); /* in the file's character set: no conversion */
             if (mem >= 0 && H5Tset_size(mem, H5T_VARIABLE) >= 0 &&
+                H5Tset_cset(mem, H5Tget_cset(type)) >= 0 &&
                 H5Dread(dset, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, &text) >= 0 && text) {
                 if (strnlen(text, VERSION_BYTES + 1) <= VERSION_BYTES)
                     out = strdup(text);

@@ -174,4 +174,31 @@ expect 0 "velox one frame save" -- "$QEM" save "$T/zip/fei_emd_image.emd" "$T/i.
 expect 0 "velox one frame export" -- "$QEM" export "$T/i.qem" "$T/i_q.npy"
 same_values "$T/i_q.npy" "$T/i.npy" uint16
 
+# EMD 1.0 as h5py writes it (emdfile, py4DSTEM >= 0.14): variable-length
+# UTF-8 string attributes ("array", "root"), read in the file's character
+# set; the values against numpy's array.
+"$PY" - "$T" <<'PYEOF'
+import sys
+import h5py
+import numpy as np
+t = sys.argv[1]
+v = (np.arange(2 * 3 * 4 * 5) * 7 % 1000).astype("<u2").reshape(2, 3, 4, 5)
+np.save(t + "/h5py_ref.npy", v)
+with h5py.File(t + "/h5py.emd", "w") as f:
+    f.attrs["version_major"] = 1
+    f.attrs["version_minor"] = 0
+    root = f.create_group("root")
+    root.attrs["emd_group_type"] = "root"
+    g = root.create_group("datacube")
+    g.attrs["emd_group_type"] = "array"
+    g.create_dataset("data", data=v)
+    for k, name in enumerate(("Rx", "Ry", "Qx", "Qy")):
+        d = g.create_dataset("dim%d" % k, data=np.arange(v.shape[k]))
+        d.attrs["name"] = name
+        d.attrs["units"] = "pixels"
+PYEOF
+expect 0 "h5py EMD 1.0 save" -- "$QEM" save --quiet "$T/h5py.emd" "$T/h5py.qem"
+expect 0 "h5py EMD 1.0 export" -- "$QEM" export --quiet "$T/h5py.qem" "$T/h5py_q.npy"
+same_values "$T/h5py_q.npy" "$T/h5py_ref.npy"
+
 finish
