@@ -47,14 +47,11 @@ static json_t *text_json(const char *s, size_t n)
             ok = (u[i + k] & 0xc0) == 0x80;
         if (ok && len > 1) {
             /* No overlong forms, surrogates or code points past U+10FFFF. */
-            const uint32_t c = len == 2 ? (uint32_t)(u[i] & 0x1f) << 6 | (u[i + 1] & 0x3f)
-                               : len == 3 ? (uint32_t)(u[i] & 0x0f) << 12 |
-                                                (uint32_t)(u[i + 1] & 0x3f) << 6 | (u[i + 2] & 0x3f)
-                                          : (uint32_t)(u[i] & 0x07) << 18 |
-                                                (uint32_t)(u[i + 1] & 0x3f) << 12 |
-                                                (uint32_t)(u[i + 2] & 0x3f) << 6 | (u[i + 3] & 0x3f);
-            ok = (len == 2 && c >= 0x80) || (len == 3 && c >= 0x800 && (c < 0xd800 || c > 0xdfff)) ||
-                 (len == 4 && c >= 0x10000 && c <= 0x10ffff);
+            uint32_t c = u[i] & (0x7fu >> len);
+            for (size_t k = 1; k < len; k++)
+                c = c << 6 | (u[i + k] & 0x3fu);
+            const uint32_t least = len == 2 ? 0x80 : len == 3 ? 0x800 : 0x10000;
+            ok = c >= least && c <= 0x10ffff && (c < 0xd800 || c > 0xdfff);
         }
         if (!ok) {
             copy[i] = '?';
@@ -140,9 +137,9 @@ qem_status qem_de_info_parse(const char *text, size_t size, const char *path, de
         const char *eq = memchr(line, '=', len);
         if (!eq)
             return qem_fail(error, QEM_E_LAYOUT,
-                            "line %zu of the Direct Electron info file '%s' has no '=' ('%.60s'); "
+                            "line %zu of the Direct Electron info file '%s' has no '=' ('%.*s'); "
                             "each line is `Key = Value`",
-                            line_no, path, line + b);
+                            line_no, path, (int)(len - b < 60 ? len - b : 60), line + b);
         size_t kend = (size_t)(eq - line);
         while (kend > b && blank(line[kend - 1]))
             kend--;

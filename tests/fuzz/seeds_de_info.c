@@ -42,6 +42,7 @@ void seeds_de_info(const char *shared, const char *hyperspy_io, const char *out)
              "Scan - Repeats = 2\r\n", head);
     put_seed(out, "repeats", 4, 2, 8, text);
     put_seed(out, "custom", 0, 0, 4,
-             "Scan - Enable = Enable\nScan - Type = Custom\nScan - Size X = 2\nScan - Size Y = 2\n");
+             "Scan - Enable = Enable\nScan - Type = Custom\n"
+             "Scan - Size X = 2\nScan - Size Y = 2\n");
     put_seed(out, "tem", 1, 3, 3, "Scan - Enable = Disable\nFrames Per Second = 700\n");
 }

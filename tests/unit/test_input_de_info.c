@@ -95,6 +95,9 @@ static void test_parse(void)
     parse_ok("Unit = 5 \xb5m\n", &d);
     CHECK(!strcmp(json_string_value(json_object_get(d.keys, "Unit")), "5 ?m"));
     qem_de_info_free(&d);
+    parse_ok("Unit = 5 \xc2\xb5m\n", &d); /* UTF-8 kept as it is */
+    CHECK(!strcmp(json_string_value(json_object_get(d.keys, "Unit")), "5 \xc2\xb5m"));
+    qem_de_info_free(&d);
     /* Scans that are not one raster pass: no shape, the reason kept. */
     parse_ok(info_text(8, 32, "Scan - Repeats = 3\n"), &d);
     CHECK(!d.scan_stated && strstr(d.why_not, "scanned 3 times"));
