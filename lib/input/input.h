@@ -15,7 +15,8 @@
  * and their parts), seq.c (Norpix StreamPix .seq as Direct Electron cameras
  * write it, Celeritas halves paired), csr.c (LiberTEM raw_csr: a TOML
  * descriptor naming indptr, indices and data files), raw.c (raw binary
- * described by options). The HDF5 families share hdf5_util.c and use
+ * described by options); de_info.c reads Direct Electron's _info.txt beside
+ * mrc and seq movies. The HDF5 families share hdf5_util.c and use
  * libhdf5, which Debian builds without thread safety: use one acquisition
  * from one thread at a time. */
 #ifndef QEM_INPUT_INPUT_H

@@ -16,6 +16,7 @@
 
 #include "common/error.h"
 #include "common/fileio.h"
+#include "input/de_info.h"
 #include "input/input.h"
 #include "input/swap.h"
 
@@ -268,9 +269,14 @@ static qem_status mrc_describe(acquisition *a, const char *path, const uint8_t *
                         (unsigned long long)expected,
                         size < expected ? "truncated: the copy is incomplete"
                                         : "bytes follow the last section");
+    /* A Direct Electron movie's <dataset>_info.txt states its scan. */
+    de_info info;
+    int found = 0;
+    QEM_TRY(qem_de_info_companion(a, path, "the MRC file", &info, &found, error));
     uint64_t scan[2];
-    const uint64_t none[2] = {0, 0};
-    QEM_TRY(qem_input_scan_shape(o, 0, none, "", (uint64_t)nz, path, scan, error));
+    qem_status st = qem_de_info_scan_shape(&info, found, o, (uint64_t)nz, path, scan, error);
+    qem_de_info_free(&info);
+    QEM_TRY(st);
     a->shape[0] = scan[0];
     a->shape[1] = scan[1];
     header_facts(a, &h, stamp);

@@ -24,6 +24,7 @@
 
 #include "common/error.h"
 #include "common/fileio.h"
+#include "input/de_info.h"
 #include "input/input.h"
 #include "input/swap.h"
 
@@ -563,10 +564,18 @@ static qem_status seq_describe(acquisition *a, const char *path, const uint8_t *
         if (st == QEM_OK)
             st = check_timestamps(a, s->fd[0], &s->h, path, "", error);
     }
+    /* A Direct Electron movie's <dataset>_info.txt states its scan. */
+    de_info info = {0};
+    int found = 0;
+    if (st == QEM_OK)
+        st = qem_de_info_companion(a, path, "the sequence", &info, &found, error);
     if (st != QEM_OK) {
         json_decref(companions);
         return st;
     }
+    if (found)
+        json_object_set(companions, "de_info",
+                        json_object_get(json_object_get(a->facts, "de_info"), "file"));
     header_facts(a, &s->h);
     qem_input_fact(a, "companions", companions);
     const uint64_t item = s->h.bit_depth / 8;
@@ -576,10 +585,15 @@ static qem_status seq_describe(acquisition *a, const char *path, const uint8_t *
     a->shape[2] = s->halves * s->block_rows;
     a->shape[3] = s->h.width;
     a->shape[0] = a->shape[1] = 1;
-    QEM_TRY(qem_input_check_shape(a, path, error));
+    st = qem_input_check_shape(a, path, error);
+    if (st != QEM_OK) {
+        qem_de_info_free(&info);
+        return st;
+    }
     uint64_t scan[2];
-    const uint64_t none[2] = {0, 0};
-    QEM_TRY(qem_input_scan_shape(o, 0, none, NULL, frames, path, scan, error));
+    st = qem_de_info_scan_shape(&info, found, o, frames, path, scan, error);
+    qem_de_info_free(&info);
+    QEM_TRY(st);
     a->shape[0] = scan[0];
     a->shape[1] = scan[1];
     a->sample_type = item == 1 ? QEM_DTYPE_UINT8 : QEM_DTYPE_UINT16;

@@ -11,6 +11,7 @@
 #include "rans/rans.h"
 #include "seeds_blo.h"
 #include "seeds_csr.h"
+#include "seeds_de_info.h"
 #include "seeds_dm.h"
 #include "seeds_frms6.h"
 #include "seeds_k2is.h"
@@ -445,6 +446,7 @@ int main(int argc, char **argv)
     seeds_seq(shared, HYPERSPY_IO, out);
     seeds_blo(shared, HYPERSPY_IO, out);
     seeds_mrc(shared, HYPERSPY_IO, out);
+    seeds_de_info(shared, HYPERSPY_IO, out);
     seeds_csr(shared, HYPERSPY_IO, out);
     seeds_dm(shared, HYPERSPY_IO, out);
     seeds_tia(shared, HYPERSPY_IO, out);
