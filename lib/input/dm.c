@@ -79,6 +79,11 @@ typedef struct dm_parse {
     size_t facts, fact_bytes;
     int facts_cut;
     uint64_t tags;
+    /* A tag file's tags (qem_input_dm_tags): every data tag into `all`
+     * (bounded as the facts are), the `named` ones into `named` always. */
+    json_t *all, *named;
+    const char *const *names;
+    size_t name_count;
     char path_text[DM_PATH_BYTES];
 } dm_parse;
 
@@ -397,14 +402,51 @@ static void keep_fact(dm_parse *p, dm_image *im, const char *key, json_t *value)
     json_object_set_new(im->tags, key, value);
 }
 
+/* A tag file's data tag: its value under its path in p->all while the
+ * caps allow, and in p->named when it is one of p->names. */
+static qem_status on_tag(dm_parse *p, const char *path, const uint64_t *info, size_t n,
+                         uint64_t at, uint64_t bytes, qem_error *error)
+{
+    int is_named = 0;
+    for (size_t k = 0; k < p->name_count && !is_named; k++)
+        is_named = !strcmp(path, p->names[k]);
+    const size_t key_bytes = strlen(path);
+    const int fits = p->facts < DM_MAX_FACTS && p->fact_bytes + key_bytes <= DM_MAX_FACT_BYTES;
+    if (!is_named && !fits) {
+        p->facts_cut = 1;
+        return QEM_OK;
+    }
+    qem_status st = QEM_OK;
+    json_t *v = value_json(p, info, n, at, bytes, error, &st);
+    if (st != QEM_OK || !v) {
+        json_decref(v);
+        return st != QEM_OK ? st : qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    }
+    if (is_named)
+        json_object_set(p->named, path, v);
+    const char *text = json_string_value(v);
+    const size_t value_bytes = text ? strlen(text) : 16;
+    if (fits && p->fact_bytes + key_bytes + value_bytes <= DM_MAX_FACT_BYTES) {
+        p->facts++;
+        p->fact_bytes += key_bytes + value_bytes;
+        json_object_set(p->all, path, v);
+    } else {
+        p->facts_cut = 1;
+    }
+    json_decref(v);
+    return QEM_OK;
+}
+
 /* The data tag at `path` (its values at `at`, `bytes` long): the image's
  * own tags, the thumbnails and the facts. */
 static qem_status on_data(dm_parse *p, const char *path, const uint64_t *info, size_t n,
                           uint64_t at, uint64_t bytes, qem_error *error)
 {
     char seg[DM_NAME_KEEP * 2 + 1];
-    const char *rest = next_segment(path, seg, sizeof seg);
     qem_status st = QEM_OK;
+    if (p->all)
+        return on_tag(p, path, info, n, at, bytes, error);
+    const char *rest = next_segment(path, seg, sizeof seg);
     if (!strcmp(seg, "Thumbnails") && rest) {
         rest = next_segment(rest, seg, sizeof seg);
         if (!rest || strcmp(rest, "ImageIndex") != 0)
@@ -928,6 +970,52 @@ static void free_parse(dm_parse *p)
     free(p->buf);
 }
 
+/* Sets up `p` for the file `path` (open as `fd`, `size` bytes). */
+static qem_status parse_begin(dm_parse *p, const char *path, int fd, uint64_t size,
+                              qem_error *error)
+{
+    memset(p, 0, sizeof *p);
+    p->path = path;
+    p->fd = fd;
+    p->size = size;
+    p->version = 3;
+    p->buf = malloc(DM_BUFFER);
+    p->images = calloc(DM_MAX_IMAGES, sizeof *p->images);
+    return p->buf && p->images ? QEM_OK : qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+}
+
+/* The header and the whole tag tree. */
+static qem_status parse_tree(dm_parse *p, qem_error *error)
+{
+    uint64_t version = 0, root_len = 0, little = 0, flags = 0, root_tags = 0;
+    QEM_TRY(get_be(p, 4, &version, "the header", error));
+    if (version != 3 && version != 4)
+        return qem_fail(error, QEM_E_UNSUPPORTED,
+                        "'%s' is no Gatan Digital Micrograph DM3 or DM4 file: its header states "
+                        "version %llu",
+                        p->path, (unsigned long long)version);
+    p->version = (int)version;
+    QEM_TRY(get_len(p, &root_len, "the header", error));
+    QEM_TRY(get_be(p, 4, &little, "the header", error));
+    const uint64_t header = p->pos;
+    if (little > 1) {
+        char text[96];
+        snprintf(text, sizeof text, "whose byte order flag is %llu; it must be 0 or 1",
+                 (unsigned long long)little);
+        return refuse(error, QEM_E_LAYOUT, p, text);
+    }
+    if (root_len > p->size - header)
+        return qem_fail(error, QEM_E_FILE_LENGTH,
+                        "'%s' is a Gatan Digital Micrograph DM%d file cut short: its header "
+                        "states %llu bytes of tags after byte %llu, but the file holds %llu bytes",
+                        p->path, p->version, (unsigned long long)root_len,
+                        (unsigned long long)header, (unsigned long long)p->size);
+    p->little = little == 1;
+    QEM_TRY(get_be(p, 2, &flags, "the root group", error));
+    QEM_TRY(get_len(p, &root_tags, "the root group", error));
+    return walk(p, root_tags, error);
+}
+
 static qem_status dm_describe(acquisition *a, const char *path, const uint8_t *head, size_t n,
                               const input_options *o, qem_error *error)
 {
@@ -942,47 +1030,47 @@ static qem_status dm_describe(acquisition *a, const char *path, const uint8_t *h
     QEM_TRY(qem_input_open_master(a, path, "a Gatan Digital Micrograph file", o, &s->fd, &size,
                                   error));
     dm_parse p;
-    memset(&p, 0, sizeof p);
-    p.path = path;
-    p.fd = s->fd;
-    p.size = size;
-    p.version = 3;
-    p.buf = malloc(DM_BUFFER);
-    p.images = calloc(DM_MAX_IMAGES, sizeof *p.images);
-    qem_status st = p.buf && p.images ? QEM_OK : qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
-    uint64_t version = 0, root_len = 0, little = 0, flags = 0, root_tags = 0;
+    qem_status st = parse_begin(&p, path, s->fd, size, error);
     if (st == QEM_OK)
-        st = get_be(&p, 4, &version, "the header", error);
-    if (st == QEM_OK) {
-        p.version = (int)version;
-        st = get_len(&p, &root_len, "the header", error);
-    }
-    if (st == QEM_OK)
-        st = get_be(&p, 4, &little, "the header", error);
-    const uint64_t header = p.pos;
-    if (st == QEM_OK && little > 1) {
-        char text[96];
-        snprintf(text, sizeof text, "whose byte order flag is %llu; it must be 0 or 1",
-                 (unsigned long long)little);
-        st = refuse(error, QEM_E_LAYOUT, &p, text);
-    }
-    if (st == QEM_OK && root_len > p.size - header)
-        st = qem_fail(error, QEM_E_FILE_LENGTH,
-                      "'%s' is a Gatan Digital Micrograph DM%d file cut short: its header "
-                      "states %llu bytes of tags after byte %llu, but the file holds %llu bytes",
-                      path, p.version, (unsigned long long)root_len, (unsigned long long)header,
-                      (unsigned long long)p.size);
-    p.little = little == 1;
-    if (st == QEM_OK)
-        st = get_be(&p, 2, &flags, "the root group", error);
-    if (st == QEM_OK)
-        st = get_len(&p, &root_tags, "the root group", error);
-    if (st == QEM_OK)
-        st = walk(&p, root_tags, error);
+        st = parse_tree(&p, error);
     if (st == QEM_OK)
         st = describe_image(a, &p, s, o, error);
     free_parse(&p);
     return st;
+}
+
+qem_status qem_input_dm_tags(int fd, uint64_t size, const char *path, const char *const *names,
+                             size_t name_count, input_dm_tags *out, qem_error *error)
+{
+    memset(out, 0, sizeof *out);
+    dm_parse p;
+    qem_status st = parse_begin(&p, path, fd, size, error);
+    p.all = json_object();
+    p.named = json_object();
+    p.names = names;
+    p.name_count = name_count;
+    if (st == QEM_OK && (!p.all || !p.named))
+        st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    if (st == QEM_OK)
+        st = parse_tree(&p, error);
+    if (st == QEM_OK) {
+        out->tags = json_incref(p.all);
+        out->named = json_incref(p.named);
+        out->truncated = p.facts_cut;
+        out->version = p.version;
+        out->little_endian = p.little;
+    }
+    json_decref(p.all);
+    json_decref(p.named);
+    free_parse(&p);
+    return st;
+}
+
+void qem_input_dm_tags_free(input_dm_tags *t)
+{
+    json_decref(t->tags);
+    json_decref(t->named);
+    memset(t, 0, sizeof *t);
 }
 
 static qem_status dm_read(acquisition *a, uint64_t first, uint64_t count, void *out,

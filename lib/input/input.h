@@ -220,6 +220,26 @@ qem_status qem_input_empad_parse_xml(const char *xml, size_t size, const char *p
                                      input_empad_xml *out, qem_error *error);
 void qem_input_empad_xml_free(input_empad_xml *x);
 
+/* The tags of a Gatan Digital Micrograph DM3/DM4 tag file (dm.c), such as
+ * the .gtg of a K2 IS acquisition, walked with the DM family's parser and
+ * bounds. Paths are the tag names joined by '/' (an unnamed group is
+ * TagGroup<k>, unnamed data Data<k>, as HyperSpy names them). */
+typedef struct input_dm_tags {
+    json_t *tags;  /* path: value of each data tag, while the caps of the DM facts allow */
+    json_t *named; /* path: value of each of the paths asked for that the file holds */
+    int truncated; /* tags were left out of `tags` by the caps */
+    int version;   /* 3 or 4 */
+    int little_endian;
+} input_dm_tags;
+/* Parses the file `path` (open as `fd`, `size` bytes): the DM family's
+ * refusals (QEM_E_FILE_LENGTH cut short, QEM_E_LAYOUT malformed,
+ * QEM_E_UNSUPPORTED another version, QEM_E_LIMIT too deep or too many
+ * tags). Values are read only when small (numbers, text, short arrays);
+ * the rest are described. The caller frees `out` (qem_input_dm_tags_free). */
+qem_status qem_input_dm_tags(int fd, uint64_t size, const char *path, const char *const *names,
+                             size_t name_count, input_dm_tags *out, qem_error *error);
+void qem_input_dm_tags_free(input_dm_tags *t);
+
 /* The JSON of a Velox EMD file (velox_meta.c, free of libhdf5 so that it
  * is fuzzed alone). */
 #define VELOX_MAX_METADATA_BYTES (1u << 20)

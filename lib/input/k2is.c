@@ -9,7 +9,9 @@
  * 1860 x 2048 frame. The kept frames are the frames complete in all eight
  * sectors, from the first one whose blocks all carry the shutter-active
  * flag (or the first complete one when no block carries it). The .gtg is
- * a member (hashed), not parsed: the scan shape is the caller's. */
+ * a member (hashed) and is parsed with the DM family's tag walk: its tags
+ * are facts, and its "SI Dimensions" (Size Y rows, Size X columns) the
+ * scan shape, as LiberTEM reads it. A .gtg that does not parse is refused. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -187,6 +189,82 @@ static qem_status companion(const char *owner, const char *name, const char *wha
     return qem_input_companion_path(&c, name, member, error);
 }
 
+/* --- the .gtg ------------------------------------------------------------------- */
+
+/* The .gtg's tags LiberTEM reads (io/dataset/k2is.py, _get_nav_shape and
+ * _nav_shape_without_flyback, through ncempy's '.SI Dimensions.Size Y'
+ * and the like): the scan, and the scan without its flyback column. */
+#define GTG_SIZE_X "SI Dimensions/Size X"
+#define GTG_SIZE_Y "SI Dimensions/Size Y"
+#define GTG_WIDTH "SI Image Tags/SI/Acquisition/Spatial Sampling/Width (pixels)"
+#define GTG_HEIGHT "SI Image Tags/SI/Acquisition/Spatial Sampling/Height (pixels)"
+
+/* A count the .gtg states (an integer, or a real with an integral value). */
+static int gtg_count(json_t *v, uint64_t *out)
+{
+    if (json_is_integer(v) && json_integer_value(v) > 0) {
+        *out = (uint64_t)json_integer_value(v);
+        return 1;
+    }
+    const double d = json_is_real(v) ? json_real_value(v) : 0;
+    if (d >= 1 && d <= 9007199254740992.0 && d == (double)(uint64_t)d) {
+        *out = (uint64_t)d;
+        return 1;
+    }
+    return 0;
+}
+
+/* Parses the .gtg (member `m`): its tags into facts, and `scan` (rows,
+ * columns) when it states SI Dimensions (`*have_scan`). */
+static qem_status read_gtg(acquisition *a, const char *owner, input_member *m, uint64_t scan[2],
+                           int *have_scan, qem_error *error)
+{
+    int fd = -1;
+    struct stat sb;
+    QEM_TRY(qem_open_input(m->path, &fd, &sb, error));
+    static const char *const names[] = {GTG_SIZE_X, GTG_SIZE_Y, GTG_WIDTH, GTG_HEIGHT};
+    input_dm_tags t;
+    qem_error local = {0};
+    qem_status st = qem_file_stamp_check(fd, &m->stamp, m->path, "described", error);
+    if (st == QEM_OK) {
+        st = qem_input_dm_tags(fd, (uint64_t)sb.st_size, m->path, names, 4, &t, &local);
+        if (st != QEM_OK)
+            st = qem_fail(error, st,
+                          "the .gtg of the K2 IS acquisition of '%s' does not parse: %s; qem "
+                          "refuses it rather than read the sector files without their metadata "
+                          "(move it aside and give --scan-shape to read them)",
+                          owner, local.message);
+    }
+    close(fd);
+    QEM_TRY(st);
+    qem_input_fact(a, "gtg_dm_version", json_integer(t.version));
+    qem_input_fact(a, "gtg_tags", json_incref(t.tags));
+    if (t.truncated)
+        qem_input_fact(a, "gtg_tags_truncated",
+                       json_string("only the first tags of the .gtg are recorded (the caps of "
+                                   "the DM family's facts); the scan tags are always read"));
+    json_t *x = json_object_get(t.named, GTG_SIZE_X), *y = json_object_get(t.named, GTG_SIZE_Y);
+    *have_scan = 0;
+    if (x || y) {
+        if (!x || !y || !gtg_count(y, &scan[0]) || !gtg_count(x, &scan[1])) {
+            qem_input_dm_tags_free(&t);
+            return qem_fail(error, QEM_E_LAYOUT,
+                            "'%s' (the .gtg of the K2 IS acquisition of '%s') states SI "
+                            "Dimensions that are not two positive counts (Size X and Size Y)",
+                            m->path, owner);
+        }
+        *have_scan = 1;
+    }
+    uint64_t rows, columns;
+    if (gtg_count(json_object_get(t.named, GTG_HEIGHT), &rows) &&
+        gtg_count(json_object_get(t.named, GTG_WIDTH), &columns))
+        qem_input_fact(a, "gtg_spatial_sampling",
+                       json_pack("{s:I, s:I}", "rows", (json_int_t)rows, "columns",
+                                 (json_int_t)columns));
+    qem_input_dm_tags_free(&t);
+    return QEM_OK;
+}
+
 /* --- the family ------------------------------------------------------------------ */
 
 static int k2is_recognises(const uint8_t *head, size_t n)
@@ -289,6 +367,8 @@ static qem_status k2is_describe(acquisition *a, const char *path, const uint8_t 
     snprintf(gtg, sizeof gtg, "%s/%s", dir, name);
     free(dir);
     struct stat gs;
+    uint64_t gtg_scan[2] = {0, 0};
+    int have_gtg_scan = 0;
     if (lstat(gtg, &gs) == 0) {
         char *member = NULL;
         st = companion(path, name, ".gtg", &member, error);
@@ -297,6 +377,7 @@ static qem_status k2is_describe(acquisition *a, const char *path, const uint8_t 
         free(member);
         QEM_TRY(st);
         qem_input_fact(a, "gtg_file", json_string(name));
+        QEM_TRY(read_gtg(a, path, &a->members[K2_SECTORS], gtg_scan, &have_gtg_scan, error));
     }
 
     /* The frames complete in every sector: [common_first, common_end). */
@@ -339,9 +420,29 @@ static qem_status k2is_describe(acquisition *a, const char *path, const uint8_t 
     QEM_TRY(qem_pread_full(s->fd[0], b, sizeof b, s->first[0], QEM_E_CHANGED, error));
     parse_block(b, &h);
 
-    uint64_t scan[2];
-    const uint64_t none[2] = {0, 0};
-    QEM_TRY(qem_input_scan_shape(o, 0, none, NULL, s->frames, path, scan, error));
+    /* The scan: --scan-shape, else the .gtg's SI Dimensions; when both,
+     * they agree. The .gtg's must hold the frames kept. */
+    uint64_t scan[2], scans = 0;
+    const int given = o->scan_shape[0] || o->scan_shape[1];
+    const int agree = !given || (o->scan_shape[0] == gtg_scan[0] &&
+                                 o->scan_shape[1] == gtg_scan[1]);
+    if (have_gtg_scan && agree &&
+        (qem_mul_overflow_u64(gtg_scan[0], gtg_scan[1], &scans) || scans != s->frames))
+        return qem_fail(error, QEM_E_LAYOUT,
+                        "'%s' states a scan of %llu x %llu (SI Dimensions: Size Y rows, Size X "
+                        "columns), but the sector files of '%s' hold %llu frames (those qem keeps: "
+                        "see the fact first_frame_rule); they are not one acquisition, or the "
+                        "scan was cut short",
+                        a->members[K2_SECTORS].path, (unsigned long long)gtg_scan[0],
+                        (unsigned long long)gtg_scan[1], path, (unsigned long long)s->frames);
+    QEM_TRY(qem_input_scan_shape(o, have_gtg_scan, gtg_scan,
+                                 "SI Dimensions (Size Y rows, Size X columns)",
+                                 s->frames, have_gtg_scan ? a->members[K2_SECTORS].path : path,
+                                 scan, error));
+    qem_input_fact(a, "scan_shape_source",
+                   json_string(given && have_gtg_scan ? "--scan-shape, as the .gtg states it"
+                               : given               ? "--scan-shape"
+                                                     : "the .gtg's SI Dimensions"));
     a->shape[0] = scan[0];
     a->shape[1] = scan[1];
     a->shape[2] = K2_SECTOR_ROWS;

@@ -102,6 +102,28 @@ contains "$T/out" '"first_frame_id": 7'
 expect 1 "k2is pack" -- "$QEM" pack produce "$K" "$T/k.h5" --scan-shape 1,2
 contains "$T/err" "27-bit"
 absent "$T/k.h5"
+# A .gtg stating the scan (a DM4 tag file; LiberTEM reads its SI Dimensions
+# Size Y, Size X as the scan rows, columns): no --scan-shape needed.
+"$PY" - "$T/k2/Capture_.gtg" <<'EOF'
+import struct, sys
+def data(name, v):  # a long, little-endian values
+    body = b"%%%%" + struct.pack(">QQ", 1, 3) + struct.pack("<i", v)
+    return b"\x15" + struct.pack(">H", len(name)) + name + struct.pack(">Q", len(body)) + body
+def group(name, tags):
+    body = b"\x00\x00" + struct.pack(">Q", len(tags)) + b"".join(tags)
+    return b"\x14" + struct.pack(">H", len(name)) + name + struct.pack(">Q", len(body)) + body
+root = b"\x01\x00" + struct.pack(">Q", 1) + group(b"SI Dimensions",
+                                                [data(b"Size X", 2), data(b"Size Y", 1)])
+open(sys.argv[1], "wb").write(struct.pack(">IQI", 4, len(root), 1) + root + bytes(8))
+EOF
+expect 0 "k2is inspect, scan from the .gtg" -- "$QEM" inspect --json "$K"
+contains "$T/out" '"SI Dimensions/Size X": 2'
+contains "$T/out" "the .gtg's SI Dimensions"
+expect 0 "k2is save, scan from the .gtg" -- "$QEM" save "$K" "$T/kg.qem"
+expect 0 "k2is export, scan from the .gtg" -- "$QEM" export "$T/kg.qem" "$T/kg.npy"
+same_array "$T/kg.npy" "$T/k2_ref.npy"
+expect 1 "k2is, --scan-shape against the .gtg" -- "$QEM" inspect "$K" --scan-shape 2,1
+contains "$T/err" "contradicts"
 
 # --- FRMS6 ----------------------------------------------------------------------
 F="$T/f6/m_001.frms6"

@@ -391,6 +391,82 @@ static void write_image(dmb_buf *b, dmb_group *list, const dmb_options *o, int t
     group_end(b, &image, 0);
 }
 
+/* Writes the buffer to `path` and frees it: 0, or -1 (a line on stderr). */
+static int finish(dmb_buf *b, const char *path)
+{
+    FILE *f = b->fail ? NULL : fopen(path, "wb");
+    const int ok = f && fwrite(b->p, 1, b->n, f) == b->n;
+    if (f && fclose(f) != 0)
+        f = NULL;
+    free(b->p);
+    if (!ok || !f) {
+        fprintf(stderr, "dmb_write: cannot write '%s'\n", path);
+        return -1;
+    }
+    return 0;
+}
+
+#define DMB_TAG_DEPTH 8
+
+int dmb_write_tags(const char *path, int version, const dmb_tag *tags, size_t count)
+{
+    dmb_buf b;
+    memset(&b, 0, sizeof b);
+    b.v4 = version == 4;
+    b.little = 1;
+    /* [G], [C]: the header and the root group, as dmb_write. */
+    be(&b, (uint64_t)version, 4);
+    const size_t root_len_at = b.n;
+    len(&b, 0);
+    be(&b, 1, 4);
+    const size_t header = b.n;
+    dmb_group stack[DMB_TAG_DEPTH + 1];
+    char names[DMB_TAG_DEPTH + 1][64];
+    memset(stack, 0, sizeof stack);
+    be(&b, 0x0100, 2);
+    stack[0].count_at = b.n;
+    len(&b, 0);
+    size_t open = 0; /* groups open below the root */
+    for (size_t i = 0; i < count; i++) {
+        char seg[DMB_TAG_DEPTH + 1][64];
+        size_t n = 0;
+        for (const char *c = tags[i].path; n <= DMB_TAG_DEPTH;) {
+            const char *slash = strchr(c, '/');
+            const size_t k = slash ? (size_t)(slash - c) : strlen(c);
+            snprintf(seg[n++], sizeof seg[0], "%.*s", (int)k, c);
+            if (!slash)
+                break;
+            c = slash + 1;
+        }
+        /* Close the groups this tag is not in, open the ones it is. */
+        size_t common = 0;
+        while (common < open && common + 1 < n && !strcmp(names[common + 1], seg[common]))
+            common++;
+        for (; open > common; open--)
+            group_end(&b, &stack[open], 0);
+        for (; open + 1 < n; open++) {
+            group_begin(&b, &stack[open], seg[open], &stack[open + 1]);
+            snprintf(names[open + 1], sizeof names[0], "%s", seg[open]);
+        }
+        dmb_group *g = &stack[open];
+        if (tags[i].kind == 'l')
+            data_long(&b, g, seg[n - 1], (int32_t)tags[i].number, 1);
+        else if (tags[i].kind == 'd')
+            data_double(&b, g, seg[n - 1], tags[i].real);
+        else
+            data_text(&b, g, seg[n - 1], tags[i].text ? tags[i].text : "");
+    }
+    for (; open > 0; open--)
+        group_end(&b, &stack[open], 0);
+    if (!b.fail) {
+        be_at(b.p + stack[0].count_at, stack[0].count, b.v4 ? 8 : 4);
+        be_at(b.p + root_len_at, b.n - header, b.v4 ? 8 : 4);
+    }
+    const uint8_t trailer[8] = {0};
+    put(&b, trailer, b.v4 ? 8 : 4);
+    return finish(&b, path);
+}
+
 int dmb_write(const char *path, const dmb_options *o)
 {
     dmb_buf b;
@@ -425,14 +501,5 @@ int dmb_write(const char *path, const dmb_options *o)
     }
     const uint8_t trailer[8] = {0};
     put(&b, trailer, b.v4 ? 8 : 4);
-    FILE *f = b.fail ? NULL : fopen(path, "wb");
-    const int ok = f && fwrite(b.p, 1, b.n, f) == b.n;
-    if (f && fclose(f) != 0)
-        f = NULL;
-    free(b.p);
-    if (!ok || !f) {
-        fprintf(stderr, "dmb_write: cannot write '%s'\n", path);
-        return -1;
-    }
-    return 0;
+    return finish(&b, path);
 }

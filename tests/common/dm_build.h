@@ -32,11 +32,24 @@ typedef struct dmb_options {
     uint64_t stated_dims[5]; /* Dimensions as written, when not all 0 (Data follows dims) */
 } dmb_options;
 
+/* One tag of a tag file: its path (group names joined by '/') and a value
+ * of `kind` 'l' (long), 'd' (double) or 't' (text). */
+typedef struct dmb_tag {
+    const char *path;
+    char kind;
+    int64_t number;
+    double real;
+    const char *text;
+} dmb_tag;
+
 /* Bytes of one sample of a DataType (1, 2, 4 or 8; 1 for the others). */
 size_t dmb_item(int64_t data_type);
 /* The pattern's value k as the DataType's bytes (host order) into `out`. */
 void dmb_value(int64_t data_type, uint64_t k, void *out);
 /* Writes `path`; 0 on success, -1 on failure (a line on stderr). */
 int dmb_write(const char *path, const dmb_options *o);
+/* Writes `path`: a DM3/DM4 tag file of `count` tags and no image, as a K2
+ * IS .gtg is (the tags of one group must be consecutive). 0 or -1. */
+int dmb_write_tags(const char *path, int version, const dmb_tag *tags, size_t count);
 
 #endif

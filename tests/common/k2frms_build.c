@@ -115,10 +115,12 @@ int k2b_write(const char *dir, const char *stem, const k2b_options *o)
     if (rc == 0 && o->write_gtg) {
         snprintf(path, sizeof path, "%s/%s.gtg", dir, stem);
         FILE *f = fopen(path, "wb");
-        /* A DM4-style tag file's first bytes: version 4, root length,
-         * byte order; its tags are not read by qem. */
-        static const uint8_t gtg[] = {0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 16, 0, 0, 0, 1,
-                                      0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+        /* A DM4 tag file with no tags (the tests write the tags they need
+         * with dm_build.c): version 4, the root's length (10 bytes), byte
+         * order 1, the root group (sorted, closed, no tags), the 8-byte
+         * trailer. */
+        static const uint8_t gtg[] = {0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 10, 0, 0, 0, 1, 1, 0,
+                                      0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
         rc = !f || fwrite(gtg, 1, sizeof gtg, f) != sizeof gtg;
         if (f)
             rc |= fclose(f) != 0;

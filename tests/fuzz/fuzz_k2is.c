@@ -1,8 +1,10 @@
 /* Gatan K2 IS: eight sector files and a .gtg, the block headers, finding
  * the first frame complete in all sectors, reads of every frame. Input:
  * scan rows (u8), scan columns (u8), eight bytes (sector k's file starts
- * that many blocks, modulo 4, into the body; bit 7 of the first: write a
- * .gtg), then the body every sector file is cut from. */
+ * that many blocks, modulo 4, into the body; bit 7 of the first: a .gtg
+ * follows, as a little-endian u32 length and its bytes: a DM tag file the
+ * DM family's tag walk parses), then the body every sector file is cut
+ * from. */
 #include <string.h>
 #include <unistd.h>
 
@@ -14,8 +16,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 10)
         return 0;
-    const uint8_t *body = data + 10;
-    const size_t body_size = size - 10;
+    const uint8_t *body = data + 10, *gtg_bytes = NULL;
+    size_t body_size = size - 10, gtg_size = 0;
+    if (data[2] & 0x80) {
+        if (body_size < 4)
+            return 0;
+        gtg_size = (size_t)body[0] | (size_t)body[1] << 8 | (size_t)body[2] << 16 |
+                   (size_t)body[3] << 24;
+        if (gtg_size > body_size - 4)
+            gtg_size = body_size - 4;
+        gtg_bytes = body + 4;
+        body += 4 + gtg_size;
+        body_size -= 4 + gtg_size;
+    }
     char sector[8][512], gtg[512];
     for (unsigned k = 0; k < 8; k++) {
         char name[32];
@@ -28,9 +41,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             return 0;
     }
     snprintf(gtg, sizeof gtg, "%s", fuzz_path("k_.gtg"));
-    if (data[2] & 0x80) {
-        static const uint8_t dm4[8] = {0, 0, 0, 4, 0, 0, 0, 0};
-        if (!fuzz_write(gtg, dm4, sizeof dm4))
+    if (gtg_bytes) {
+        if (!fuzz_write(gtg, gtg_bytes, gtg_size))
             return 0;
     } else {
         unlink(gtg);

@@ -1,6 +1,7 @@
 /* fuzz_dm's seeds: scan rows, scan columns (u8 each), then a DM file:
  * HyperSpy's DM3/DM4 test files (each below 1 MB) and files built by
- * tests/common/dm_build.c (4D, big-endian, every sample type). */
+ * tests/common/dm_build.c (4D, big-endian, every sample type, and tag
+ * files without an image such as a K2 IS .gtg). */
 #include "seeds_dm.h"
 
 #include <stdio.h>
@@ -74,5 +75,18 @@ void seeds_dm(const char *shared, const char *hyperspy_io, const char *out)
         snprintf(name, sizeof name, "built_4d_%zu", i);
         put_seed(out, name, 0, 0, path);
     }
+    /* A tag file with no image, as a K2 IS .gtg. */
+    static const dmb_tag gtg[] = {
+        {"SI Dimensions/Size X", 'l', 4, 0, NULL},
+        {"SI Dimensions/Size Y", 'l', 3, 0, NULL},
+        {"SI Image Tags/SI/Acquisition/Spatial Sampling/Height (pixels)", 'l', 3, 0, NULL},
+        {"Microscope Info/Voltage", 'd', 0, 300000.0, NULL},
+        {"Microscope Info/Name", 't', 0, 0, "K2 IS"},
+    };
+    for (int version = 3; version <= 4; version++)
+        if (dmb_write_tags(path, version, gtg, sizeof gtg / sizeof gtg[0]) == 0) {
+            snprintf(name, sizeof name, "gtg_dm%d", version);
+            put_seed(out, name, 0, 0, path);
+        }
     remove(path);
 }

@@ -1,6 +1,7 @@
 /* Seeds of fuzz_k2is: one sector file of a built acquisition (every
  * sector file of the fuzz input is cut from it), whole frames only or
- * starting and ending mid-frame. Each seed is under 1 MB. */
+ * starting and ending mid-frame, with a .gtg stating the scan (built by
+ * dm_build.c) or none. Each seed is under 1 MB. */
 #include "seeds_k2is.h"
 
 #include <stdio.h>
@@ -9,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "dm_build.h"
 #include "k2frms_build.h"
 
 static uint8_t *slurp(const char *path, size_t *size)
@@ -36,6 +38,16 @@ void seeds_k2is(const char *shared, const char *hyperspy_io, const char *out)
     } cases[] = {
         {"one_frame", 0, 0, {1, 1, 0x80, 0, 0, 0, 0, 0, 0, 0}},
         {"mid_frame", 3, 2, {1, 1, 0, 1, 2, 0, 3, 0, 0, 0}},
+        {"gtg_scan", 0, 0, {0, 0, 0x80, 0, 0, 0, 0, 0, 0, 0}},
+    };
+    /* The .gtg of the third: a DM4 tag file stating a 1 x 1 scan and a tag
+     * of each kind. */
+    static const dmb_tag tags[] = {
+        {"SI Dimensions/Size X", 'l', 1, 0, NULL},
+        {"SI Dimensions/Size Y", 'l', 1, 0, NULL},
+        {"SI Image Tags/SI/Acquisition/Spatial Sampling/Width (pixels)", 'l', 1, 0, NULL},
+        {"Microscope Info/Voltage", 'd', 0, 300000.0, NULL},
+        {"Microscope Info/Name", 't', 0, 0, "K2 IS"},
     };
     char dir[1024], path[1200];
     snprintf(dir, sizeof dir, "%s/k2is", out);
@@ -58,13 +70,28 @@ void seeds_k2is(const char *shared, const char *hyperspy_io, const char *out)
             snprintf(path, sizeof path, "%s/tmp_%u.bin", dir, s + 1);
             remove(path);
         }
+        size_t gtg_size = 0;
+        uint8_t *gtg = NULL;
+        if (cases[i].prefix[2] & 0x80) {
+            snprintf(path, sizeof path, "%s/tmp_.gtg", dir);
+            if (dmb_write_tags(path, 4, tags, sizeof tags / sizeof tags[0]) == 0)
+                gtg = slurp(path, &gtg_size);
+            remove(path);
+        }
         snprintf(path, sizeof path, "%s/%s", dir, cases[i].name);
         FILE *f = sector ? fopen(path, "wb") : NULL;
         if (f) {
+            const uint8_t length[4] = {(uint8_t)gtg_size, (uint8_t)(gtg_size >> 8),
+                                       (uint8_t)(gtg_size >> 16), (uint8_t)(gtg_size >> 24)};
             fwrite(cases[i].prefix, 1, sizeof cases[i].prefix, f);
+            if (cases[i].prefix[2] & 0x80) {
+                fwrite(length, 1, 4, f);
+                fwrite(gtg, 1, gtg_size, f);
+            }
             fwrite(sector, 1, n, f);
             fclose(f);
         }
+        free(gtg);
         free(sector);
     }
 }
