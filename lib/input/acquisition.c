@@ -218,6 +218,20 @@ qem_status qem_input_check_unchanged(const acquisition *a, qem_error *error)
     return QEM_OK;
 }
 
+qem_status qem_input_entry_present(const char *folder, const char *name, int *present,
+                                   qem_error *error)
+{
+    const size_t size = strlen(folder) + strlen(name) + 2;
+    char *full = malloc(size);
+    if (!full)
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    snprintf(full, size, "%s/%s", folder, name);
+    struct stat ls;
+    *present = lstat(full, &ls) == 0;
+    free(full);
+    return QEM_OK;
+}
+
 qem_status qem_input_companion_path(const input_companion *c, const char *name, char **member,
                                     qem_error *error)
 {

@@ -249,18 +249,12 @@ qem_status qem_de_info_companion(acquisition *a, const char *master, const char 
     char name[4096];
     snprintf(name, sizeof name, "%.*s_info.txt", (int)stem, base);
     char *dir = qem_path_dirname(master);
-    const size_t fsize = dir ? strlen(dir) + strlen(name) + 2 : 0;
-    char *full = dir ? malloc(fsize) : NULL;
-    if (full)
-        snprintf(full, fsize, "%s/%s", dir, name);
+    int present = 0;
+    const qem_status exists = dir ? qem_input_entry_present(dir, name, &present, error)
+                                  : qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     free(dir);
-    if (!full)
-        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
-    struct stat ls;
-    const int present = lstat(full, &ls) == 0;
-    free(full);
-    if (!present)
-        return QEM_OK;
+    if (exists != QEM_OK || !present)
+        return exists;
     char subject[4400];
     snprintf(subject, sizeof subject, "%s '%s' has the Direct Electron info file", family, master);
     const input_companion c = {

@@ -197,6 +197,11 @@ typedef struct input_companion {
     const char *rule;    /* "the raw file must lie beside its XML" */
     const char *keep;    /* advice when it cannot be read: "keep the XML and its raw file together" */
 } input_companion;
+/* `*present` = 1 when anything named `name` lies in `folder` (lstat: a
+ * dangling or outward symlink counts, for qem_input_companion_path to
+ * refuse), else 0: how a family finds its optional companions. */
+qem_status qem_input_entry_present(const char *folder, const char *name, int *present,
+                                   qem_error *error);
 /* Checks the companion `name` (as written, relative to the owner's
  * folder) and gives the path to open (`*member`, the caller frees it):
  * QEM_E_LAYOUT when it is absolute, has a ".." component, resolves outside

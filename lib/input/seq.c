@@ -276,18 +276,12 @@ static qem_status optional_companion(acquisition *a, const char *owner, const ch
                                      qem_error *error)
 {
     char *dir = qem_path_dirname(owner);
-    const size_t size = dir ? strlen(dir) + strlen(name) + 2 : 0;
-    char *full = dir ? malloc(size) : NULL;
-    if (full)
-        snprintf(full, size, "%s/%s", dir, name);
+    int present = 0;
+    const qem_status found = dir ? qem_input_entry_present(dir, name, &present, error)
+                                 : qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     free(dir);
-    if (!full)
-        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
-    struct stat ls;
-    const int present = lstat(full, &ls) == 0;
-    free(full);
-    if (!present)
-        return QEM_OK;
+    if (found != QEM_OK || !present)
+        return found;
     char what[SEQ_NAME_MAX + 64];
     snprintf(what, sizeof what, "the %s companion", key);
     char *member = NULL;

@@ -140,14 +140,8 @@ static qem_status add_parts(acquisition *a, const char *path, const tvips_name *
     for (; k < TVIPS_MAX_PARTS; k++) {
         char name[600];
         snprintf(name, sizeof name, "%s%03u%s", t->prefix, k, t->ext);
-        const size_t size = strlen(t->dir) + strlen(name) + 2;
-        char *full = malloc(size);
-        if (!full)
-            return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
-        snprintf(full, size, "%s/%s", t->dir, name);
-        struct stat ls;
-        const int present = lstat(full, &ls) == 0;
-        free(full);
+        int present = 0;
+        QEM_TRY(qem_input_entry_present(t->dir, name, &present, error));
         if (!present)
             break;
         char *member = NULL;
