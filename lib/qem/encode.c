@@ -10,10 +10,11 @@
 #include "common/threads.h"
 #include "qem/encode.h"
 
-#define PIXEL_GROUP 64
-
 void qem_encoded_chunk_free(qem_encoded_chunk *e)
 {
+    free(e->stream_sums);
+    free(e->lengths);
+    free(e->field_sums);
     free(e->payload);
     free(e->offsets);
     free(e->models);
@@ -23,76 +24,75 @@ void qem_encoded_chunk_free(qem_encoded_chunk *e)
     memset(e, 0, sizeof *e);
 }
 
-/* Value of lane `lane` at scan row `i` (rows of P pixels). */
-static inline uint16_t lane_value(const void *rows, qem_dtype dtype, uint64_t P, uint64_t i,
-                                  uint64_t lane)
+/* `old` if its `room` elements hold `need`, else a fresh array of `need`
+ * elements of `size` bytes (old freed; NULL when memory is short). */
+static void *room_for(void *old, size_t room, size_t need, size_t size)
 {
-    switch (dtype) {
-    case QEM_DTYPE_UINT8: return ((const uint8_t *)rows)[i * P + lane];
-    case QEM_DTYPE_FLOAT32: {
-        /* Lane 2p is the low word of pixel p's bits, lane 2p + 1 the high. */
-        uint32_t bits = ((const uint32_t *)rows)[i * P + lane / 2];
-        return (uint16_t)(lane & 1 ? bits >> 16 : bits & 0xffff);
-    }
-    default: return ((const uint16_t *)rows)[i * P + lane];
-    }
+    if (old && need <= room)
+        return old;
+    free(old);
+    return malloc((need ? need : 1) * size);
 }
 
-static qem_status encode_streams(const qem_rans_tables *tables, const void *rows, qem_dtype dtype,
-                                 uint64_t scans, uint64_t P, int threads, qem_encoded_chunk *e,
-                                 qem_error *error)
+static qem_status encode_streams(const qem_rans_tables *tables, qem_encode_path path,
+                                 const void *rows, qem_dtype dtype, uint64_t scans, uint64_t P,
+                                 int threads, qem_encoded_chunk *e, qem_error *error)
 {
     const uint64_t lanes = dtype == QEM_DTYPE_FLOAT32 ? 2 * P : P;
     const uint64_t blocks = (scans + QEM_INTERVAL - 1) / QEM_INTERVAL;
     const uint64_t streams = blocks * lanes;
     const uint64_t slot = 2 * (scans < QEM_INTERVAL ? scans : QEM_INTERVAL);
-    const uint64_t groups = (lanes + PIXEL_GROUP - 1) / PIXEL_GROUP;
-    uint32_t *lengths = malloc((size_t)streams * sizeof *lengths);
-    e->payload = malloc((size_t)(streams * slot));
-    e->offsets = malloc((size_t)(streams + 1) * sizeof *e->offsets);
-    e->models = malloc((size_t)streams);
-    if (!lengths || !e->payload || !e->offsets || !e->models) {
-        free(lengths);
+    const uint64_t groups = (lanes + QEM_ENCODE_LANES - 1) / QEM_ENCODE_LANES;
+    const size_t item = qem_dtype_size(dtype);
+    const size_t need = (size_t)streams + 1;
+    e->payload = room_for(e->payload, e->payload_room, (size_t)(streams * slot), 1);
+    e->payload_room = e->payload ? (size_t)(streams * slot) : 0;
+    e->offsets = room_for(e->offsets, e->stream_room, need, sizeof *e->offsets);
+    e->models = room_for(e->models, e->stream_room, need, 1);
+    e->lengths = room_for(e->lengths, e->stream_room, need, sizeof *e->lengths);
+    e->stream_sums = room_for(e->stream_sums, e->stream_room, need, sizeof *e->stream_sums);
+    e->stream_room = need > e->stream_room ? need : e->stream_room;
+    if (!e->payload || !e->offsets || !e->models || !e->lengths || !e->stream_sums)
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory encoding a chunk of %llu scans",
                         (unsigned long long)scans);
-    }
+    uint32_t *lengths = e->lengths;
     int nomem = 0;
 #pragma omp parallel num_threads(qem_threads_resolve(threads))
     {
-        uint16_t *tile = malloc((size_t)PIXEL_GROUP * QEM_INTERVAL * sizeof *tile);
-        uint8_t *scratch = malloc(qem_stream_scratch_bound(QEM_INTERVAL));
-        if (!tile || !scratch) {
+        qem_encode_workspace *ws = qem_encode_workspace_new();
+        if (!ws) {
 #pragma omp atomic write
             nomem = 1;
         }
-#pragma omp for schedule(dynamic, 2) collapse(2)
+#pragma omp for schedule(dynamic, 4) collapse(2)
         for (uint64_t b = 0; b < blocks; b++) {
             for (uint64_t g = 0; g < groups; g++) {
-                if (!tile || !scratch)
+                if (!ws)
                     continue;
-                uint64_t first = b * QEM_INTERVAL;
-                uint32_t n = (uint32_t)(scans - first < QEM_INTERVAL ? scans - first
-                                                                     : QEM_INTERVAL);
-                uint64_t l0 = g * PIXEL_GROUP;
-                uint64_t width = lanes - l0 < PIXEL_GROUP ? lanes - l0 : PIXEL_GROUP;
-                /* Transpose a strip of 64 lanes of scan rows into columns. */
-                for (uint32_t i = 0; i < n; i++)
-                    for (uint64_t j = 0; j < width; j++)
-                        tile[j * n + i] = lane_value(rows, dtype, P, first + i, l0 + j);
-                for (uint64_t j = 0; j < width; j++) {
-                    uint64_t s = b * lanes + l0 + j;
-                    lengths[s] = (uint32_t)qem_count_stream_encode(
-                        tables, tile + j * n, n, e->payload + s * slot, &e->models[s], scratch);
-                }
+                const uint64_t first = b * QEM_INTERVAL;
+                const uint32_t n = (uint32_t)(scans - first < QEM_INTERVAL ? scans - first
+                                                                           : QEM_INTERVAL);
+                const uint64_t l0 = g * QEM_ENCODE_LANES;
+                const unsigned count = (unsigned)(lanes - l0 < QEM_ENCODE_LANES
+                                                      ? lanes - l0
+                                                      : QEM_ENCODE_LANES);
+                /* The float codec's lanes are the uint16 halves of its bits. */
+                const qem_lane_source src = {
+                    (const uint8_t *)rows + first * P * item,
+                    dtype == QEM_DTYPE_UINT8 ? P : lanes, dtype == QEM_DTYPE_UINT8 ? 1u : 2u,
+                    dtype == QEM_DTYPE_FLOAT32};
+                uint8_t *dst[QEM_ENCODE_LANES];
+                for (unsigned k = 0; k < count; k++)
+                    dst[k] = e->payload + (b * lanes + l0 + k) * slot;
+                qem_count_streams_encode(tables, path, &src, l0, count, n, dst,
+                                         lengths + b * lanes + l0, e->models + b * lanes + l0,
+                                         e->stream_sums + b * lanes + l0, ws);
             }
         }
-        free(tile);
-        free(scratch);
+        qem_encode_workspace_free(ws);
     }
-    if (nomem) {
-        free(lengths);
+    if (nomem)
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
-    }
     /* Close the gaps between fixed-size slots, in stream order. */
     uint64_t cursor = 0;
     for (uint64_t s = 0; s < streams; s++) {
@@ -103,7 +103,6 @@ static qem_status encode_streams(const qem_rans_tables *tables, const void *rows
     e->offsets[streams] = (uint32_t)cursor;
     e->payload_bytes = cursor;
     e->streams = streams;
-    free(lengths);
     return QEM_OK;
 }
 
@@ -114,15 +113,18 @@ static qem_status encode_spatial(const qem_geometry *g, const uint8_t *valid, co
     const uint64_t F = g->fields;
     const uint64_t blocks = (scans + QEM_INTERVAL - 1) / QEM_INTERVAL;
     const size_t item = qem_dtype_size(dtype);
-    uint64_t *sums = malloc((size_t)(scans * F) * sizeof *sums);
-    uint32_t *column = malloc(QEM_INTERVAL * sizeof *column);
-    e->spatial_offsets = malloc((size_t)(blocks * F + 1) * sizeof *e->spatial_offsets);
-    e->spatial_widths = malloc((size_t)(blocks * F));
-    if (!sums || !column || !e->spatial_offsets || !e->spatial_widths) {
-        free(sums);
-        free(column);
+    uint32_t column[QEM_INTERVAL];
+    e->field_sums = room_for(e->field_sums, e->field_room, (size_t)(scans * F),
+                             sizeof *e->field_sums);
+    e->field_room = e->field_sums ? (size_t)(scans * F) : 0;
+    e->spatial_offsets = room_for(e->spatial_offsets, e->spatial_room, (size_t)(blocks * F + 1),
+                                  sizeof *e->spatial_offsets);
+    e->spatial_widths = room_for(e->spatial_widths, e->spatial_room, (size_t)(blocks * F + 1), 1);
+    e->spatial_room = (size_t)(blocks * F + 1) > e->spatial_room ? (size_t)(blocks * F + 1)
+                                                                   : e->spatial_room;
+    if (!e->field_sums || !e->spatial_offsets || !e->spatial_widths)
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
-    }
+    uint64_t *sums = e->field_sums;
     const int64_t step = 64;
 #pragma omp parallel for num_threads(qem_threads_resolve(threads)) schedule(static)
     for (int64_t s0 = 0; s0 < (int64_t)scans; s0 += step) {
@@ -149,12 +151,11 @@ static qem_status encode_spatial(const qem_geometry *g, const uint8_t *valid, co
     }
     e->spatial_offsets[blocks * F] = words;
     e->spatial_word_count = words;
-    e->spatial_words = malloc((size_t)(words ? words : 1) * sizeof *e->spatial_words);
-    if (!e->spatial_words) {
-        free(sums);
-        free(column);
+    e->spatial_words = room_for(e->spatial_words, e->word_room, (size_t)words,
+                                sizeof *e->spatial_words);
+    e->word_room = e->spatial_words ? (size_t)words : 0;
+    if (!e->spatial_words)
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
-    }
     for (uint64_t b = 0; b < blocks; b++) {
         uint64_t first = b * QEM_INTERVAL;
         uint64_t n = scans - first < QEM_INTERVAL ? scans - first : QEM_INTERVAL;
@@ -166,8 +167,6 @@ static qem_status encode_spatial(const qem_geometry *g, const uint8_t *valid, co
         }
     }
     e->spatial_streams = blocks * F;
-    free(sums);
-    free(column);
     return QEM_OK;
 }
 
@@ -176,7 +175,17 @@ qem_status qem_encode_chunk(const qem_rans_tables *tables, qem_codec codec, cons
                             uint64_t scans, int threads, qem_encoded_chunk *e, qem_error *error)
 {
     memset(e, 0, sizeof *e);
-    qem_status st = encode_streams(tables, rows, dtype, scans, g->pixels, threads, e, error);
+    return qem_encode_chunk_again(tables, codec, g, valid, rows, dtype, scans, threads, e, error);
+}
+
+qem_status qem_encode_chunk_again(const qem_rans_tables *tables, qem_codec codec,
+                                  const qem_geometry *g, const uint8_t *valid, const void *rows,
+                                  qem_dtype dtype, uint64_t scans, int threads,
+                                  qem_encoded_chunk *e, qem_error *error)
+{
+    const qem_encode_path path = qem_encode_path_resolve(QEM_ENCODE_AUTO);
+    e->spatial_streams = e->spatial_word_count = 0;
+    qem_status st = encode_streams(tables, path, rows, dtype, scans, g->pixels, threads, e, error);
     if (st == QEM_OK && codec == QEM_CODEC_INTEGER)
         st = encode_spatial(g, valid, rows, dtype, scans, threads, e, error);
     if (st != QEM_OK)

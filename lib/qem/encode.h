@@ -17,6 +17,15 @@ typedef struct qem_encoded_chunk {
     uint64_t *spatial_offsets; /* spatial_streams + 1 */
     uint8_t *spatial_widths;   /* spatial_streams */
     uint64_t spatial_streams;
+    /* Integer codec: each stream's sum of counts (streams), from which the
+     * writer adds the pixel sums without another pass. */
+    uint32_t *stream_sums;
+    /* Working arrays and the room every array has, kept from chunk to
+     * chunk by qem_encode_chunk_again (fresh pages cost more to fault in
+     * than to fill). */
+    uint32_t *lengths;
+    uint64_t *field_sums;
+    size_t payload_room, stream_room, spatial_room, word_room, field_room;
 } qem_encoded_chunk;
 
 /* Encodes `scans` scan rows ([scan][pixel]): u8/u16 counts (integer), u16
@@ -26,6 +35,12 @@ typedef struct qem_encoded_chunk {
 qem_status qem_encode_chunk(const qem_rans_tables *tables, qem_codec codec, const qem_geometry *g,
                             const uint8_t *valid, const void *rows, qem_dtype dtype,
                             uint64_t scans, int threads, qem_encoded_chunk *e, qem_error *error);
+/* The same into `e` as a previous call left it (or zeroed), reusing its
+ * arrays; free it with qem_encoded_chunk_free after the last. */
+qem_status qem_encode_chunk_again(const qem_rans_tables *tables, qem_codec codec,
+                                  const qem_geometry *g, const uint8_t *valid, const void *rows,
+                                  qem_dtype dtype, uint64_t scans, int threads,
+                                  qem_encoded_chunk *e, qem_error *error);
 void qem_encoded_chunk_free(qem_encoded_chunk *e);
 
 #endif

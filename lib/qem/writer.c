@@ -17,6 +17,7 @@
 #include "common/error.h"
 #include "common/fileio.h"
 #include "common/json.h"
+#include "common/large_alloc.h"
 #include "common/options.h"
 #include "common/sha256.h"
 #include "qem/chunk_blob.h"
@@ -60,6 +61,7 @@ struct qem_writer {
      * (another codec, too many pixels, or a chunk encoded elsewhere). */
     uint64_t *pixel_sums;
 
+    qem_encoded_chunk encoded; /* its arrays kept from chunk to chunk */
     uint8_t *window;
     uint64_t window_fill; /* scans in the window */
     uint64_t scans_encoded;
@@ -93,6 +95,7 @@ void qem_writer_free(qem_writer *w)
     qem_sha256_free(w->logical);
     free(w->valid);
     free(w->window);
+    qem_encoded_chunk_free(&w->encoded);
     free(w->pixel_sums);
     free(w->regions);
     json_decref(w->chunks);
@@ -299,7 +302,9 @@ static qem_status writer_setup(const char *dest, qem_dtype dtype, const uint64_t
     w->progress = options->progress;
     w->progress_user = options->progress_user;
     w->valid = malloc((size_t)w->pixels);
-    w->window = dest ? malloc((size_t)(chunk * w->pixels * qem_dtype_size(dtype))) : NULL;
+    /* 2 MiB pages: the encoder reads the window a column strip at a time,
+     * one 4 KiB page per scan row otherwise. */
+    w->window = dest ? qem_large_alloc((size_t)(chunk * w->pixels * qem_dtype_size(dtype))) : NULL;
     w->chunks = json_array();
     const int sums = dest && codec == QEM_CODEC_INTEGER && w->pixels <= QEM_PIXEL_SUMS_MAX_PIXELS;
     if (sums)
@@ -487,18 +492,23 @@ static void add_pixel_sums(const qem_writer *w, const void *rows, uint64_t scans
     }
 }
 
+/* Adds each valid pixel's sums over the blocks of an encoded chunk. */
+static void add_stream_sums(const qem_writer *w, const qem_encoded_chunk *e, uint64_t *sums)
+{
+    const uint64_t P = w->pixels;
+    for (uint64_t s = 0; s < e->streams; s++)
+        sums[s % P] += w->valid[s % P] ? e->stream_sums[s] : 0;
+}
+
 static qem_status write_chunk(qem_writer *w, qem_error *error)
 {
     const uint64_t scans = w->window_fill;
+    QEM_TRY(qem_encode_chunk_again(qem_rans_tables_shared(), w->codec, &w->geometry, w->valid,
+                                   w->window, w->dtype, scans, w->threads, &w->encoded, error));
     if (w->pixel_sums)
-        add_pixel_sums(w, w->window, scans, w->pixel_sums);
-    qem_encoded_chunk e;
-    QEM_TRY(qem_encode_chunk(qem_rans_tables_shared(), w->codec, &w->geometry, w->valid, w->window,
-                             w->dtype, scans, w->threads, &e, error));
+        add_stream_sums(w, &w->encoded, w->pixel_sums);
     w->window_fill = 0;
-    const qem_status st = write_encoded(w, &e, scans, w->window, error);
-    qem_encoded_chunk_free(&e);
-    return st;
+    return write_encoded(w, &w->encoded, scans, w->window, error);
 }
 
 /* Scans in the chunk that starts at flat scan `first`. */
@@ -916,7 +926,7 @@ qem_status qem_writer_pump(qem_writer *w, void *source, qem_writer_fill_fn fill,
         pthread_t reader;
         int reading = 0;
         if (ahead && after && !spare)
-            spare = malloc((size_t)(w->chunk_scans * w->pixels * qem_dtype_size(w->dtype)));
+            spare = qem_large_alloc((size_t)(w->chunk_scans * w->pixels * qem_dtype_size(w->dtype)));
         if (ahead && after && spare) {
             r.window = spare;
             reading = pthread_create(&reader, NULL, read_ahead_run, &r) == 0;

@@ -147,11 +147,8 @@ size_t qem_rans_encode(const qem_rans_tables *t, unsigned model, const uint16_t 
     return (size_t)(end - p);
 }
 
-unsigned qem_reference_rans_model(const uint16_t *values, uint32_t n)
+unsigned qem_reference_rans_model_of_sum(uint64_t capped, uint32_t n)
 {
-    uint64_t capped = 0;
-    for (uint32_t i = 0; i < n; i++)
-        capped += values[i] < 32 ? values[i] : 32;
     double mean = n ? (double)capped / (double)n : 0.0;
     if (mean < 0.002)
         mean = 0.002;
@@ -162,6 +159,14 @@ unsigned qem_reference_rans_model(const uint16_t *values, uint32_t n)
     if (m > 63)
         m = 63;
     return (unsigned)m;
+}
+
+unsigned qem_reference_rans_model(const uint16_t *values, uint32_t n)
+{
+    uint64_t capped = 0;
+    for (uint32_t i = 0; i < n; i++)
+        capped += values[i] < 32 ? values[i] : 32;
+    return qem_reference_rans_model_of_sum(capped, n);
 }
 
 /* Estimated rANS bits (in 1/65536 bit) of a histogram under `model`. */

@@ -46,6 +46,14 @@ typedef struct qem_rans_tables {
     /* Ideal code length of each symbol in 1/65536 bit, escapes' 16 raw bits
      * included: ranks models without encoding. */
     uint32_t cost[QEM_RANS_MODELS][QEM_RANS_SYMBOLS];
+    /* The same costs by symbol, so that one histogram ranks all 64 rows in
+     * a few vector steps. n <= 512 samples of at most 26 bits * 65536 each
+     * stay below 2^32. */
+    uint32_t cost_by_symbol[QEM_RANS_SYMBOLS][QEM_RANS_MODELS];
+    /* Per row and symbol: freq | start << 16, what an encoder step needs. */
+    uint32_t encode[QEM_RANS_MODELS][QEM_RANS_SYMBOLS];
+    /* qem_reference_rans_model of 512 samples by their capped sum. */
+    uint8_t reference_model_512[QEM_STREAM_MAX_SAMPLES * QEM_RANS_ESCAPE + 1];
 } qem_rans_tables;
 
 void qem_rans_tables_init(qem_rans_tables *tables);
@@ -132,6 +140,8 @@ size_t qem_rans_encode(const qem_rans_tables *tables, unsigned model, const uint
 
 /* The rANS model the reference heuristic picks (notes §3.4 step 2). */
 unsigned qem_reference_rans_model(const uint16_t *values, uint32_t n);
+/* The same from the sum of min(value, 32) over the n samples. */
+unsigned qem_reference_rans_model_of_sum(uint64_t capped, uint32_t n);
 
 /* Encodes `n` (1..512) values with the model that gives the fewest bytes,
  * never more than the reference heuristic would. Writes at most 2n bytes
@@ -139,5 +149,51 @@ unsigned qem_reference_rans_model(const uint16_t *values, uint32_t n);
  * qem_stream_scratch_bound(n) bytes. */
 size_t qem_count_stream_encode(const qem_rans_tables *tables, const uint16_t *values, uint32_t n,
                                uint8_t *dst, uint8_t *model, uint8_t *scratch);
+
+/* --- many streams at once ------------------------------------------------ */
+
+/* Where the lanes of one block come from: sample i of lane l is element
+ * i * stride + l of `rows` (uint8 or host-order uint16; the float codec's
+ * lanes are the uint16 halves of its bits, low half first, so stride is
+ * 2P there). */
+typedef struct qem_lane_source {
+    const void *rows;
+    size_t stride;
+    unsigned width; /* bytes per element: 1 or 2 */
+    int float_halves; /* rows hold float32 bits; lane 2p + h is half h of pixel p */
+} qem_lane_source;
+
+/* The most lanes one call encodes: a band whose rows' pieces (512 bytes
+ * of uint16) are read whole, then encoded 32 lanes at a time. */
+#define QEM_ENCODE_LANES 256
+
+typedef enum qem_encode_path {
+    QEM_ENCODE_AUTO = 0,
+    QEM_ENCODE_SCALAR = 1, /* the reference: qem_count_stream_encode per lane */
+    QEM_ENCODE_AVX512 = 3
+} qem_encode_path;
+
+/* `requested`, else QEM_ENCODE_PATH from the environment (scalar,
+ * avx512), else AVX-512 where the CPU has it, else scalar. Returns
+ * QEM_ENCODE_AUTO when the environment names no path. */
+qem_encode_path qem_encode_path_resolve(qem_encode_path requested);
+int qem_encode_path_supported(qem_encode_path path);
+const char *qem_encode_path_name(qem_encode_path path);
+int qem_encode_path_from_name(const char *name, qem_encode_path *path);
+
+/* Per-thread working memory of qem_count_streams_encode. */
+typedef struct qem_encode_workspace qem_encode_workspace;
+qem_encode_workspace *qem_encode_workspace_new(void);
+void qem_encode_workspace_free(qem_encode_workspace *ws);
+
+/* Encodes lanes first .. first + count - 1 (count <= QEM_ENCODE_LANES) of
+ * n (1..512) samples each, lane k's stream to dst[k] (room for 2n bytes),
+ * its length to lengths[k] and selector to models[k], and, when `sums` is
+ * not NULL, the sum of its samples to sums[k]. Every path writes the bytes
+ * qem_count_stream_encode writes for that lane's column. */
+void qem_count_streams_encode(const qem_rans_tables *tables, qem_encode_path path,
+                              const qem_lane_source *src, size_t first, unsigned count,
+                              uint32_t n, uint8_t *const *dst, uint32_t *lengths,
+                              uint8_t *models, uint32_t *sums, qem_encode_workspace *ws);
 
 #endif

@@ -34,6 +34,8 @@ void qem_rans_tables_init(qem_rans_tables *t)
             if (s == QEM_RANS_ESCAPE)
                 bits += 16.0;
             t->cost[m][s] = (uint32_t)lrint(bits * 65536.0);
+            t->cost_by_symbol[s][m] = t->cost[m][s];
+            t->encode[m][s] = freq | start << 16;
             start += freq;
         }
         unsigned head = QEM_RANS_SYMBOLS;
@@ -41,4 +43,6 @@ void qem_rans_tables_init(qem_rans_tables *t)
             head--;
         t->head[m] = (uint8_t)head;
     }
+    for (uint32_t c = 0; c <= QEM_STREAM_MAX_SAMPLES * QEM_RANS_ESCAPE; c++)
+        t->reference_model_512[c] = (uint8_t)qem_reference_rans_model_of_sum(c, 512);
 }
