@@ -461,37 +461,6 @@ static qem_status write_encoded(qem_writer *w, const qem_encoded_chunk *e, uint6
     return QEM_OK;
 }
 
-/* Adds `scans` rows' valid pixels into `sums`: each thread a band of
- * pixels over every scan, so the sums stay in its cache. */
-static void add_pixel_sums(const qem_writer *w, const void *rows, uint64_t scans, uint64_t *sums)
-{
-    enum { BAND = 2048 };
-    const uint64_t P = w->pixels, bands = (P + BAND - 1) / BAND;
-    const int wide = w->dtype == QEM_DTYPE_UINT16;
-#pragma omp parallel for schedule(static) num_threads(qem_threads_resolve(w->threads))
-    for (uint64_t b = 0; b < bands; b++) {
-        const uint64_t p0 = b * BAND, p1 = p0 + BAND < P ? p0 + BAND : P;
-        /* 32-bit partial sums are exact for up to 65536 scans of 16 bits. */
-        for (uint64_t s0 = 0; s0 < scans; s0 += 65536) {
-            const uint64_t s1 = scans - s0 < 65536 ? scans : s0 + 65536;
-            uint32_t acc[BAND] = {0};
-            for (uint64_t s = s0; s < s1; s++) {
-                if (wide) {
-                    const uint16_t *row = (const uint16_t *)rows + s * P;
-                    for (uint64_t p = p0; p < p1; p++)
-                        acc[p - p0] += row[p];
-                } else {
-                    const uint8_t *row = (const uint8_t *)rows + s * P;
-                    for (uint64_t p = p0; p < p1; p++)
-                        acc[p - p0] += row[p];
-                }
-            }
-            for (uint64_t p = p0; p < p1; p++)
-                sums[p] += w->valid[p] ? acc[p - p0] : 0;
-        }
-    }
-}
-
 /* Adds each valid pixel's sums over the blocks of an encoded chunk. */
 static void add_stream_sums(const qem_writer *w, const qem_encoded_chunk *e, uint64_t *sums)
 {
@@ -656,7 +625,7 @@ qem_status qem_encode_scans(qem_dtype dtype, const uint64_t shape[4],
         if (w->codec == QEM_CODEC_INTEGER) {
             sums = calloc((size_t)w->pixels, sizeof *sums);
             if (sums)
-                add_pixel_sums(w, scans, count, sums);
+                add_stream_sums(w, &e, sums);
             else
                 st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
         }
