@@ -390,6 +390,32 @@ int main(int argc, char **argv)
         snprintf(name, sizeof name, "model_%u", model);
         put(out, "rans", name, head, 4, code, len);
     }
+    /* Encoder: the upstream fixtures' arrays as raw samples, one band of
+     * lanes per seed in each element kind. */
+    static const struct {
+        const char *name;
+        uint8_t kind; /* fuzz_encode: 0 uint8, 1 uint16, 2 float32 halves */
+    } arrays[] = {{"u8_sparse_lowdose", 0},
+                  {"u16_dense_highdose", 1},
+                  {"u16_nonsquare_masked", 1},
+                  {"f32_special_bits", 2},
+                  {"scaled_u16_regions.codes", 1}};
+    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) {
+        snprintf(path, sizeof path, "%s/fixtures/qem/%s.npy", shared, arrays[i].name);
+        size_t n = 0;
+        uint8_t *b = slurp(path, &n);
+        if (b && n > 10) {
+            /* .npy: magic, version, then the header length (v1: u16). */
+            const size_t data = 10 + (size_t)(b[8] | b[9] << 8);
+            const size_t take = n > data ? (n - data < 65536 ? n - data : 65536) : 0;
+            /* 512 samples of 200 lanes from lane 3, raw values. */
+            const uint8_t head[6] = {arrays[i].kind, 0xff, 0x01, 199, 3, 0};
+            snprintf(name, sizeof name, "%s", arrays[i].name);
+            if (take)
+                put(out, "encode", name, head, sizeof head, b + data, take);
+        }
+        free(b);
+    }
     /* Viewer requests: the targets a real page sent (captured from the
      * browser test's request log, token replaced by a fixed one), each
      * alone and with the token header after a newline. */

@@ -5,7 +5,8 @@
  * float32 halves, every kind of stream side by side (zero, constant,
  * sparse at its 128 and 2n-byte limits, rANS with and without escapes,
  * raw), bands of 1 to 256 lanes that start anywhere in a row, blocks of
- * 1 to 512 samples. */
+ * 1 to 512 samples. And whole files: the upstream fixtures' arrays saved
+ * on every path and 1 to 4 threads are one file, which verifies. */
 #include "rans/rans.h"
 #include "test_util.h"
 
@@ -110,6 +111,63 @@ static void band(const qem_rans_tables *t, unsigned width, int float_halves, siz
     free(rows);
 }
 
+/* An upstream fixture's array saved on 1 to 4 threads on every encode
+ * path: the same file each time, which verifies and reads back as the
+ * array. */
+static void fixture_saves(const char *stem)
+{
+    char rel[128], name[160];
+    snprintf(rel, sizeof rel, "qem/%s.npy", stem);
+    const char *npy = fixture_path(rel);
+    uint8_t *first = NULL;
+    size_t first_size = 0;
+    static const char *const paths[] = {"scalar", "avx512"};
+    for (unsigned p = 0; p < 2; p++) {
+        if (p == 1 && !qem_encode_path_supported(QEM_ENCODE_AVX512))
+            break;
+        setenv("QEM_ENCODE_PATH", paths[p], 1);
+        for (int threads = 1; threads <= 4; threads++) {
+            snprintf(name, sizeof name, "%s-%s-%d.qem", stem, paths[p], threads);
+            const char *out = test_path(name);
+            qem_save_options o;
+            qem_save_options_init(&o);
+            o.threads = threads;
+            o.chunk_scans = 3; /* several chunks, and short blocks */
+            qem_error e = {0};
+            CHECK_OK(qem_save_file(npy, out, &o, &e), &e);
+            size_t size = 0;
+            uint8_t *bytes = read_file(out, &size);
+            CHECK(bytes != NULL);
+            if (!first) {
+                first = bytes;
+                first_size = size;
+                qem_file *f = NULL;
+                CHECK_OK(qem_open(out, NULL, &f, &e), &e);
+                CHECK_OK(qem_verify(f, NULL, NULL, &e), &e);
+                /* The values: the .npy's data (little-endian, C order). */
+                size_t npy_size = 0;
+                uint8_t *array = read_file(npy, &npy_size);
+                const size_t data = array ? 10 + (size_t)(array[8] | array[9] << 8) : 0;
+                qem_file_info info = {.struct_size = sizeof info};
+                CHECK_OK(qem_get_info(f, &info, &e), &e);
+                const uint64_t scans = info.shape[0] * info.shape[1];
+                const size_t want = (size_t)qem_read_scans_bound(f, scans);
+                uint8_t *back = malloc(want ? want : 1);
+                CHECK_OK(qem_read_scans(f, 0, scans, back, want, &e), &e);
+                CHECK(array && npy_size - data == want && memcmp(array + data, back, want) == 0);
+                free(back);
+                free(array);
+                qem_close(f);
+                continue;
+            }
+            CHECK(bytes && size == first_size && memcmp(bytes, first, size) == 0);
+            free(bytes);
+        }
+    }
+    unsetenv("QEM_ENCODE_PATH");
+    free(first);
+}
+
 int main(void)
 {
     static qem_rans_tables t;
@@ -129,6 +187,10 @@ int main(void)
                 band(&t, 1, 0, firsts[c], counts[b], ns[a], seed++, ws);
                 band(&t, 4, 1, firsts[c], counts[b], ns[a], seed++, ws);
             }
+    static const char *const fixtures[] = {"u8_sparse_lowdose", "u16_dense_highdose",
+                                           "u16_nonsquare_masked", "f32_special_bits"};
+    for (size_t i = 0; i < sizeof fixtures / sizeof fixtures[0]; i++)
+        fixture_saves(fixtures[i]);
     /* The path names, and what an unknown one gives. */
     qem_encode_path p = QEM_ENCODE_AUTO;
     CHECK(qem_encode_path_from_name("scalar", &p) && p == QEM_ENCODE_SCALAR);
