@@ -1255,6 +1255,11 @@ typedef struct qem_pack_produce_options {
      * (the re-authentication); returning nonzero cancels. */
     qem_progress_fn hash_progress;
     void *hash_progress_user;
+    /* 0 = OpenMP default (all cores). Tiles and blocks of each shard are
+     * encoded on these threads and, from 2, the next shard is read and the
+     * source digests run beside them; the pack's bytes and the receipt
+     * (but for its timings) are the same for every count. */
+    int threads;
 } qem_pack_produce_options;
 
 QEM_API void qem_pack_produce_options_init(qem_pack_produce_options *options);

@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "common/byteorder.h"
 #include "common/sha256.h"
+#include "common/threads.h"
 #include "pack/pack_internal.h"
 
 void qem_pack_encoded_shard_free(pack_encoded_shard *s)
@@ -57,12 +58,17 @@ static void tile_maxima(const uint16_t *rows, uint64_t pixels, uint64_t first, u
  * value and step(width) words. */
 static void pack_all(const uint16_t *rows, uint64_t sps, uint64_t pixels, uint64_t tile_len,
                      const uint8_t *widths, const uint64_t *base, uint64_t words_per_bit,
-                     uint32_t *out)
+                     int threads, uint32_t *out)
 {
     const uint64_t tiles = (sps + tile_len - 1) / tile_len;
-    uint32_t buf[PIXEL_BLOCK * PACK_V1_TILE];
-    uint64_t cursor[PIXEL_BLOCK];
-    for (uint64_t p0 = 0; p0 < pixels; p0 += PIXEL_BLOCK) {
+    const uint64_t blocks = (pixels + PIXEL_BLOCK - 1) / PIXEL_BLOCK;
+    /* Each pixel's tiles own their words alone: blocks of pixels are packed
+     * on any thread into the same bytes. */
+#pragma omp parallel for schedule(dynamic, 4) num_threads(threads)
+    for (uint64_t b = 0; b < blocks; b++) {
+        uint32_t buf[PIXEL_BLOCK * PACK_V1_TILE];
+        uint64_t cursor[PIXEL_BLOCK];
+        const uint64_t p0 = b * PIXEL_BLOCK;
         const uint64_t nb = pixels - p0 < PIXEL_BLOCK ? pixels - p0 : PIXEL_BLOCK;
         for (uint64_t j = 0; j < nb; j++)
             cursor[j] = base[p0 + j];
@@ -84,34 +90,105 @@ static void pack_all(const uint16_t *rows, uint64_t sps, uint64_t pixels, uint64
     }
 }
 
+/* Every tile's width, tiles on any thread (each thread its own maxima):
+ * widths[p * tiles + t] = bit length of the tile's maximum at p (0 for an
+ * excluded pixel); over[t] (when given) marks a tile where an admitted
+ * pixel passes 255. *widest: the largest width. Fails only for memory. */
+static int tile_widths(const uint16_t *rows, uint64_t sps, uint64_t pixels, uint64_t tile_len,
+                       const uint8_t *is_excluded, int threads, uint8_t *widths, uint8_t *over,
+                       unsigned *widest_out)
+{
+    const uint64_t tiles = (sps + tile_len - 1) / tile_len;
+    unsigned widest = 0;
+    int failed = 0;
+#pragma omp parallel num_threads(threads) reduction(max : widest) reduction(| : failed)
+    {
+        uint16_t *max = malloc((size_t)pixels * sizeof *max);
+        failed |= !max;
+#pragma omp for schedule(dynamic, 1)
+        for (uint64_t t = 0; t < tiles; t++) {
+            if (!max)
+                continue;
+            const uint64_t first = t * tile_len;
+            tile_maxima(rows, pixels, first, sps - first < tile_len ? sps - first : tile_len, max);
+            int passes = 0;
+            for (uint64_t p = 0; p < pixels; p++) {
+                const unsigned v = is_excluded && is_excluded[p] ? 0 : max[p];
+                passes |= v > 255;
+                const unsigned w = qem_bit_length(v);
+                widths[p * tiles + t] = (uint8_t)w;
+                widest = w > widest ? w : widest;
+            }
+            if (over)
+                over[t] = (uint8_t)passes;
+        }
+        free(max);
+    }
+    *widest_out = widest;
+    return !failed;
+}
+
+/* Independent 128-byte raw LZ4 blocks of `decoded`, one length byte each
+ * (length - 1): compressed on any thread into fixed 144-byte slots, then
+ * moved down into order (never past its slot's start: the moves run
+ * forwards). The decoded stream's SHA-256 runs beside them. */
+static qem_status compress_blocks(pack_encoded_shard *out, int threads, qem_error *error)
+{
+    const int bound = LZ4_compressBound(PACK_CHUNK_BYTES);
+    int failed = 0;
+#pragma omp parallel num_threads(threads) reduction(| : failed)
+    {
+#pragma omp single nowait
+        qem_sha256_oneshot(out->decoded, (size_t)out->decoded_bytes, out->decoded_sha256);
+#pragma omp for schedule(dynamic, 4096)
+        for (uint64_t c = 0; c < out->chunk_count; c++) {
+            const uint64_t start = c * PACK_CHUNK_BYTES, left = out->decoded_bytes - start;
+            const int n = (int)(left < PACK_CHUNK_BYTES ? left : PACK_CHUNK_BYTES);
+            const int got = LZ4_compress_default((const char *)out->decoded + start,
+                                                 (char *)out->compressed + c * (uint64_t)bound, n,
+                                                 bound);
+            failed |= got <= 0 || got > 256;
+            out->lengths[c] = (uint8_t)(got - 1);
+        }
+    }
+    if (failed)
+        return qem_fail(error, QEM_E_IO, "LZ4 compression of a 128-byte block failed");
+    out->compressed_bytes = 0;
+    for (uint64_t c = 0; c < out->chunk_count; c++) {
+        const uint64_t got = (uint64_t)out->lengths[c] + 1;
+        memmove(out->compressed + out->compressed_bytes, out->compressed + c * (uint64_t)bound,
+                (size_t)got);
+        out->compressed_bytes += got;
+    }
+    return QEM_OK;
+}
+
 qem_status qem_pack_encode_v1_shard(const uint16_t *rows, uint64_t sps, uint64_t pixels,
                                     pack_encoded_shard *out, qem_error *error)
 {
+    return qem_pack_encode_v1_shard_threads(rows, sps, pixels, 1, out, error);
+}
+
+qem_status qem_pack_encode_v1_shard_threads(const uint16_t *rows, uint64_t sps, uint64_t pixels,
+                                            int threads, pack_encoded_shard *out,
+                                            qem_error *error)
+{
     memset(out, 0, sizeof *out);
+    threads = qem_threads_resolve(threads);
     const uint64_t tiles = (sps + PACK_V1_TILE - 1) / PACK_V1_TILE;
     out->width_count = pixels * tiles;
     out->widths = malloc((size_t)out->width_count);
-    uint16_t *max = malloc((size_t)pixels * sizeof *max);
     uint64_t *base = malloc((size_t)pixels * sizeof *base);
-    if (!out->widths || !max || !base) {
-        free(max);
+    if (!out->widths || !base ||
+        !tile_widths(rows, sps, pixels, PACK_V1_TILE, NULL, threads, out->widths, NULL,
+                     &out->maximum_width)) {
         free(base);
         qem_pack_encoded_shard_free(out);
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     }
     uint64_t words = 0;
-    for (uint64_t t = 0; t < tiles; t++) {
-        const uint64_t first = t * PACK_V1_TILE;
-        tile_maxima(rows, pixels, first, sps - first < PACK_V1_TILE ? sps - first : PACK_V1_TILE,
-                    max);
-        for (uint64_t p = 0; p < pixels; p++) {
-            const unsigned w = qem_bit_length(max[p]);
-            out->widths[p * tiles + t] = (uint8_t)w;
-            out->maximum_width = w > out->maximum_width ? w : out->maximum_width;
-            words += 4ull * w;
-        }
-    }
-    free(max);
+    for (uint64_t k = 0; k < out->width_count; k++)
+        words += 4ull * out->widths[k];
     if (words >= PACK_MAX_WORDS) {
         free(base);
         qem_pack_encoded_shard_free(out);
@@ -138,32 +215,20 @@ qem_status qem_pack_encode_v1_shard(const uint16_t *rows, uint64_t sps, uint64_t
         qem_pack_encoded_shard_free(out);
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     }
-    pack_all(rows, sps, pixels, PACK_V1_TILE, out->widths, base, 4, out->decoded);
+    pack_all(rows, sps, pixels, PACK_V1_TILE, out->widths, base, 4, threads, out->decoded);
     free(base);
-    /* Independent 128-byte raw LZ4 blocks, one length byte each. */
     out->chunk_count = (out->decoded_bytes + PACK_CHUNK_BYTES - 1) / PACK_CHUNK_BYTES;
     out->lengths = malloc((size_t)out->chunk_count);
-    out->compressed = malloc((size_t)(out->chunk_count * (uint64_t)LZ4_compressBound(PACK_CHUNK_BYTES)));
+    out->compressed =
+        malloc((size_t)(out->chunk_count * (uint64_t)LZ4_compressBound(PACK_CHUNK_BYTES)));
     if (!out->lengths || !out->compressed) {
         qem_pack_encoded_shard_free(out);
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     }
-    for (uint64_t c = 0; c < out->chunk_count; c++) {
-        const uint64_t start = c * PACK_CHUNK_BYTES;
-        const int n = (int)(out->decoded_bytes - start < PACK_CHUNK_BYTES ? out->decoded_bytes - start
-                                                                          : PACK_CHUNK_BYTES);
-        const int got = LZ4_compress_default((const char *)out->decoded + start,
-                                             (char *)out->compressed + out->compressed_bytes, n,
-                                             LZ4_compressBound(PACK_CHUNK_BYTES));
-        if (got <= 0 || got > 256) {
-            qem_pack_encoded_shard_free(out);
-            return qem_fail(error, QEM_E_IO, "LZ4 compression of a 128-byte block failed");
-        }
-        out->lengths[c] = (uint8_t)(got - 1);
-        out->compressed_bytes += (uint64_t)got;
-    }
-    qem_sha256_oneshot(out->decoded, (size_t)out->decoded_bytes, out->decoded_sha256);
-    return QEM_OK;
+    const qem_status st = compress_blocks(out, threads, error);
+    if (st != QEM_OK)
+        qem_pack_encoded_shard_free(out);
+    return st;
 }
 
 /* The first admitted sample above 255 in scans [first, first + count), in
@@ -187,32 +252,37 @@ qem_status qem_pack_encode_v3_shard(const uint16_t *rows, uint64_t sps, uint64_t
                                     const uint8_t *is_excluded, uint64_t first_scan,
                                     pack_encoded_shard *out, qem_error *error)
 {
+    return qem_pack_encode_v3_shard_threads(rows, sps, pixels, is_excluded, first_scan, 1, out,
+                                            error);
+}
+
+qem_status qem_pack_encode_v3_shard_threads(const uint16_t *rows, uint64_t sps, uint64_t pixels,
+                                            const uint8_t *is_excluded, uint64_t first_scan,
+                                            int threads, pack_encoded_shard *out,
+                                            qem_error *error)
+{
     memset(out, 0, sizeof *out);
+    threads = qem_threads_resolve(threads);
     if (sps % PACK_V3_TILE != 0)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT,
                         "uint8/bitpacked shards hold whole 32-scan tiles");
     const uint64_t T = sps / PACK_V3_TILE, C = (T + 31) / 32, W = (T + 7) / 8, H = C + W;
     out->header_words = pixels * H;
     out->headers = calloc((size_t)out->header_words, 4);
-    uint8_t *widths = malloc((size_t)(pixels * T));
-    uint16_t *max = malloc((size_t)pixels * sizeof *max);
+    uint8_t *widths = malloc((size_t)(pixels * T)), *over = malloc((size_t)T);
     uint64_t *base = malloc((size_t)pixels * sizeof *base);
-    qem_status st = out->headers && widths && max && base
+    qem_status st = out->headers && widths && over && base &&
+                            tile_widths(rows, sps, pixels, PACK_V3_TILE, is_excluded, threads,
+                                        widths, over, &out->maximum_width)
                         ? QEM_OK
                         : qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
-    for (uint64_t t = 0; st == QEM_OK && t < T; t++) {
-        tile_maxima(rows, pixels, t * PACK_V3_TILE, PACK_V3_TILE, max);
-        for (uint64_t p = 0; st == QEM_OK && p < pixels; p++) {
-            const unsigned v = is_excluded[p] ? 0 : max[p];
-            if (v > 255)
-                st = out_of_range(rows, pixels, is_excluded, t * PACK_V3_TILE, PACK_V3_TILE,
-                                  first_scan, error);
-            const unsigned w = qem_bit_length(v);
-            widths[p * T + t] = (uint8_t)w;
-            out->maximum_width = w > out->maximum_width ? w : out->maximum_width;
-        }
-    }
-    free(max);
+    /* The first tile with a value past 255 names its first such sample in
+     * scan order then pixel order, whatever thread found it. */
+    for (uint64_t t = 0; st == QEM_OK && t < T; t++)
+        if (over[t])
+            st = out_of_range(rows, pixels, is_excluded, t * PACK_V3_TILE, PACK_V3_TILE,
+                              first_scan, error);
+    free(over);
     /* Compact headers: base word, a checkpoint every 32 tiles, nibble widths. */
     uint64_t words = 0;
     for (uint64_t p = 0; st == QEM_OK && p < pixels; p++) {
@@ -262,7 +332,7 @@ qem_status qem_pack_encode_v3_shard(const uint16_t *rows, uint64_t sps, uint64_t
     if (st == QEM_OK) {
         for (uint64_t p = 0; p < pixels; p++)
             base[p] = out->headers[p * H];
-        pack_all(rows, sps, pixels, PACK_V3_TILE, widths, base, 1, out->decoded);
+        pack_all(rows, sps, pixels, PACK_V3_TILE, widths, base, 1, threads, out->decoded);
         qem_sha256_oneshot(out->decoded, (size_t)out->decoded_bytes, out->decoded_sha256);
     }
     free(widths);

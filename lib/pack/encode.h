@@ -34,6 +34,10 @@ void qem_pack_encoded_shard_free(pack_encoded_shard *shard);
  * bit length of each (pixel, tile) maximum; the final tile may be partial. */
 qem_status qem_pack_encode_v1_shard(const uint16_t *rows, uint64_t sps, uint64_t pixels,
                                     pack_encoded_shard *out, qem_error *error);
+/* The same on `threads` threads (0: all cores): the same bytes for any count. */
+qem_status qem_pack_encode_v1_shard_threads(const uint16_t *rows, uint64_t sps, uint64_t pixels,
+                                            int threads, pack_encoded_shard *out,
+                                            qem_error *error);
 
 /* uint8/bitpacked: non-excluded values must fit uint8 (else
  * QEM_E_VALUE_RANGE naming scan, pixel and value); excluded pixels get
@@ -41,6 +45,12 @@ qem_status qem_pack_encode_v1_shard(const uint16_t *rows, uint64_t sps, uint64_t
 qem_status qem_pack_encode_v3_shard(const uint16_t *rows, uint64_t sps, uint64_t pixels,
                                     const uint8_t *is_excluded, uint64_t first_scan,
                                     pack_encoded_shard *out, qem_error *error);
+/* The same on `threads` threads (0: all cores): the same bytes and the same
+ * first out-of-range sample for any count. */
+qem_status qem_pack_encode_v3_shard_threads(const uint16_t *rows, uint64_t sps, uint64_t pixels,
+                                            const uint8_t *is_excluded, uint64_t first_scan,
+                                            int threads, pack_encoded_shard *out,
+                                            qem_error *error);
 
 /* Byte ranges of one shard inside the file (for the index and manifest). */
 typedef struct pack_shard_record {

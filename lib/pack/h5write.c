@@ -211,6 +211,19 @@ static int set_string_attribute(hid_t object, const char *name, const char *valu
     return ok;
 }
 
+/* Groups and datasets carry no modification times: a pack's bytes depend
+ * on its content alone, not on when (or on how many threads) it was made. */
+static hid_t group_create(hid_t parent, const char *name)
+{
+    hid_t gcpl = H5Pcreate(H5P_GROUP_CREATE);
+    hid_t g = gcpl >= 0 && H5Pset_obj_track_times(gcpl, 0) >= 0
+                  ? H5Gcreate2(parent, name, H5P_DEFAULT, gcpl, H5P_DEFAULT)
+                  : -1;
+    if (gcpl >= 0)
+        H5Pclose(gcpl);
+    return g;
+}
+
 qem_status qem_h5_pack_create(int fd, uint64_t user_block, const char *schema,
                               const char *identity_hex, const uint64_t shape[4],
                               const char *working_dtype, pack_h5_writer **out, qem_error *error)
@@ -235,8 +248,7 @@ qem_status qem_h5_pack_create(int fd, uint64_t user_block, const char *schema,
             H5Pclose(fcpl);
         if (fapl >= 0)
             H5Pclose(fapl);
-        hid_t root = w->file >= 0 ? H5Gcreate2(w->file, "/quantem_gpu", H5P_DEFAULT,
-                                               H5P_DEFAULT, H5P_DEFAULT)
+        hid_t root = w->file >= 0 ? group_create(w->file, "/quantem_gpu")
                                   : -1;
         if (root >= 0) {
             hsize_t four = 4;
@@ -251,7 +263,7 @@ qem_status qem_h5_pack_create(int fd, uint64_t user_block, const char *schema,
             if (attr >= 0)
                 H5Aclose(attr);
             H5Sclose(space);
-            w->shards = H5Gcreate2(root, "shards", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+            w->shards = group_create(root, "shards");
             ok = ok && w->shards >= 0;
             H5Gclose(root);
         }
@@ -278,7 +290,8 @@ static int write_contiguous(hid_t parent, const char *name, hid_t type, hid_t me
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
     int ok = space >= 0 && dcpl >= 0 && H5Pset_layout(dcpl, H5D_CONTIGUOUS) >= 0 &&
              H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY) >= 0 &&
-             H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) >= 0;
+             H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) >= 0 &&
+             H5Pset_obj_track_times(dcpl, 0) >= 0;
     hid_t dset = ok ? H5Dcreate2(parent, name, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT) : -1;
     ok = ok && dset >= 0 && H5Dwrite(dset, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0;
     *at = ok ? H5Dget_offset(dset) : HADDR_UNDEF;
@@ -304,7 +317,7 @@ qem_status qem_h5_pack_append(pack_h5_writer *w, uint64_t shard, const char *nam
                 H5Gclose(w->shard);
             char group[32];
             snprintf(group, sizeof group, "%03llu", (unsigned long long)shard);
-            w->shard = H5Gcreate2(w->shards, group, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+            w->shard = group_create(w->shards, group);
             w->shard_no = shard;
             ok = w->shard >= 0;
         }
@@ -371,7 +384,7 @@ static hid_t parent_group(hid_t base, const char *path, const char **name)
         part[n] = '\0';
         hid_t next = H5Lexists(g, part, H5P_DEFAULT) > 0
                          ? H5Gopen2(g, part, H5P_DEFAULT)
-                         : H5Gcreate2(g, part, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+                         : group_create(g, part);
         H5Gclose(g);
         g = next;
     }
@@ -385,7 +398,7 @@ static int write_prepared(hid_t file, pack_h5_dataset *d)
     hid_t prepared = root < 0 ? -1
                      : H5Lexists(root, "prepared", H5P_DEFAULT) > 0
                          ? H5Gopen2(root, "prepared", H5P_DEFAULT)
-                         : H5Gcreate2(root, "prepared", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+                         : group_create(root, "prepared");
     const char *name = NULL;
     hid_t parent = prepared >= 0 ? parent_group(prepared, d->path, &name) : -1;
     int ok = parent >= 0;

@@ -5,6 +5,7 @@
  * its receipt. Rules and formulas: doc/pack-producer.md. */
 #include <errno.h>
 #include <libgen.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -325,9 +326,10 @@ static qem_status plan_make(const acquisition *s, const qem_pack_plan_options *o
         shard_stored = shard_resident;
         transient = rows + payload + 4 * P * H + P * T;
     }
-    /* One frame of hashing work, the source's largest stored chunk, and
+    /* The read-ahead slot (the next shard's rows, from 2 threads), one
+     * frame of hashing work, the source's largest stored chunk, and
      * libhdf5's chunk cache and metadata. */
-    transient += 2 * P + s->largest_compressed_chunk + (4ull << 20);
+    transient += rows + 2 * P + s->largest_compressed_chunk + (4ull << 20);
     uint64_t paths = 0;
     for (size_t i = 0; i < s->member_count; i++)
         paths += strlen(s->members[i].path);
@@ -382,6 +384,7 @@ typedef struct production {
     qem_pack_plan plan;
     qem_pack_profile profile;
     uint64_t P, sps, shards;
+    int threads; /* resolved: at least 1 */
     uint32_t *excluded;
     uint64_t excluded_count;
     uint8_t *is_excluded;
@@ -425,7 +428,7 @@ static void add_pixel_sums(production *pr, const uint16_t *rows)
 {
     enum { BAND = 2048 };
     const uint64_t P = pr->P, bands = (P + BAND - 1) / BAND;
-#pragma omp parallel for schedule(static) num_threads(qem_threads_resolve(0))
+#pragma omp parallel for schedule(static) num_threads(pr->threads)
     for (uint64_t b = 0; b < bands; b++) {
         const uint64_t p0 = b * BAND, p1 = p0 + BAND < P ? p0 + BAND : P;
         for (uint64_t s0 = 0; s0 < pr->sps; s0 += 65536) {
@@ -531,7 +534,8 @@ static qem_status write_shard(production *pr, pack_h5_writer *h5, uint64_t s,
         QEM_TRY(qem_pack_h5_append(h5, s, "compact_headers_u32", enc->headers, enc->header_words, 4,
                                    &r->widths_offset, &r->widths_bytes, error));
         r->descriptor_count = (uint32_t)enc->header_words;
-        qem_sha256_oneshot(enc->decoded, (size_t)enc->decoded_bytes, pr->payload_sha[s]);
+        /* The payload is the decoded stream, already digested. */
+        memcpy(pr->payload_sha[s], enc->decoded_sha256, 32);
         qem_sha256_oneshot(enc->headers, (size_t)(4 * enc->header_words), pr->header_sha[s]);
         pr->observed_resident += enc->decoded_bytes + 4 * enc->header_words;
     }
@@ -547,16 +551,23 @@ static qem_status write_shard(production *pr, pack_h5_writer *h5, uint64_t s,
  * while the shard is in hand: no pass over the finished pack. */
 static void add_moments(production *pr, const uint16_t *rows, uint64_t first)
 {
-    const uint64_t P = pr->P, cols = pr->src->shape[3];
-#pragma omp parallel for schedule(static) num_threads(qem_threads_resolve(0))
+    const uint64_t P = pr->P, cols = pr->src->shape[3], lines = pr->src->shape[2];
+    const uint8_t *excluded = pr->is_excluded;
+    /* Row by row: no division per sample; integer sums, so any order. */
+#pragma omp parallel for schedule(static) num_threads(pr->threads)
     for (uint64_t i = 0; i < pr->sps; i++) {
         const uint16_t *v = rows + i * P;
         uint64_t t = 0, r = 0, c = 0;
-        for (uint64_t p = 0; p < P; p++) {
-            const uint64_t x = pr->is_excluded[p] ? 0 : v[p];
-            t += x;
-            r += x * (p / cols);
-            c += x * (p % cols);
+        for (uint64_t y = 0; y < lines; y++) {
+            uint64_t line = 0, weighted = 0;
+            for (uint64_t x = 0; x < cols; x++) {
+                const uint64_t k = y * cols + x, value = excluded[k] ? 0 : v[k];
+                line += value;
+                weighted += value * x;
+            }
+            t += line;
+            r += line * y;
+            c += weighted;
         }
         uint8_t *w = pr->moments + 32 * (first + i);
         qem_put_le64(w, t);
@@ -565,39 +576,113 @@ static void add_moments(production *pr, const uint16_t *rows, uint64_t first)
     }
 }
 
+/* The source digests of one shard on a thread of their own (from 2
+ * threads), beside its encoding: they run in shard order, so the digests
+ * are those of one thread. */
+typedef struct digest_job {
+    production *pr;
+    const uint16_t *rows;
+    uint64_t first_scan;
+    qem_sha256 *raw, *working;
+    uint8_t *frame;
+    qem_status status;
+    qem_error error;
+} digest_job;
+
+static void *digest_run(void *arg)
+{
+    digest_job *j = arg;
+    j->status = digest_rows(j->pr, j->rows, j->first_scan, j->raw, j->working, j->frame,
+                            &j->error);
+    return NULL;
+}
+
+/* The next shard's rows read on a thread of their own (from 2 threads).
+ * It is joined before any HDF5 call of the producer: libhdf5 is not
+ * thread-safe, and the source may be HDF5. */
+typedef struct read_job {
+    acquisition *src;
+    uint64_t first, count;
+    uint16_t *rows;
+    qem_status status;
+    qem_error error;
+} read_job;
+
+static void *read_run(void *arg)
+{
+    read_job *j = arg;
+    j->status = qem_input_read(j->src, j->first, j->count, QEM_DTYPE_UINT16, j->rows,
+                               (size_t)(j->count * j->src->shape[2] * j->src->shape[3]) * 2,
+                               &j->error);
+    return NULL;
+}
+
+/* Shard after shard: read, digest, sum, encode, write. From 2 threads the
+ * next shard's read and this one's digests run on threads of their own
+ * beside the encoding; every output is made in shard order, so the bytes
+ * are those of one thread. */
 static qem_status build_shards(production *pr, pack_h5_writer *h5,
                                const qem_pack_produce_options *o, qem_error *error)
 {
     const uint64_t P = pr->P;
+    const size_t rows_bytes = (size_t)(pr->sps * P) * 2;
     const int u8 = pr->profile == QEM_PACK_UINT8_BITPACKED;
-    uint16_t *rows = malloc((size_t)(pr->sps * P) * 2);
+    const int overlap = pr->threads > 1;
+    uint16_t *rows = malloc(rows_bytes), *next = overlap ? malloc(rows_bytes) : NULL;
     uint8_t *frame = malloc((size_t)P * 2);
     qem_sha256 *raw = qem_sha256_new(), *working = qem_sha256_new();
-    qem_status st = rows && frame && raw && working
+    qem_status st = rows && frame && raw && working && (next || !overlap)
                         ? QEM_OK
                         : qem_fail(error, QEM_E_NO_MEMORY, "out of memory for a %llu-scan shard",
                                    (unsigned long long)pr->sps);
+    struct timespec t0;
+    qem_pack_now(&t0);
+    if (st == QEM_OK)
+        st = qem_input_read(pr->src, 0, pr->sps, QEM_DTYPE_UINT16, rows, rows_bytes, error);
+    pr->t_pack += ms_since(&t0);
     for (uint64_t s = 0; st == QEM_OK && s < pr->shards; s++) {
-        struct timespec t0;
         qem_pack_now(&t0);
         pack_encoded_shard enc = {0};
-        st = qem_input_read(pr->src, s * pr->sps, pr->sps, QEM_DTYPE_UINT16, rows,
-                            (size_t)(pr->sps * pr->P) * sizeof *rows, error);
-        if (st == QEM_OK)
-            st = digest_rows(pr, rows, s * pr->sps, raw, working, frame, error);
-        if (st == QEM_OK) {
-            add_pixel_sums(pr, rows);
-            add_moments(pr, rows, s * pr->sps);
+        read_job rj = {pr->src, (s + 1) * pr->sps, pr->sps, next, QEM_OK, {0}};
+        digest_job dj = {pr, rows, s * pr->sps, raw, working, frame, QEM_OK, {0}};
+        pthread_t reader, digester;
+        const int reading = overlap && s + 1 < pr->shards &&
+                            pthread_create(&reader, NULL, read_run, &rj) == 0;
+        const int digesting = overlap && pthread_create(&digester, NULL, digest_run, &dj) == 0;
+        if (!digesting)
+            digest_run(&dj);
+        add_pixel_sums(pr, rows);
+        add_moments(pr, rows, s * pr->sps);
+        qem_error enc_error = {0};
+        const qem_status enc_st =
+            u8 ? qem_pack_encode_v3_shard_threads(rows, pr->sps, P, pr->is_excluded, s * pr->sps,
+                                                  pr->threads, &enc, &enc_error)
+               : qem_pack_encode_v1_shard_threads(rows, pr->sps, P, pr->threads, &enc,
+                                                  &enc_error);
+        if (digesting)
+            pthread_join(digester, NULL);
+        if (reading)
+            pthread_join(reader, NULL);
+        /* The first failure in the one-thread order: digests, then encoding. */
+        if (dj.status != QEM_OK) {
+            st = dj.status;
+            if (error)
+                *error = dj.error;
+        } else if (enc_st != QEM_OK) {
+            st = enc_st;
+            if (error)
+                *error = enc_error;
         }
-        if (st == QEM_OK)
-            st = u8 ? qem_pack_encode_v3_shard(rows, pr->sps, P, pr->is_excluded, s * pr->sps, &enc,
-                                               error)
-                    : qem_pack_encode_v1_shard(rows, pr->sps, P, &enc, error);
         pr->t_pack += ms_since(&t0);
-        if (st != QEM_OK)
+        if (st != QEM_OK) {
+            qem_pack_encoded_shard_free(&enc);
             break;
-        const uint64_t held = pr->sps * P * 2 + 2 * P + enc.width_count + enc.decoded_bytes +
-                              enc.compressed_bytes + enc.chunk_count + 4 * enc.header_words;
+        }
+        /* Counted for every thread count (the receipt must not depend on
+         * it): the read-ahead slot, held from 2 threads. */
+        const uint64_t held = 2 * (uint64_t)rows_bytes + 2 * P + enc.width_count +
+                              enc.decoded_bytes + enc.compressed_bytes + enc.chunk_count +
+                              4 * enc.header_words;
         pr->accounted_peak = held > pr->accounted_peak ? held : pr->accounted_peak;
         qem_pack_now(&t0);
         st = write_shard(pr, h5, s, &enc, error);
@@ -613,6 +698,21 @@ static qem_status build_shards(production *pr, pack_h5_writer *h5,
         }
         if (st == QEM_OK && o->progress && o->progress(o->progress_user, s + 1, pr->shards))
             st = qem_fail(error, QEM_E_CANCELLED, "production cancelled; nothing was published");
+        if (st != QEM_OK || s + 1 == pr->shards)
+            break;
+        qem_pack_now(&t0);
+        if (reading) {
+            st = rj.status;
+            if (st != QEM_OK && error)
+                *error = rj.error;
+            uint16_t *filled = next;
+            next = rows;
+            rows = filled;
+        } else {
+            st = qem_input_read(pr->src, (s + 1) * pr->sps, pr->sps, QEM_DTYPE_UINT16, rows,
+                                rows_bytes, error);
+        }
+        pr->t_pack += ms_since(&t0);
     }
     if (st == QEM_OK) {
         qem_sha256_final(raw, pr->raw_sha);
@@ -624,6 +724,7 @@ static qem_status build_shards(production *pr, pack_h5_writer *h5,
     qem_sha256_free(raw);
     qem_sha256_free(working);
     free(rows);
+    free(next);
     free(frame);
     return st;
 }
@@ -962,7 +1063,7 @@ static qem_status finish(production *pr, const char *dest, qem_publish *pack, qe
     /* The products need the finished pack loaded: only when memory holds
      * it beside what production still has, else the receipt says so. */
     const int room = pr->plan.available_memory > pr->plan.resident_bytes + (256ull << 20);
-    QEM_TRY(qem_pack_write_prepared(pack->fd, dest, user_block, 0, pr->moments, room,
+    QEM_TRY(qem_pack_write_prepared(pack->fd, dest, user_block, pr->threads, pr->moments, room,
                                     &pr->prepared, error));
     pr->t_prepared = ms_since(&t0);
 
@@ -1015,6 +1116,7 @@ static qem_status qem_pack_produce_body(qem_pack_inspection *in, const qem_pack_
     qem_pack_produce_options o;
     qem_pack_produce_options_init(&o);
     QEM_TRY(qem_options_overlay(&o, sizeof o, options, "qem_pack_produce_options", error));
+    QEM_TRY(qem_threads_check(o.threads, "qem_pack_produce_options.threads", error));
     if (!po.destination)
         po.destination = dest;
     struct timespec started, t0;
@@ -1023,6 +1125,7 @@ static qem_status qem_pack_produce_body(qem_pack_inspection *in, const qem_pack_
     qem_publish pack = {.fd = -1}, rec = {.fd = -1};
     pack_h5_writer *h5 = NULL;
     char *rpath = receipt_path(dest);
+    pr.threads = qem_threads_resolve(o.threads);
     qem_status st = rpath ? prepare(&pr, in, &po, error)
                           : qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     /* Both names are claimed (checked free) before any work. */
