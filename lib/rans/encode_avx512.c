@@ -46,16 +46,58 @@ divide_u32(__m512i x, __m512i f)
     return _mm512_inserti64x4(_mm512_castsi256_si512(ql), qh, 1);
 }
 
+/* The table rows of 16 lanes, for a lookup without gathers (which cost
+ * Zen 4 about two cycles a count): each distinct row's first 32 entries
+ * are permuted by symbol and kept where its lanes are; escapes take each
+ * lane's own 33rd entry. Neighbouring pixels share rows: a vector holds
+ * 1 to 6 distinct rows in the benchmark sets. */
+typedef struct lane_rows {
+    unsigned distinct;
+    const uint32_t *row[16];
+    __mmask16 lanes[16];
+    uint32_t escape[16];
+} lane_rows;
+
+static void lane_rows_make(const qem_rans_tables *t, const uint8_t *models, lane_rows *r)
+{
+    r->distinct = 0;
+    for (unsigned k = 0; k < 16; k++) {
+        const uint32_t *row = t->encode[models[k]];
+        unsigned d = 0;
+        while (d < r->distinct && r->row[d] != row)
+            d++;
+        if (d == r->distinct) {
+            r->row[d] = row;
+            r->lanes[d] = 0;
+            r->distinct++;
+        }
+        r->lanes[d] |= (__mmask16)(1u << k);
+        r->escape[k] = row[QEM_RANS_ESCAPE];
+    }
+}
+
+/* Each lane's entry (freq | start << 16) for its symbol. */
+__attribute__((target(TARGET_ENCODE), always_inline)) static inline __m512i
+lane_rows_lookup(const lane_rows *r, __m512i sym, __mmask16 escaped)
+{
+    __m512i e = _mm512_loadu_si512(r->escape);
+    for (unsigned d = 0; d < r->distinct; d++) {
+        const __m512i found = _mm512_permutex2var_epi32(_mm512_loadu_si512(r->row[d]), sym,
+                                                        _mm512_loadu_si512(r->row[d] + 16));
+        e = _mm512_mask_mov_epi32(e, r->lanes[d] & (__mmask16)~escaped, found);
+    }
+    return e;
+}
+
 /* One rANS step of 16 lanes for sample value v (qem_rans_encode's loop
  * body): the escape's raw bytes, renormalisation, then the state update. */
 __attribute__((target(TARGET_ENCODE), always_inline)) static inline void
-encode_step(const qem_rans_tables *t, uint8_t *out, __m512i v, __m512i row, __m512i *x,
-            __m512i *pos, const int escapes)
+encode_step(const lane_rows *rows, uint8_t *out, __m512i v, __m512i *x, __m512i *pos,
+            const int escapes)
 {
     const __m512i escape = _mm512_set1_epi32(QEM_RANS_ESCAPE);
-    const __m512i sym = _mm512_min_epu32(v, escape);
-    const __m512i e = _mm512_i32gather_epi32(_mm512_add_epi32(row, sym), t->encode, 4);
     const __mmask16 esc = _mm512_cmpge_epu32_mask(v, escape);
+    const __m512i e = lane_rows_lookup(rows, v, esc);
     if (escapes && esc) {
         /* The raw value as bytes pos-2, pos-1; the word's low half lands
          * below the cursor, where later bytes go. */
@@ -94,31 +136,29 @@ encode_run(const qem_rans_tables *t, const qem_lane_source *src, size_t first, u
            qem_encode_workspace *ws, uint32_t *starts)
 {
     uint8_t *out = &ws->lane_out[0][0];
-    __m512i x[2] = {0}, pos[2] = {0}, row[2] = {0};
+    __m512i x[2] = {0}, pos[2] = {0};
+    lane_rows rows[2];
     __mmask16 mask[2];
     for (unsigned h = 0; h < V; h++) {
         const unsigned base = 16 * (v0 + h);
-        uint32_t end[16], r[16];
-        for (unsigned k = 0; k < 16; k++) {
+        uint32_t end[16];
+        for (unsigned k = 0; k < 16; k++)
             end[k] = (uint32_t)((base + k + 1) * LANE_SCRATCH_BYTES);
-            r[k] = (uint32_t)models[base + k] * QEM_RANS_SYMBOLS;
-        }
         pos[h] = _mm512_loadu_si512(end);
-        row[h] = _mm512_loadu_si512(r);
+        lane_rows_make(t, models + base, &rows[h]);
         x[h] = _mm512_set1_epi32((int)QEM_RANS_LOW);
         const unsigned here = count > base ? count - base : 0;
         mask[h] = here >= 16 ? 0xffff : (__mmask16)((1u << here) - 1);
     }
     const size_t width = src->width, step = src->stride * width;
-    const uint8_t *rows = (const uint8_t *)src->rows + (first + 16 * v0) * width;
+    const uint8_t *samples = (const uint8_t *)src->rows + (first + 16 * v0) * width;
     /* Named states, not x[h]: GCC keeps an indexed array in memory. */
     __m512i x0 = x[0], x1 = x[1], pos0 = pos[0], pos1 = pos[1];
     for (uint32_t i = n; i-- > 0;) {
-        const uint8_t *at = rows + (size_t)i * step;
-        encode_step(t, out, load_lanes(src, at, mask[0]), row[0], &x0, &pos0, E);
+        const uint8_t *at = samples + (size_t)i * step;
+        encode_step(&rows[0], out, load_lanes(src, at, mask[0]), &x0, &pos0, E);
         if (V == 2)
-            encode_step(t, out, load_lanes(src, at + 16 * width, mask[1]), row[1], &x1, &pos1,
-                        E);
+            encode_step(&rows[1], out, load_lanes(src, at + 16 * width, mask[1]), &x1, &pos1, E);
     }
     x[0] = x0, x[1] = x1, pos[0] = pos0, pos[1] = pos1;
     for (unsigned h = 0; h < V; h++) {
@@ -326,6 +366,16 @@ encode_group(const qem_rans_tables *t, const qem_lane_source *src, size_t first,
             }
         if (!wanted[0] && !wanted[1])
             break;
+        /* Lanes not encoded take a row their vector uses already. */
+        for (unsigned h = 0; h < 2; h++) {
+            int used = -1;
+            for (unsigned k = 16 * h; k < 16 * h + 16 && used < 0; k++)
+                if (k < count && plan[k].attempts > attempt)
+                    used = row[k];
+            for (unsigned k = 16 * h; used >= 0 && k < 16 * h + 16; k++)
+                if (k >= count || plan[k].attempts <= attempt)
+                    row[k] = (uint8_t)used;
+        }
         uint32_t starts[QEM_ENCODE_VECTOR_LANES];
         const unsigned v0 = wanted[0] ? 0 : 1, vectors = wanted[0] && wanted[1] ? 2 : 1;
         encode_vectors(t, src, first, count, v0, vectors, escapes, n, row, ws, starts);
