@@ -35,12 +35,23 @@ typedef struct qem_encoded_chunk {
 qem_status qem_encode_chunk(const qem_rans_tables *tables, qem_codec codec, const qem_geometry *g,
                             const uint8_t *valid, const void *rows, qem_dtype dtype,
                             uint64_t scans, int threads, qem_encoded_chunk *e, qem_error *error);
+/* Work one thread of the encoding team does first (the next window's
+ * read), so that it shares the cores with the encoding instead of taking
+ * a thread of its own. */
+typedef struct qem_encode_side {
+    void (*run)(void *arg);
+    void *arg;
+} qem_encode_side;
+
 /* The same into `e` as a previous call left it (or zeroed), reusing its
- * arrays; free it with qem_encoded_chunk_free after the last. */
+ * arrays; free it with qem_encoded_chunk_free after the last. `side`, if
+ * not NULL, runs exactly once on one thread of the team unless the call
+ * fails before encoding (out of memory). */
 qem_status qem_encode_chunk_again(const qem_rans_tables *tables, qem_codec codec,
                                   const qem_geometry *g, const uint8_t *valid, const void *rows,
                                   qem_dtype dtype, uint64_t scans, int threads,
-                                  qem_encoded_chunk *e, qem_error *error);
+                                  const qem_encode_side *side, qem_encoded_chunk *e,
+                                  qem_error *error);
 void qem_encoded_chunk_free(qem_encoded_chunk *e);
 
 #endif

@@ -62,6 +62,7 @@ struct qem_writer {
     uint64_t *pixel_sums;
 
     qem_encoded_chunk encoded; /* its arrays kept from chunk to chunk */
+    const qem_encode_side *side; /* runs beside the next chunk's encoding */
     uint8_t *window;
     uint64_t window_fill; /* scans in the window */
     uint64_t scans_encoded;
@@ -473,7 +474,8 @@ static qem_status write_chunk(qem_writer *w, qem_error *error)
 {
     const uint64_t scans = w->window_fill;
     QEM_TRY(qem_encode_chunk_again(qem_rans_tables_shared(), w->codec, &w->geometry, w->valid,
-                                   w->window, w->dtype, scans, w->threads, &w->encoded, error));
+                                   w->window, w->dtype, scans, w->threads, w->side, &w->encoded,
+                                   error));
     if (w->pixel_sums)
         add_stream_sums(w, &w->encoded, w->pixel_sums);
     w->window_fill = 0;
@@ -859,20 +861,28 @@ static void fault_pause_after_first_window(void)
     }
 }
 
-/* One fill on a thread of its own, into the writer's spare window. */
+/* One fill into the writer's spare window: on a thread of its own, or
+ * as the side job of the encoding team. */
 typedef struct read_ahead {
     void *source;
     qem_writer_fill_fn fill;
     uint64_t first, count;
     void *window;
+    int done;
     qem_status status;
     qem_error error;
 } read_ahead;
 
-static void *read_ahead_run(void *arg)
+static void read_ahead_fill(void *arg)
 {
     read_ahead *r = arg;
     r->status = r->fill(r->source, r->first, r->count, r->window, &r->error);
+    r->done = 1;
+}
+
+static void *read_ahead_run(void *arg)
+{
+    read_ahead_fill(arg);
     return NULL;
 }
 
@@ -891,21 +901,31 @@ qem_status qem_writer_pump(qem_writer *w, void *source, qem_writer_fill_fn fill,
     qem_status st = QEM_OK;
     while (st == QEM_OK && room) {
         const uint64_t after = next < w->scans ? chunk_room(w, next) : 0;
-        read_ahead r = {source, fill, next, after, NULL, QEM_OK, {0}};
+        read_ahead r = {source, fill, next, after, NULL, 0, QEM_OK, {0}};
         pthread_t reader;
         int reading = 0;
         if (ahead && after && !spare)
             spare = qem_large_alloc((size_t)(w->chunk_scans * w->pixels * qem_dtype_size(w->dtype)));
+        /* From two threads the read is one more job of the encoding team,
+         * so the cores never hold more threads than they run; on one, it
+         * takes a thread of its own beside the encoder. */
+        const qem_encode_side side = {read_ahead_fill, &r};
         if (ahead && after && spare) {
             r.window = spare;
-            reading = pthread_create(&reader, NULL, read_ahead_run, &r) == 0;
+            if (w->threads >= 2)
+                w->side = &side;
+            else
+                reading = pthread_create(&reader, NULL, read_ahead_run, &r) == 0;
         }
         st = qem_writer_commit(w, room, error);
+        w->side = NULL;
         if (reading)
             pthread_join(reader, NULL);
+        if (st == QEM_OK && r.window && !r.done)
+            read_ahead_fill(&r); /* the encoding ended before its side job */
         if (st != QEM_OK || !after)
             break;
-        if (reading) {
+        if (r.window) {
             st = r.status;
             if (st != QEM_OK && error)
                 *error = r.error;
