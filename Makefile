@@ -76,13 +76,14 @@ test-python: test-release python-venv
 
 # The unit and golden tests once more on each decode path the CPU has
 # (the default run took the one AUTO picks); a path it lacks is skipped,
-# saying so.
+# saying so. The scalar decode pass also encodes on the scalar path.
 DECODE_PATHS = scalar avx2 avx512 avx2-loads
 test-paths: test-release
 	@for p in $(DECODE_PATHS); do \
 		if $(BUILD)/tests/decode_paths $$p; then \
-			echo "== unit and golden tests on the $$p decode path (QEM_RANS_PATH=$$p)"; \
-			(cd $(BUILD) && QEM_RANS_PATH=$$p ctest --output-on-failure -j $(JOBS) -L 'unit|golden') || exit 1; \
+			enc=auto; [ $$p = scalar ] && enc=scalar; \
+			echo "== unit and golden tests on the $$p decode path (QEM_RANS_PATH=$$p, QEM_ENCODE_PATH=$$enc)"; \
+			(cd $(BUILD) && QEM_RANS_PATH=$$p QEM_ENCODE_PATH=$$enc ctest --output-on-failure -j $(JOBS) -L 'unit|golden') || exit 1; \
 		else \
 			echo "== skipped the $$p decode path: this CPU cannot run it"; \
 		fi; \

@@ -142,7 +142,18 @@ qem_status qem_encode_chunk_again(const qem_rans_tables *tables, qem_codec codec
                                   const qem_encode_side *side, qem_encoded_chunk *e,
                                   qem_error *error)
 {
-    const qem_encode_path path = qem_encode_path_resolve(QEM_ENCODE_AUTO);
+    /* As for decoding, a path asked for by name must exist and run here;
+     * every path writes the same bytes. */
+    const char *asked = getenv("QEM_ENCODE_PATH");
+    qem_encode_path path = QEM_ENCODE_AUTO;
+    if (asked && *asked && !qem_encode_path_from_name(asked, &path))
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "QEM_ENCODE_PATH is '%.32s'; it must be auto, scalar or avx512", asked);
+    if (!qem_encode_path_supported(path))
+        return qem_fail(error, QEM_E_UNSUPPORTED,
+                        "QEM_ENCODE_PATH asks for the %s encode path, which this CPU cannot run",
+                        qem_encode_path_name(path));
+    path = qem_encode_path_resolve(path);
     const uint64_t P = g->pixels;
     const uint64_t lanes = dtype == QEM_DTYPE_FLOAT32 ? 2 * P : P;
     const uint64_t blocks = (scans + QEM_INTERVAL - 1) / QEM_INTERVAL;

@@ -168,7 +168,9 @@ encode_run(const qem_rans_tables *t, const qem_lane_source *src, size_t first, u
     }
 }
 
-__attribute__((target(TARGET_ENCODE))) static void
+/* Kept out of line (as are the statistics, the plan and the plain
+ * streams) so that a profile names each stage. */
+__attribute__((target(TARGET_ENCODE), noinline)) static void
 encode_vectors(const qem_rans_tables *t, const qem_lane_source *src, size_t first,
                unsigned count, unsigned v0, unsigned vectors, int escapes, uint32_t n,
                const uint8_t *models, qem_encode_workspace *ws, uint32_t *starts)
@@ -187,7 +189,7 @@ encode_vectors(const qem_rans_tables *t, const qem_lane_source *src, size_t firs
  * reading the band's piece of each row whole (one page per row instead
  * of one per row and 32 lanes). Only lanes holding a count are counted
  * one by one; zeros are what the other bins leave. */
-__attribute__((target(TARGET_ENCODE))) static void
+__attribute__((target(TARGET_ENCODE), noinline)) static void
 lane_statistics(const qem_lane_source *src, size_t first, unsigned count, uint32_t n,
                 qem_encode_workspace *ws)
 {
@@ -249,7 +251,7 @@ lane_statistics(const qem_lane_source *src, size_t first, unsigned count, uint32
 
 /* The sparse and raw lanes' streams, in one pass over the rows: events
  * only where a sparse lane holds a count. */
-__attribute__((target(TARGET_ENCODE))) static void
+__attribute__((target(TARGET_ENCODE), noinline)) static void
 write_plain_lanes(const qem_lane_source *src, size_t first, unsigned count, uint32_t n,
                   const lane_plan *plan, uint8_t *const *dst)
 {
@@ -290,7 +292,7 @@ write_plain_lanes(const qem_lane_source *src, size_t first, unsigned count, uint
 /* The choice qem_count_stream_encode makes before encoding, step for
  * step, from the lane's histogram of min(value, 32) and its extremes: the
  * 64 rows' estimated bits in four vectors, the first smallest taken. */
-__attribute__((target(TARGET_ENCODE))) static void
+__attribute__((target(TARGET_ENCODE), noinline)) static void
 lane_plan_make(const qem_rans_tables *t, const uint16_t *hist, uint32_t vmax, uint32_t vmin,
                uint32_t n, lane_plan *plan)
 {

@@ -174,8 +174,8 @@ typedef enum qem_encode_path {
 } qem_encode_path;
 
 /* `requested`, else QEM_ENCODE_PATH from the environment (scalar,
- * avx512), else AVX-512 where the CPU has it, else scalar. Returns
- * QEM_ENCODE_AUTO when the environment names no path. */
+ * avx512), else AVX-512 where the CPU has it, else scalar (also for a
+ * path the CPU lacks; the writer refuses those and unknown names). */
 qem_encode_path qem_encode_path_resolve(qem_encode_path requested);
 int qem_encode_path_supported(qem_encode_path path);
 const char *qem_encode_path_name(qem_encode_path path);

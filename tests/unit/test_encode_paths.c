@@ -191,6 +191,17 @@ int main(void)
                                            "u16_nonsquare_masked", "f32_special_bits"};
     for (size_t i = 0; i < sizeof fixtures / sizeof fixtures[0]; i++)
         fixture_saves(fixtures[i]);
+    /* A save asked for an unknown path is refused, and writes nothing. */
+    {
+        setenv("QEM_ENCODE_PATH", "avx9", 1);
+        qem_error e = {0};
+        const char *out = test_path("unknown-path.qem");
+        CHECK_STATUS(qem_save_file(fixture_path("qem/u16_dense_highdose.npy"), out, NULL, &e),
+                     QEM_E_INVALID_ARGUMENT, &e);
+        CHECK(strstr(e.message, "QEM_ENCODE_PATH is 'avx9'") != NULL);
+        CHECK(!file_exists(out));
+        unsetenv("QEM_ENCODE_PATH");
+    }
     /* The path names, and what an unknown one gives. */
     qem_encode_path p = QEM_ENCODE_AUTO;
     CHECK(qem_encode_path_from_name("scalar", &p) && p == QEM_ENCODE_SCALAR);
