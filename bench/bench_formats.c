@@ -166,7 +166,8 @@ int bench_save_compare(const config *c, const char *dir, const char *npy, save_c
             if (out->measured[SAVE_ZSTD]) {
                 char level[8] = "-3", threads[16];
                 snprintf(threads, sizeof threads, "-T%d", c->threads[k]);
-                char *argv[] = {"zstd", level, threads, "-q", "-f", (char *)npy, "-o", zst[k], NULL};
+                char *argv[] = {"zstd", level, threads, "-q", "-f", (char *)npy,
+                                "-o", zst[k], NULL};
                 unlink(zst[k]);
                 t[SAVE_ZSTD][k][r] = spawn_timed(argv, NULL, NULL, 0, NULL);
                 out->measured[SAVE_ZSTD] = t[SAVE_ZSTD][k][r] > 0;

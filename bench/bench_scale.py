@@ -361,9 +361,9 @@ def save_rows(args, npy, shape):
             f"{SAVE_THREADS} threads x {mhz:.0f} MHz (/proc/cpuinfo) / {counts} counts; in "
             f"brackets from the CPU time the process used (user + system, every thread: qem "
             f"save's read-ahead thread included; not for HDF5, whose process tree's CPU time "
-            f"counts the interpreter and its imports). `qem save` and `qem pack produce` are timed from start to "
-            f"exit; HDF5 from file creation to close (its pool started before). HDF5 "
-            f"/ writer: how many times faster than the HDF5 write.")
+            f"counts the interpreter and its imports). `qem save` and `qem pack produce` are "
+            f"timed from start to exit; HDF5 from file creation to close (its pool started "
+            f"before). HDF5 / writer: how many times faster than the HDF5 write.")
     table = ["| writer | MB/s of source | seconds | cycles per count | HDF5 / writer (time) "
              "| size (ratio) | .npy in the page cache before |",
              "|---|---|---|---|---|---|---|", *rows]
