@@ -155,7 +155,7 @@ static int format_save(char *out, size_t size, const config *c, const set_result
                   "N compression workers (the command's I/O runs beside them). Times: `qem "
                   "save` and zstd from fork to exit (process start included), HDF5 from file "
                   "creation to close inside Python (interpreter start and imports "
-                  "excluded).\n\n",
+                  "excluded); `qem save` alone fsyncs its file before publishing it.\n\n",
                   hz / 1e6, v->min[SAVE_QEM][0] * c->threads[0] * hz / counts, c->threads[0],
                   v->min[SAVE_QEM][1] * c->threads[1] * hz / counts, c->threads[1],
                   v->qem_cpu_min[0] * hz / counts, v->qem_cpu_min[1] * hz / counts,

@@ -363,7 +363,8 @@ def save_rows(args, npy, shape):
             f"save's read-ahead thread included; not for HDF5, whose process tree's CPU time "
             f"counts the interpreter and its imports). `qem save` and `qem pack produce` are "
             f"timed from start to exit; HDF5 from file creation to close (its pool started "
-            f"before). HDF5 / writer: how many times faster than the HDF5 write.")
+            f"before); both qem commands fsync their file before publishing it, h5py does "
+            f"not. HDF5 / writer: how many times faster than the HDF5 write.")
     table = ["| writer | MB/s of source | seconds | cycles per count | HDF5 / writer (time) "
              "| size (ratio) | .npy in the page cache before |",
              "|---|---|---|---|---|---|---|", *rows]
