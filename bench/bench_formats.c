@@ -154,9 +154,9 @@ int bench_save_compare(const config *c, const char *dir, const char *npy, save_c
             }
             if (out->measured[SAVE_H5_DIRECT]) {
                 char *argv[] = {"/usr/bin/python3", script, "write-direct", (char *)npy, h5[1],
-                                th[k], NULL};
+                                NULL};
                 unlink(h5[1]);
-                const int ok = spawn_timed(argv, "1", text, sizeof text, NULL) >= 0;
+                const int ok = spawn_timed(argv, th[k], text, sizeof text, NULL) >= 0;
                 t[SAVE_H5_DIRECT][k][r] = json_seconds(text);
                 out->measured[SAVE_H5_DIRECT] = ok && t[SAVE_H5_DIRECT][k][r] > 0;
                 out->bytes[SAVE_H5_DIRECT][k] = file_size(h5[1]);

@@ -1,6 +1,7 @@
-/* qem-bench: compression ratio, save throughput and full-decode throughput
- * of the .qem integer codec on a synthetic 4D-STEM set, on 1 and 2 threads,
- * side by side in one run. Prints a table; --markdown FILE also replaces
+/* qem-bench: compression ratio, save throughput (the qem command beside
+ * HDF5 and zstd writers) and full-decode throughput of the .qem integer
+ * codec on a synthetic 4D-STEM set, on 1 and 2 threads, side by side in
+ * one run. Prints a table; --markdown FILE also replaces
  * the marked results section of FILE (doc/benchmarks.md). Nothing here
  * asserts: benchmarks measure, tests check. */
 #include <math.h>
@@ -149,9 +150,10 @@ static int format_save(char *out, size_t size, const config *c, const set_result
                   "N one read-ahead thread that reads the next chunk (not counted in N). HDF5 "
                   "filter (`ds[r] = row`, what h5py users run): one thread; Debian's "
                   "libh5bshuf.so has no OpenMP. HDF5 direct chunks: each row bitshuffled and "
-                  "LZ4'd as the filter does (bitshuffle's compress_lz4, one OpenMP thread) in "
-                  "N worker processes (N = 1: in the writing process) and written in row order "
-                  "with `write_direct_chunk` by the parent, which mostly waits. `zstd -3 -TN`: "
+                  "LZ4'd as the filter does by bitshuffle's own extension, whose OpenMP loop "
+                  "over a row's 8 KiB blocks runs on OMP_NUM_THREADS=N (as a filter built with "
+                  "OpenMP would), then written with `write_direct_chunk` (2 worker processes "
+                  "of one thread were slower here). `zstd -3 -TN`: "
                   "N compression workers (the command's I/O runs beside them). Times: `qem "
                   "save` and zstd from fork to exit (process start included), HDF5 from file "
                   "creation to close inside Python (interpreter start and imports "
@@ -253,7 +255,11 @@ static const char *const help =
     "\n"
     "Generates synthetic 4D-STEM sets (fixed seeds) and measures, on 1 and 2\n"
     "threads, min and median of N runs (default 3): compression ratio, save\n"
-    "throughput (MB/s of source) and full-decode throughput of .qem.\n"
+    "throughput (MB/s of source) and full-decode throughput of .qem. Save is\n"
+    "the command, `qem save SRC.npy OUT.qem --threads N`, timed beside HDF5\n"
+    "bitshuffle/LZ4 (h5py's filter; the same file by direct chunk writes,\n"
+    "bitshuffle on N OpenMP threads) and zstd -3 -TN, runs interleaved, with\n"
+    "the ratios of their times and qem save's cycles per count.\n"
     "  integer: set A, 128x128 scans x 128x128 uint16, dose 0.3 (G counts/s),\n"
     "           beside packs, HDF5 bitshuffle/LZ4 (row chunks) and zstd -3\n"
     "  medium:  set B, 256x256 scans x 128x128 uint16, dose 4 (2 GiB raw), the same\n"

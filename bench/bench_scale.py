@@ -30,7 +30,7 @@ The set is generated once into --workdir by qem-bench-viewer (its .npy,
 - writing the set (issue 31), last, one run each, one after the other, on 2
   threads: `qem save SRC.npy OUT.qem --threads 2`, `qem pack produce` (u16-LZ4;
   `--threads 2` where its --help lists it) and HDF5 bitshuffle/LZ4 by direct
-  chunk writes from 2 worker processes (bench/h5_bitshuffle.py write-direct),
+  chunk writes, bitshuffle on 2 OpenMP threads (bench/h5_bitshuffle.py write-direct),
   into --save-dir (default: a folder in --workdir), each output deleted once
   measured. --only save runs these rows alone and only prints them;
   --save-timeout stops a writer that runs longer (the row says so).
@@ -305,13 +305,12 @@ def save_rows(args, npy, shape):
          [args.qem, "pack", "produce", npy, os.path.join(folder, "set-pack.h5"),
           *produce_threads],
          [os.path.join(folder, "set-pack.h5"), os.path.join(folder, "set-pack.h5.receipt.json")]),
-        ("HDF5 bitshuffle/LZ4 write, direct chunks from 2 worker processes (chunk = one scan "
-         "row; h5py + hdf5plugin)", "h5",
-         ["/usr/bin/python3", script, "write-direct", npy, os.path.join(folder, "set-bslz4.h5"),
-          threads],
+        ("HDF5 bitshuffle/LZ4 write, direct chunks, bitshuffle on 2 OpenMP threads (chunk = "
+         "one scan row; h5py + hdf5plugin)", "h5",
+         ["/usr/bin/python3", script, "write-direct", npy, os.path.join(folder, "set-bslz4.h5")],
          [os.path.join(folder, "set-bslz4.h5")]),
     ]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env = dict(os.environ, OMP_NUM_THREADS=threads)
     results = {}
     try:
         for name, key, cmd, outputs in writers:
@@ -362,7 +361,7 @@ def save_rows(args, npy, shape):
             f"brackets from the CPU time the process used (user + system, every thread: qem "
             f"save's read-ahead thread included; not for HDF5, whose process tree's CPU time "
             f"counts the interpreter and its imports). `qem save` and `qem pack produce` are "
-            f"timed from start to exit; HDF5 from file creation to close (its pool started "
+            f"timed from start to exit; HDF5 from file creation to close (bitshuffle loaded "
             f"before); both qem commands fsync their file before publishing it, h5py does "
             f"not. HDF5 / writer: how many times faster than the HDF5 write.")
     table = ["| writer | MB/s of source | seconds | cycles per count | HDF5 / writer (time) "

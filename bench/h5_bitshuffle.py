@@ -5,14 +5,12 @@ row per chunk. Prints one JSON object of timings.
   h5_bitshuffle.py write SRC.npy DEST.h5          write through the filter (ds[r] = row),
                                                   memory bounded (a row); one thread: the
                                                   filter Debian's HDF5 loads has no OpenMP
-  h5_bitshuffle.py write-direct SRC.npy DEST.h5 PROCS
-                                                  the same file, each row bitshuffled and
+  h5_bitshuffle.py write-direct SRC.npy DEST.h5   the same file, each row bitshuffled and
                                                   LZ4'd as the filter does (bitshuffle's
-                                                  compress_lz4) and written in row order
-                                                  with write_direct_chunk; PROCS 1: here,
-                                                  on OMP_NUM_THREADS threads; PROCS > 1:
-                                                  in PROCS worker processes of one thread
-  h5_bitshuffle.py check SRC.npy DIR              whether write-direct 2 writes the very
+                                                  compress_lz4, on OMP_NUM_THREADS threads)
+                                                  and written in row order with
+                                                  write_direct_chunk
+  h5_bitshuffle.py check SRC.npy DIR              whether write-direct writes the very
                                                   file write does, byte for byte
   h5_bitshuffle.py decode SRC.h5 RUNS [PROCS]     full decode, chunk by chunk; with
                                                   PROCS > 1, the rows split over that
@@ -27,7 +25,6 @@ row per chunk. Prints one JSON object of timings.
                                                   one 4D array group, uncompressed,
                                                   chunks of one scan row
 """
-import collections
 import json
 import os
 import struct
@@ -52,72 +49,41 @@ def write(src, dest):
     return {"seconds": time.perf_counter() - t0}
 
 
-# A worker's mapped source (set once per process by the pool's initializer).
-_rows = None
-
-
-def _open_rows(src):
-    global _rows
-    _rows = np.load(src, mmap_mode="r")
-
-
-def _chunk(r):
+def _chunk(rows, r):
     """Row r as the bitshuffle filter stores it: the uncompressed size
     (8 bytes) and block size in bytes (4, both big-endian), then
     bshuf_compress_lz4 with the filter's default block (8 KiB)."""
     import bitshuffle
-    row = np.ascontiguousarray(_rows[r])
+    row = np.ascontiguousarray(rows[r])
     block = 8192 // row.dtype.itemsize
     body = bitshuffle.compress_lz4(row, block)
     return struct.pack(">QI", row.nbytes, block * row.dtype.itemsize) + body.tobytes()
 
 
-def write_direct(src, dest, processes):
-    """Rows compressed here (processes == 1; bitshuffle's OpenMP held to
-    OMP_NUM_THREADS, which the caller sets) or in `processes` worker
-    processes of one OpenMP thread each, written in row order by this one;
-    at most 2 rows per worker in flight, so memory stays bounded as in
-    write()."""
+def write_direct(src, dest):
+    """The file write() writes, each row compressed here by bitshuffle's
+    own extension, whose OpenMP loop over the row's blocks runs on
+    OMP_NUM_THREADS threads (the caller sets it), and written in row order
+    with write_direct_chunk. Two worker processes, one thread each, were
+    slower on the 2-core hosts (the compressed rows cross a pipe)."""
     data = np.load(src, mmap_mode="r")
     offset = (0,) * (data.ndim - 1)
-    pool = None
-    if processes > 1:
-        os.environ["OMP_NUM_THREADS"] = "1"
-        pool = ProcessPoolExecutor(processes, initializer=_open_rows, initargs=(src,))
-        # Start the workers (and their imports) before the clock.
-        list(pool.map(_open_rows, [src] * processes))
-    else:
-        _open_rows(src)
-        _chunk(0)  # bitshuffle imported before the clock, as in the workers
+    _chunk(data, 0)  # bitshuffle and its OpenMP team started before the clock
     t0 = time.perf_counter()
     with h5py.File(dest, "w") as f:
         ds = f.create_dataset("data", shape=data.shape, dtype=data.dtype,
                               chunks=(1,) + data.shape[1:],
                               **hdf5plugin.Bitshuffle(cname="lz4"))
-        if pool is None:
-            for r in range(data.shape[0]):
-                ds.id.write_direct_chunk((r,) + offset, _chunk(r))
-        else:
-            pending = collections.deque()
-            for r in range(data.shape[0]):
-                pending.append(pool.submit(_chunk, r))
-                if len(pending) >= 2 * processes:
-                    ds.id.write_direct_chunk((r + 1 - len(pending),) + offset,
-                                             pending.popleft().result())
-            first = data.shape[0] - len(pending)
-            for k, fut in enumerate(pending):
-                ds.id.write_direct_chunk((first + k,) + offset, fut.result())
-    seconds = time.perf_counter() - t0
-    if pool is not None:
-        pool.shutdown()
-    return {"seconds": seconds}
+        for r in range(data.shape[0]):
+            ds.id.write_direct_chunk((r,) + offset, _chunk(data, r))
+    return {"seconds": time.perf_counter() - t0}
 
 
 def check(src, folder):
     """Whether the PROCS=2 path writes the very file the filter does."""
     one, two = folder + "/check_1.h5", folder + "/check_2.h5"
     write(src, one)
-    write_direct(src, two, 2)
+    write_direct(src, two)
     with open(one, "rb") as a, open(two, "rb") as b:
         same = a.read() == b.read()
     os.unlink(one)
@@ -217,7 +183,7 @@ if __name__ == "__main__":
     if command == "write":
         result = write(sys.argv[2], sys.argv[3])
     elif command == "write-direct":
-        result = write_direct(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        result = write_direct(sys.argv[2], sys.argv[3])
     elif command == "check":
         result = check(sys.argv[2], sys.argv[3])
     elif command == "decode":
