@@ -6,7 +6,8 @@
 #               path, golden under valgrind, ASan + UBSan, TSan, fuzz smoke
 #   make bench  the benchmark (writes doc/benchmarks.md); make bench-python the package's
 #   make bench-scale  the 512 set (19.3 GB .npy, generated once into SCALE_DIR
-#               and kept) as .qem and pack beside a C loop over the mapped .npy
+#               and kept) as .qem and pack beside a C loop over the mapped .npy,
+#               then written by qem save, qem pack produce and HDF5 on 2 threads
 #   make profile  instruction counts of the main paths (callgrind)
 #   make fuzz   every libFuzzer target for FUZZ_SECONDS each (clang)
 
@@ -142,15 +143,18 @@ bench-python: build python-venv
 # At scale (issue 29): the 512 set generated once into $(SCALE_DIR) (kept,
 # reused), then qem view, the pack load and the Python package measured on
 # it with warm page cache, beside a plain C loop over the mapped .npy.
-# SCALE_SHAPE=64,64,64,64 SCALE_DIR=/tmp/x runs the same on a small set.
+# SCALE_SHAPE=64,64,64,64 SCALE_DIR=/tmp/x runs the same on a small set;
+# SCALE_ARGS="--only save" only the rows that write the set (issue 31),
+# printed.
 SCALE_DIR ?= /var/tmp/qem-scale
 SCALE_SHAPE ?= 512,512,192,192
 SCALE_RUNS ?= 3
 SCALE_MARKDOWN ?= doc/benchmarks.md
+SCALE_ARGS ?=
 bench-scale: build python-venv
 	$(VENV)/bin/python bench/bench_scale.py --viewer $(BUILD)/bench/qem-bench-viewer \
 		--qem $(BUILD)/qem --workdir $(SCALE_DIR) --shape $(SCALE_SHAPE) --runs $(SCALE_RUNS) \
-		--markdown $(SCALE_MARKDOWN) \
+		--markdown $(SCALE_MARKDOWN) $(SCALE_ARGS) \
 		--command "make bench-scale SCALE_DIR=$(SCALE_DIR) SCALE_SHAPE=$(SCALE_SHAPE) SCALE_RUNS=$(SCALE_RUNS)"
 
 profile: build

@@ -1,11 +1,16 @@
 /* The formats users would otherwise pick, measured beside .qem on the same
  * synthetic set in the same run: packs (both profiles, where admissible),
  * HDF5 bitshuffle/LZ4 with one scan row per chunk (h5py + hdf5plugin from
- * Debian, bench/h5_bitshuffle.py) and zstd -3 of the raw .npy bytes. */
+ * Debian, bench/h5_bitshuffle.py) and zstd -3 of the raw .npy bytes; and
+ * the save table: `qem save` beside the HDF5 and zstd writers on 1 and 2
+ * threads. */
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "bench_util.h"
@@ -36,6 +41,163 @@ static double json_seconds(const char *text)
 {
     const char *at = strstr(text, "\"seconds\":");
     return at ? atof(at + 10) : -1;
+}
+
+/* Runs `argv` without a shell, OMP_NUM_THREADS set to `omp` when given,
+ * its stdout into `out` (when given) and its stderr discarded. Returns the
+ * wall seconds from fork to reaped exit (process start included), or -1
+ * if it failed; `cpu` gets its user + system CPU seconds. */
+static double spawn_timed(char *const argv[], const char *omp, char *out, size_t size,
+                          double *cpu)
+{
+    int fds[2] = {-1, -1};
+    if (out && pipe(fds) != 0)
+        return -1;
+    const double t0 = now();
+    const pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        const int null = open("/dev/null", O_WRONLY);
+        dup2(out ? fds[1] : null, 1);
+        dup2(null, 2);
+        if (out)
+            close(fds[0]);
+        if (omp)
+            setenv("OMP_NUM_THREADS", omp, 1);
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    size_t got = 0;
+    if (out) {
+        close(fds[1]);
+        ssize_t r;
+        while (got < size - 1 && (r = read(fds[0], out + got, size - 1 - got)) > 0)
+            got += (size_t)r;
+        char rest[256]; /* drained, so that the child never blocks on a full pipe */
+        while (read(fds[0], rest, sizeof rest) > 0)
+            ;
+        close(fds[0]);
+        out[got] = '\0';
+    }
+    int status = 0;
+    struct rusage ru;
+    if (wait4(pid, &status, 0, &ru) != pid)
+        return -1;
+    const double wall = now() - t0;
+    if (cpu)
+        *cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
+               (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6;
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? wall : -1;
+}
+
+/* Whether two files hold the same bytes (both readable). */
+static int same_bytes(const char *a, const char *b)
+{
+    FILE *x = fopen(a, "rb"), *y = fopen(b, "rb");
+    int same = x && y;
+    static char bx[1 << 16], by[1 << 16];
+    while (same) {
+        const size_t nx = fread(bx, 1, sizeof bx, x), ny = fread(by, 1, sizeof by, y);
+        same = nx == ny && !memcmp(bx, by, nx);
+        if (nx < sizeof bx)
+            break;
+    }
+    if (x)
+        fclose(x);
+    if (y)
+        fclose(y);
+    return same;
+}
+
+int bench_save_compare(const config *c, const char *dir, const char *npy, save_compare *out)
+{
+    memset(out, 0, sizeof *out);
+    static const char *const names[SAVE_WRITERS] = {
+        "`qem save` (.qem)", "HDF5 bitshuffle/LZ4 write, h5py filter",
+        "HDF5 bitshuffle/LZ4 write, direct chunks", "zstd -3 (raw bytes)"};
+    double t[SAVE_WRITERS][2][MAX_RUNS], qem_cpu[2][MAX_RUNS];
+    char qem[2][600], h5[2][600], zst[2][600], script[600], text[512], th[2][8];
+    snprintf(script, sizeof script, "%s/h5_bitshuffle.py", QEM_BENCH_DIR);
+    for (int k = 0; k < 2; k++) {
+        snprintf(qem[k], sizeof qem[k], "%.500s/save_%d.qem", dir, k);
+        snprintf(h5[k], sizeof h5[k], "%.500s/save_%s.h5", dir, k ? "direct" : "filter");
+        snprintf(zst[k], sizeof zst[k], "%.500s/save_%d.zst", dir, k);
+        snprintf(th[k], sizeof th[k], "%d", c->threads[k]);
+    }
+    for (int w = 0; w < SAVE_WRITERS; w++) {
+        out->name[w] = names[w];
+        out->measured[w] = 1;
+        for (int k = 0; k < 2; k++)
+            out->min[w][k] = out->med[w][k] = NAN;
+    }
+    out->measured[SAVE_H5_FILTER] = out->measured[SAVE_H5_DIRECT] =
+        access("/usr/bin/python3", X_OK) == 0;
+    for (int r = 0; r < c->runs; r++) {
+        for (int k = 0; k < 2; k++) {
+            /* Exactly the command a user runs. */
+            char *qem_argv[] = {QEM_CLI, "save", (char *)npy, qem[k], "--threads", th[k], NULL};
+            unlink(qem[k]);
+            t[SAVE_QEM][k][r] = spawn_timed(qem_argv, NULL, NULL, 0, &qem_cpu[k][r]);
+            if (t[SAVE_QEM][k][r] < 0) {
+                fprintf(stderr, "qem-bench: %s save %s %s --threads %s failed\n", QEM_CLI, npy,
+                        qem[k], th[k]);
+                return 1;
+            }
+            /* The filter has no threads: it runs once, on the 1-thread pass. */
+            if (k == 0 && out->measured[SAVE_H5_FILTER]) {
+                char *argv[] = {"/usr/bin/python3", script, "write", (char *)npy, h5[0], NULL};
+                unlink(h5[0]);
+                const int ok = spawn_timed(argv, NULL, text, sizeof text, NULL) >= 0;
+                t[SAVE_H5_FILTER][0][r] = json_seconds(text);
+                out->measured[SAVE_H5_FILTER] = ok && t[SAVE_H5_FILTER][0][r] > 0;
+            }
+            if (out->measured[SAVE_H5_DIRECT]) {
+                char *argv[] = {"/usr/bin/python3", script, "write-direct", (char *)npy, h5[1],
+                                NULL};
+                unlink(h5[1]);
+                const int ok = spawn_timed(argv, th[k], text, sizeof text, NULL) >= 0;
+                t[SAVE_H5_DIRECT][k][r] = json_seconds(text);
+                out->measured[SAVE_H5_DIRECT] = ok && t[SAVE_H5_DIRECT][k][r] > 0;
+                out->bytes[SAVE_H5_DIRECT][k] = file_size(h5[1]);
+                if (ok && out->measured[SAVE_H5_FILTER] && r == 0 && k == 1)
+                    out->h5_identical = same_bytes(h5[0], h5[1]);
+            }
+            if (out->measured[SAVE_ZSTD]) {
+                char level[8] = "-3", threads[16];
+                snprintf(threads, sizeof threads, "-T%d", c->threads[k]);
+                char *argv[] = {"zstd", level, threads, "-q", "-f", (char *)npy,
+                                "-o", zst[k], NULL};
+                unlink(zst[k]);
+                t[SAVE_ZSTD][k][r] = spawn_timed(argv, NULL, NULL, 0, NULL);
+                out->measured[SAVE_ZSTD] = t[SAVE_ZSTD][k][r] > 0;
+                out->bytes[SAVE_ZSTD][k] = file_size(zst[k]);
+            }
+        }
+    }
+    for (int k = 0; k < 2; k++) {
+        out->bytes[SAVE_QEM][k] = file_size(qem[k]);
+        summarise(t[SAVE_QEM][k], c->runs, &out->min[SAVE_QEM][k], &out->med[SAVE_QEM][k]);
+        double ignored;
+        summarise(qem_cpu[k], c->runs, &out->qem_cpu_min[k], &ignored);
+        for (int w = SAVE_H5_FILTER; w < SAVE_WRITERS; w++)
+            if (out->measured[w] && (w != SAVE_H5_FILTER || k == 0))
+                summarise(t[w][k], c->runs, &out->min[w][k], &out->med[w][k]);
+    }
+    out->bytes[SAVE_H5_FILTER][0] = file_size(h5[0]);
+    out->qem_identical = same_bytes(qem[0], qem[1]);
+    /* One of each kept: the .qem, the filter's HDF5 file, zstd -T1's. */
+    unlink(qem[1]);
+    unlink(h5[1]);
+    unlink(zst[1]);
+    snprintf(out->qem_path, sizeof out->qem_path, "%s", qem[0]);
+    snprintf(out->h5_path, sizeof out->h5_path, "%s", out->measured[SAVE_H5_FILTER] ? h5[0] : "");
+    snprintf(out->zst_path, sizeof out->zst_path, "%s", out->measured[SAVE_ZSTD] ? zst[0] : "");
+    if (!out->measured[SAVE_H5_FILTER])
+        unlink(h5[0]);
+    if (!out->measured[SAVE_ZSTD])
+        unlink(zst[0]);
+    return 0;
 }
 
 /* Load (every shard authenticated) plus reading every scan, bounded. */
@@ -95,7 +257,7 @@ static int pack_produce(const char *npy, const char *dest, qem_pack_profile prof
 }
 
 int bench_formats(const config *c, const char *dir, const char *npy, qem_dtype dtype,
-                  format_row *rows, int max_rows)
+                  const save_compare *saved, format_row *rows, int max_rows)
 {
     int n = 0;
     if (strlen(dir) > 500)
@@ -131,62 +293,53 @@ int bench_formats(const config *c, const char *dir, const char *npy, qem_dtype d
         snprintf(r->note, sizeof r->note, "produce is single-threaded; decode = load + read");
         unlink(path);
     }
-    /* HDF5 bitshuffle/LZ4, one scan row per chunk. */
+    /* HDF5 bitshuffle/LZ4, one scan row per chunk: written by the save
+     * table (the filter's file). */
     if (n < max_rows) {
         format_row *r = &rows[n++];
         row_init(r, "HDF5 bitshuffle/LZ4");
-        snprintf(path, sizeof path, "%s/set_bslz4.h5", dir);
-        double t[MAX_RUNS];
-        int ok = 1;
-        for (int run = 0; ok && run < c->runs; run++) {
-            unlink(path);
-            snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/h5_bitshuffle.py write '%s' '%s'",
-                     QEM_BENCH_DIR, npy, path);
-            ok = timed_command(cmd, out, sizeof out) >= 0;
-            t[run] = json_seconds(out);
-        }
+        int ok = saved->h5_path[0] != '\0';
         if (ok) {
-            summarise(t, c->runs, &r->enc_min[0], &r->enc_med[0]);
-            r->bytes = file_size(path);
+            r->enc_min[0] = saved->min[SAVE_H5_FILTER][0];
+            r->enc_med[0] = saved->med[SAVE_H5_FILTER][0];
+            r->bytes = file_size(saved->h5_path);
             for (int k = 0; ok && k < 2; k++) {
                 snprintf(cmd, sizeof cmd,
                          "/usr/bin/python3 %s/h5_bitshuffle.py decode '%s' %d %d", QEM_BENCH_DIR,
-                         path, c->runs, c->threads[k]);
+                         saved->h5_path, c->runs, c->threads[k]);
                 ok = timed_command(cmd, out, sizeof out) >= 0;
                 r->dec_min[k] = r->dec_med[k] = json_seconds(out);
             }
             snprintf(r->note, sizeof r->note,
-                     "h5py + hdf5plugin, chunk = one scan row; 2 threads = rows split over 2 "
-                     "processes; decode min only");
+                     "h5py + hdf5plugin, chunk = one scan row; encode = the filter; 2 threads = "
+                     "rows split over 2 processes; decode min only");
         }
         if (!ok)
             snprintf(r->note, sizeof r->note, "not measured: h5py/hdf5plugin unavailable");
         /* Kept for the virtual-image comparison of the integer set. */
-        snprintf(r->path, sizeof r->path, "%s", ok ? path : "");
+        snprintf(r->path, sizeof r->path, "%s", ok ? saved->h5_path : "");
     }
-    /* zstd -3 of the raw bytes. */
+    /* zstd -3 of the raw bytes: the save table's -T1 file. */
     if (n < max_rows) {
         format_row *r = &rows[n++];
         row_init(r, "zstd -3 (raw bytes)");
-        snprintf(path, sizeof path, "%s/set.zst", dir);
-        double t[MAX_RUNS], d[MAX_RUNS];
-        int ok = 1;
+        double d[MAX_RUNS];
+        int ok = saved->zst_path[0] != '\0';
         for (int run = 0; ok && run < c->runs; run++) {
-            unlink(path);
-            snprintf(cmd, sizeof cmd, "zstd -3 -T1 -q -f '%s' -o '%s'", npy, path);
-            ok = (t[run] = timed_command(cmd, NULL, 0)) >= 0;
-            snprintf(cmd, sizeof cmd, "zstd -d -q -c '%s' > /dev/null", path);
-            ok = ok && (d[run] = timed_command(cmd, NULL, 0)) >= 0;
+            snprintf(cmd, sizeof cmd, "zstd -d -q -c '%s' > /dev/null", saved->zst_path);
+            ok = (d[run] = timed_command(cmd, NULL, 0)) >= 0;
         }
         if (ok) {
-            summarise(t, c->runs, &r->enc_min[0], &r->enc_med[0]);
+            r->enc_min[0] = saved->min[SAVE_ZSTD][0];
+            r->enc_med[0] = saved->med[SAVE_ZSTD][0];
             summarise(d, c->runs, &r->dec_min[0], &r->dec_med[0]);
-            r->bytes = file_size(path);
-            snprintf(r->note, sizeof r->note, "zstd command, one thread");
+            r->bytes = file_size(saved->zst_path);
+            snprintf(r->note, sizeof r->note, "zstd command, one thread (-T1)");
         } else {
             snprintf(r->note, sizeof r->note, "not measured: zstd unavailable");
         }
-        unlink(path);
+        if (saved->zst_path[0])
+            unlink(saved->zst_path);
     }
     return n;
 }

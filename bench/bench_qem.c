@@ -1,6 +1,7 @@
-/* qem-bench: compression ratio, save throughput and full-decode throughput
- * of the .qem integer codec on a synthetic 4D-STEM set, on 1 and 2 threads,
- * side by side in one run. Prints a table; --markdown FILE also replaces
+/* qem-bench: compression ratio, save throughput (the qem command beside
+ * HDF5 and zstd writers) and full-decode throughput of the .qem integer
+ * codec on a synthetic 4D-STEM set, on 1 and 2 threads, side by side in
+ * one run. Prints a table; --markdown FILE also replaces
  * the marked results section of FILE (doc/benchmarks.md). Nothing here
  * asserts: benchmarks measure, tests check. */
 #include <math.h>
@@ -24,21 +25,6 @@
 
 
 
-/* Seconds to save `npy` as .qem with `threads`. */
-static int time_save(const config *c, const char *npy, int threads, const char *dest, double *sec)
-{
-    qem_error e = {0};
-    qem_save_options so;
-    qem_save_options_init(&so);
-    so.threads = threads;
-    unlink(dest);
-    double t0 = now();
-    qem_status st = qem_save_file(npy, dest, &so, &e);
-    *sec = now() - t0;
-    (void)c;
-    return st == QEM_OK ? 0 : die("save", &e);
-}
-
 /* Seconds to open (the header, and every body block's SHA-256) and then
  * to decode every scan, one chunk at a time, with `threads`. The caller's
  * buffer asks for 2 MiB pages (madvise), so the figure does not depend on
@@ -60,15 +46,14 @@ typedef struct set_result {
     size_t buffer_bytes;
     format_row others[4];
     int n_others;
+    save_compare save; /* qem save beside the HDF5 and zstd writers */
 } set_result;
 
 /* Generates one set, then measures save and full decode on 1 and 2 threads. */
 static int run_set(const config *c, const char *dir, const synth_params *data, set_result *out)
 {
-    char npy[600], qem[600], scratch[600];
+    char npy[600];
     snprintf(npy, sizeof npy, "%s/set.npy", dir);
-    snprintf(qem, sizeof qem, "%s/set.qem", dir);
-    snprintf(scratch, sizeof scratch, "%s/timed.qem", dir);
     const uint64_t *s = data->shape;
     fprintf(stderr, "generating %llux%llux%llux%llu %s, dose %.3g ...\n", (unsigned long long)s[0],
             (unsigned long long)s[1], (unsigned long long)s[2], (unsigned long long)s[3],
@@ -76,18 +61,19 @@ static int run_set(const config *c, const char *dir, const synth_params *data, s
     qem_error e = {0};
     if (synth_write_npy(data, npy, &e) != QEM_OK)
         return die("generate", &e);
-    if (qem_save_file(npy, qem, NULL, &e) != QEM_OK)
-        return die("save", &e);
     out->data = data;
     out->raw_bytes = s[0] * s[1] * s[2] * s[3] * qem_dtype_size(data->dtype);
+    /* Save: the qem command beside HDF5 and zstd, runs interleaved; it
+     * keeps the .qem that the decode rows read. */
+    fprintf(stderr, "  save: qem save beside HDF5 bitshuffle/LZ4 and zstd -3 ...\n");
+    if (bench_save_compare(c, dir, npy, &out->save))
+        return 1;
+    const char *qem = out->save.qem_path;
     out->qem_bytes = file_size(qem);
     for (int k = 0; k < 2; k++) {
-        double t[MAX_RUNS];
-        for (int r = 0; r < c->runs; r++)
-            if (time_save(c, npy, c->threads[k], scratch, &t[r]))
-                return 1;
-        summarise(t, c->runs, &out->save_min[k], &out->save_med[k]);
-        double o[MAX_RUNS];
+        out->save_min[k] = out->save.min[SAVE_QEM][k];
+        out->save_med[k] = out->save.med[SAVE_QEM][k];
+        double t[MAX_RUNS], o[MAX_RUNS];
         for (int r = 0; r < c->runs; r++)
             if (time_decode(qem, c->threads[k], &o[r], &t[r]))
                 return 1;
@@ -101,10 +87,9 @@ static int run_set(const config *c, const char *dir, const synth_params *data, s
     if (bench_decode_once(qem, 1, QEM_DECODE_AUTO, 1, NULL, &ignored, &out->huge_kib,
                           &out->buffer_bytes))
         return 1;
-    unlink(scratch);
     unlink(qem);
     fprintf(stderr, "  the same set as packs, HDF5 bitshuffle/LZ4 and zstd ...\n");
-    out->n_others = bench_formats(c, dir, npy, data->dtype, out->others, 4);
+    out->n_others = bench_formats(c, dir, npy, data->dtype, &out->save, out->others, 4);
     for (int k = 0; k < out->n_others; k++)
         if (out->others[k].path[0])
             unlink(out->others[k].path);
@@ -112,8 +97,78 @@ static int run_set(const config *c, const char *dir, const synth_params *data, s
     return out->n_others < 0;
 }
 
+/* The save table: each writer's MB/s on 1 and 2 threads, and how many
+ * times faster `qem save` is in the same run; then cycles per count. */
+static int format_save(char *out, size_t size, const config *c, const set_result *r)
+{
+    const save_compare *v = &r->save;
+    const uint64_t *s = r->data->shape;
+    const double mb = (double)r->raw_bytes / 1e6, counts = (double)(s[0] * s[1] * s[2] * s[3]);
+    int n = snprintf(out, size,
+                     "Save, `qem save SRC.npy OUT.qem --threads N` beside the HDF5 and zstd "
+                     "writers of the same .npy, runs interleaved (MB/s of source, min / median; "
+                     "`qem save` / writer: the ratio of their times, min / median; above 1: "
+                     "`qem save` is faster):\n\n"
+                     "| writer | %d thread | %d threads | `qem save` / writer, %d thread | "
+                     "`qem save` / writer, %d threads | size, MB (ratio) |\n"
+                     "|---|---|---|---|---|---|\n",
+                     c->threads[0], c->threads[1], c->threads[0], c->threads[1]);
+    for (int w = 0; w < SAVE_WRITERS; w++) {
+        char cell[2][48], ratio[2][48], sz[64];
+        for (int k = 0; k < 2; k++) {
+            if (!v->measured[w] || isnan(v->min[w][k])) {
+                snprintf(cell[k], sizeof cell[k], "%s", v->measured[w] ? "no threads" : "-");
+                snprintf(ratio[k], sizeof ratio[k], "-");
+                continue;
+            }
+            snprintf(cell[k], sizeof cell[k], "%.0f / %.0f", mb / v->min[w][k],
+                     mb / v->med[w][k]);
+            snprintf(ratio[k], sizeof ratio[k], "%.2fx / %.2fx",
+                     v->min[w][k] / v->min[SAVE_QEM][k], v->med[w][k] / v->med[SAVE_QEM][k]);
+        }
+        const uint64_t b = v->bytes[w][0];
+        if (!v->measured[w] || !b)
+            snprintf(sz, sizeof sz, "-");
+        else if (w == SAVE_ZSTD && v->bytes[w][1] != b)
+            snprintf(sz, sizeof sz, "%.2f (%.1fx); -T%d: %.2f", (double)b / 1e6,
+                     (double)r->raw_bytes / (double)b, c->threads[1],
+                     (double)v->bytes[w][1] / 1e6);
+        else
+            snprintf(sz, sizeof sz, "%.2f (%.1fx)", (double)b / 1e6,
+                     (double)r->raw_bytes / (double)b);
+        n += snprintf(out + n, size - (size_t)n, "| %s | %s | %s | %s | %s | %s |\n",
+                      v->name[w], cell[0], cell[1], ratio[0], ratio[1], sz);
+    }
+    const double hz = bench_cpu_mhz() * 1e6;
+    n += snprintf(out + n, size - (size_t)n,
+                  "\n`qem save`, cycles per count at %.0f MHz (/proc/cpuinfo): %.1f on %d "
+                  "thread, %.1f on %d (wall min x threads x Hz / counts); by the process's CPU "
+                  "time (user + system, its read-ahead thread included): %.1f and %.1f. "
+                  "Files on %d and %d threads byte-identical: %s. HDF5 direct chunks' file "
+                  "identical to the filter's: %s.\n\n"
+                  "Threads. `qem save --threads N`: N encoder threads, and beside them at every "
+                  "N one read-ahead thread that reads the next chunk (not counted in N). HDF5 "
+                  "filter (`ds[r] = row`, what h5py users run): one thread; Debian's "
+                  "libh5bshuf.so has no OpenMP. HDF5 direct chunks: each row bitshuffled and "
+                  "LZ4'd as the filter does by bitshuffle's own extension, whose OpenMP loop "
+                  "over a row's 8 KiB blocks runs on OMP_NUM_THREADS=N (as a filter built with "
+                  "OpenMP would), then written with `write_direct_chunk` (2 worker processes "
+                  "of one thread were slower here). `zstd -3 -TN`: "
+                  "N compression workers (the command's I/O runs beside them). Times: `qem "
+                  "save` and zstd from fork to exit (process start included), HDF5 from file "
+                  "creation to close inside Python (interpreter start and imports "
+                  "excluded); `qem save` alone fsyncs its file before publishing it.\n\n",
+                  hz / 1e6, v->min[SAVE_QEM][0] * c->threads[0] * hz / counts, c->threads[0],
+                  v->min[SAVE_QEM][1] * c->threads[1] * hz / counts, c->threads[1],
+                  v->qem_cpu_min[0] * hz / counts, v->qem_cpu_min[1] * hz / counts,
+                  c->threads[0], c->threads[1], v->qem_identical ? "yes" : "NO",
+                  !v->measured[SAVE_H5_DIRECT] ? "not measured" : v->h5_identical ? "yes" : "NO");
+    return n;
+}
+
 /* One table per set: ratio, save MB/s and decode in counts/s or GB/s. */
-static int format_set(char *out, size_t size, const char *title, const set_result *r)
+static int format_set(char *out, size_t size, const config *c, const char *title,
+                      const set_result *r)
 {
     const uint64_t *s = r->data->shape;
     const double mb = (double)r->raw_bytes / 1e6, counts = (double)(s[0] * s[1] * s[2] * s[3]);
@@ -159,6 +214,7 @@ static int format_set(char *out, size_t size, const char *title, const set_resul
                       counts / r->com_min[1] / 1e9, 100 * r->dec_min[1] / r->com_min[1],
                       r->com_min[0] / r->com_min[1], (double)r->huge_kib / 1024.0,
                       (double)r->buffer_bytes / 1048576.0);
+    n += format_save(out + n, size - (size_t)n, c, r);
     /* The same set in the other formats, .qem first. */
     n += snprintf(out + n, size - (size_t)n,
                   "| format | size, MB | ratio | .qem smaller by | encode MB/s (1 thread) | "
@@ -191,7 +247,7 @@ static int format_set(char *out, size_t size, const char *title, const set_resul
 }
 
 static const char *const help =
-    "usage: qem-bench [--runs N]\n"
+    "usage: qem-bench [--runs N] [--small]\n"
     "                 [--only integer|medium|high|pack|produce|virtual|ingest|float|startup]\n"
     "                 [--workdir DIR] [--markdown FILE]\n"
     "       qem-bench --decode FILE.qem [--runs N] [--huge-out]\n"
@@ -199,7 +255,11 @@ static const char *const help =
     "\n"
     "Generates synthetic 4D-STEM sets (fixed seeds) and measures, on 1 and 2\n"
     "threads, min and median of N runs (default 3): compression ratio, save\n"
-    "throughput (MB/s of source) and full-decode throughput of .qem.\n"
+    "throughput (MB/s of source) and full-decode throughput of .qem. Save is\n"
+    "the command, `qem save SRC.npy OUT.qem --threads N`, timed beside HDF5\n"
+    "bitshuffle/LZ4 (h5py's filter; the same file by direct chunk writes,\n"
+    "bitshuffle on N OpenMP threads) and zstd -3 -TN, runs interleaved, with\n"
+    "the ratios of their times and qem save's cycles per count.\n"
     "  integer: set A, 128x128 scans x 128x128 uint16, dose 0.3 (G counts/s),\n"
     "           beside packs, HDF5 bitshuffle/LZ4 (row chunks) and zstd -3\n"
     "  medium:  set B, 256x256 scans x 128x128 uint16, dose 4 (2 GiB raw), the same\n"
@@ -215,6 +275,8 @@ static const char *const help =
     "           bitshuffle/LZ4, the dense cube in RAM (C loop) and numpy\n"
     "  startup: qem --version, info and virtual on a small .qem beside a plain C\n"
     "           program (median and p90 of 200 runs, shared objects loaded)\n"
+    "--small divides the scan shape of sets A, B, H and C by 4 each way (a check\n"
+    "that the tables print; not for the record).\n"
     "--markdown replaces the results section of FILE (the start-up section has\n"
     "its own markers: --only startup leaves the rest alone).\n"
     "--decode times the full decode of an existing integer .qem on every decode\n"
@@ -227,7 +289,7 @@ int main(int argc, char **argv)
 {
     config c = {3, {1, 2}, NULL, NULL, NULL};
     const char *decode_file = NULL;
-    int huge_out = 0, kernel = 0;
+    int huge_out = 0, kernel = 0, small = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -247,6 +309,8 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--decode") && v) {
             decode_file = v;
             i++;
+        } else if (!strcmp(a, "--small")) {
+            small = 1;
         } else if (!strcmp(a, "--kernel")) {
             kernel = 1;
         } else if (!strcmp(a, "--huge-out")) {
@@ -299,14 +363,19 @@ int main(int argc, char **argv)
         }
     }
 
-    static const synth_params integer_set = {{128, 128, 128, 128}, QEM_DTYPE_UINT16, 0.3,
+    synth_params integer_set = {{128, 128, 128, 128}, QEM_DTYPE_UINT16, 0.3,
                                              20261129, 0.0};
-    static const synth_params medium_set = {{256, 256, 128, 128}, QEM_DTYPE_UINT16, 4.0,
+    synth_params medium_set = {{256, 256, 128, 128}, QEM_DTYPE_UINT16, 4.0,
                                             20261131, 0.0};
-    static const synth_params high_set = {{128, 128, 128, 128}, QEM_DTYPE_UINT16, 20.0,
+    synth_params high_set = {{128, 128, 128, 128}, QEM_DTYPE_UINT16, 20.0,
                                           20261201, 0.0};
-    static const synth_params float_set = {{64, 64, 128, 128}, QEM_DTYPE_FLOAT32, 20.0,
+    synth_params float_set = {{64, 64, 128, 128}, QEM_DTYPE_FLOAT32, 20.0,
                                            20261130, 1.0};
+    synth_params *const sets[] = {&integer_set, &medium_set, &high_set, &float_set};
+    for (size_t k = 0; small && k < sizeof sets / sizeof *sets; k++) {
+        sets[k]->shape[0] /= 4;
+        sets[k]->shape[1] /= 4;
+    }
     char section[32768];
     char cpu[160];
     cpu_model(cpu, sizeof cpu);
@@ -329,19 +398,19 @@ int main(int argc, char **argv)
     if (!c.only || !strcmp(c.only, "integer")) {
         if (run_set(&c, dir, &integer_set, &r))
             return 1;
-        n += format_set(section + n, sizeof section - (size_t)n,
+        n += format_set(section + n, sizeof section - (size_t)n, &c,
                         "Set A: integer codec (runtime-column-rans-spatial-v2), low dose", &r);
     }
     if (!c.only || !strcmp(c.only, "medium")) {
         if (run_set(&c, dir, &medium_set, &r))
             return 1;
-        n += format_set(section + n, sizeof section - (size_t)n,
+        n += format_set(section + n, sizeof section - (size_t)n, &c,
                         "Set B: integer codec, medium dose", &r);
     }
     if (!c.only || !strcmp(c.only, "high")) {
         if (run_set(&c, dir, &high_set, &r))
             return 1;
-        n += format_set(section + n, sizeof section - (size_t)n,
+        n += format_set(section + n, sizeof section - (size_t)n, &c,
                         "Set H: integer codec, high dose", &r);
     }
     if (!c.only || !strcmp(c.only, "pack")) {
@@ -371,7 +440,7 @@ int main(int argc, char **argv)
     if (!c.only || !strcmp(c.only, "float")) {
         if (run_set(&c, dir, &float_set, &r))
             return 1;
-        n += format_set(section + n, sizeof section - (size_t)n,
+        n += format_set(section + n, sizeof section - (size_t)n, &c,
                         "Set C: float codec (float32-bit-lanes-rans-v1), read noise", &r);
     }
     rmdir(dir);

@@ -8,6 +8,7 @@ scale" section of doc/benchmarks.md.
   bench_scale.py --viewer BUILD/bench/qem-bench-viewer --qem BUILD/qem
                  [--workdir /var/tmp/qem-scale] [--shape 512,512,192,192]
                  [--runs 3] [--moves 200] [--patterns 300]
+                 [--only save] [--save-dir DIR] [--save-timeout S]
                  [--markdown doc/benchmarks.md] [--command TEXT]
 
 The set is generated once into --workdir by qem-bench-viewer (its .npy,
@@ -25,12 +26,20 @@ The set is generated once into --workdir by qem-bench-viewer (its .npy,
   with qem.open(path, resident=True) and resident="mapped", and on the
   pack, each in its own process;
 - the same BF image by a plain C loop over the mapped .npy (qem-bench-viewer
-  --dense); its sum is checked against qem's.
+  --dense); its sum is checked against qem's;
+- writing the set (issue 31), last, one run each, one after the other, on 2
+  threads: `qem save SRC.npy OUT.qem --threads 2`, `qem pack produce` (u16-LZ4;
+  `--threads 2` where its --help lists it) and HDF5 bitshuffle/LZ4 by direct
+  chunk writes, bitshuffle on 2 OpenMP threads (bench/h5_bitshuffle.py write-direct),
+  into --save-dir (default: a folder in --workdir), each output deleted once
+  measured. --only save runs these rows alone and only prints them;
+  --save-timeout stops a writer that runs longer (the row says so).
 
 Nothing allocates the dense cube: the .npy is only mapped.
 """
 import argparse
 import ctypes
+import tempfile
 import hashlib
 import json
 import mmap
@@ -237,6 +246,130 @@ def python_measure(args, path, options, bf, mask_out=None):
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+# --- writing the set (issue 31) --------------------------------------------------
+
+SAVE_THREADS = 2
+
+
+def timed_run(cmd, timeout, env=None):
+    """Runs `cmd` (output captured); returns (wall seconds, stdout), or
+    (None, why) when it failed or ran past `timeout` seconds (then it is
+    killed)."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return None, f"stopped after {timeout:.0f} s (--save-timeout)"
+    wall = time.perf_counter() - t0
+    # communicate() reaped it: RUSAGE_CHILDREN now includes it.
+    if proc.returncode != 0:
+        return None, (err.strip().splitlines() or ["failed"])[-1]
+    return wall, out
+
+
+def cpu_mhz():
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("cpu MHz"):
+                    return float(line.split(":", 1)[1])
+    except (OSError, ValueError):
+        pass
+    return 0.0
+
+
+def save_rows(args, npy, shape):
+    """The set written by qem save, qem pack produce and HDF5 bitshuffle/LZ4,
+    on SAVE_THREADS threads, one run each; returns (conditions, rows)."""
+    import resource
+
+    counts = shape[0] * shape[1] * shape[2] * shape[3]
+    source = os.path.getsize(npy)
+    mhz = cpu_mhz()
+    folder = tempfile.mkdtemp(prefix="bench-scale-save-", dir=args.save_dir or args.workdir)
+    threads = str(SAVE_THREADS)
+    produce_help = subprocess.run([args.qem, "pack", "produce", "--help"], capture_output=True,
+                                  text=True).stdout
+    produce_threads = ["--threads", threads] if "--threads" in produce_help else []
+    script = os.path.join(HERE, "h5_bitshuffle.py")
+    writers = [
+        ("`qem save SRC.npy OUT.qem --threads 2`", "qem",
+         [args.qem, "save", npy, os.path.join(folder, "set.qem"), "--threads", threads],
+         [os.path.join(folder, "set.qem")]),
+        ("`qem pack produce SRC.npy OUT.h5` (u16-LZ4" +
+         (", `--threads 2`)" if produce_threads else "; no --threads in its --help)"), "pack",
+         [args.qem, "pack", "produce", npy, os.path.join(folder, "set-pack.h5"),
+          *produce_threads],
+         [os.path.join(folder, "set-pack.h5"), os.path.join(folder, "set-pack.h5.receipt.json")]),
+        ("HDF5 bitshuffle/LZ4 write, direct chunks, bitshuffle on 2 OpenMP threads (chunk = "
+         "one scan row; h5py + hdf5plugin)", "h5",
+         ["/usr/bin/python3", script, "write-direct", npy, os.path.join(folder, "set-bslz4.h5")],
+         [os.path.join(folder, "set-bslz4.h5")]),
+    ]
+    env = dict(os.environ, OMP_NUM_THREADS=threads)
+    results = {}
+    try:
+        for name, key, cmd, outputs in writers:
+            cached = conditions(f"Before {key}", [npy])
+            print(f"== {' '.join(cmd)}", flush=True)
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            wall, out = timed_run(cmd, args.save_timeout, env if key == "h5" else None)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+            r = {"name": name, "cached": cached.split("cache: ")[-1]}
+            if wall is None:
+                r["error"] = out
+            else:
+                # HDF5: the script's own clock (file creation to close; the
+                # interpreter, imports and pool start are outside it).
+                r["seconds"] = json.loads(out.strip().splitlines()[-1])["seconds"] \
+                    if key == "h5" else wall
+                r["process_s"] = wall
+                r["cpu_s"] = cpu
+                r["bytes"] = os.path.getsize(outputs[0])
+            for o in outputs:
+                if os.path.exists(o):
+                    os.unlink(o)
+            results[key] = r
+            print(json.dumps(r), flush=True)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    rows = []
+    h5 = results.get("h5", {}).get("seconds")
+    for key in ("qem", "pack", "h5"):
+        r = results[key]
+        if "error" in r:
+            rows.append(f"| {r['name']} | not measured: {r['error']} | | | | | |")
+            continue
+        sec = r["seconds"]
+        cycles = sec * SAVE_THREADS * mhz * 1e6 / counts
+        cpu_cycles = r["cpu_s"] * mhz * 1e6 / counts
+        vs = f"{h5 / sec:.2f}x" if h5 and key != "h5" else ("1.00x" if key == "h5" else "—")
+        # The Python tree's CPU time counts its interpreter and imports: left out.
+        by_cpu = f" ({cpu_cycles:.1f} by CPU time)" if key != "h5" else ""
+        rows.append(f"| {r['name']} | {source / 1e6 / sec:.0f} | {sec:.1f} | {cycles:.1f}"
+                    f"{by_cpu} | {vs} | {fmt_size(r['bytes'])} "
+                    f"({source / r['bytes']:.1f}x) | {r['cached']} |")
+    head = (f"Writing the set (issue 31): one run each, one after the other, on "
+            f"{SAVE_THREADS} threads, from the .npy ({fmt_size(source)}; what of it is in the "
+            f"page cache before each is in the last column). Cycles per count: seconds x "
+            f"{SAVE_THREADS} threads x {mhz:.0f} MHz (/proc/cpuinfo) / {counts} counts; in "
+            f"brackets from the CPU time the process used (user + system, every thread: qem "
+            f"save's read-ahead thread included; not for HDF5, whose process tree's CPU time "
+            f"counts the interpreter and its imports). `qem save` and `qem pack produce` are "
+            f"timed from start to exit; HDF5 from file creation to close (bitshuffle loaded "
+            f"before); both qem commands fsync their file before publishing it, h5py does "
+            f"not. HDF5 / writer: how many times faster than the HDF5 write.")
+    table = ["| writer | MB/s of source | seconds | cycles per count | HDF5 / writer (time) "
+             "| size (ratio) | .npy in the page cache before |",
+             "|---|---|---|---|---|---|---|", *rows]
+    return head, table
+
+
 # --- the driver --------------------------------------------------------------------
 
 def set_args(shape):
@@ -271,6 +404,12 @@ def main():
     ap.add_argument("--patterns", type=int, default=300)
     ap.add_argument("--markdown", default=None)
     ap.add_argument("--command", default=None, help="the command to print as run")
+    ap.add_argument("--only", choices=["save"], default=None,
+                    help="save: only the rows that write the set (printed, not written)")
+    ap.add_argument("--save-dir", default=None,
+                    help="where the writers' outputs go (default: a folder in --workdir)")
+    ap.add_argument("--save-timeout", type=float, default=None,
+                    help="seconds after which a writer is stopped (default: none)")
     # internal: one Python measurement in its own process
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--child-options", default="{}", help=argparse.SUPPRESS)
@@ -299,6 +438,14 @@ def main():
     npy, qemf, pack, qem_cal, pack_cal = prep.stdout.split()
     files = [npy, qemf, pack, qem_cal, pack_cal]
     encoded = [qemf, pack, qem_cal, pack_cal]
+    if args.only == "save":
+        head, table = save_rows(args, npy, shape)
+        print(f"\nCommand: {' '.join(['bench/bench_scale.py'] + sys.argv[1:])}; "
+              f"{(time.time() - started) / 60:.1f} minutes.\n")
+        print(head + "\n\n" + "\n".join(table))
+        if args.markdown:
+            print("(--only save prints only: the section of --markdown is left as it was)")
+        return
 
     # 2. Conditions, then the encoded files into the page cache.
     m = meminfo()
@@ -369,7 +516,11 @@ def main():
     npy_cache_after = conditions("After the dense loop", [npy])
     after = conditions("After", files)
 
-    # 7. The table.
+    # 7. Writing the set, last: reading the .npy evicts the encoded files.
+    print("== writing the set: qem save, qem pack produce, HDF5 (one run each)", flush=True)
+    save_head, save_table = save_rows(args, npy, shape)
+
+    # 8. The table.
     dense_s = statistics.median(dense["ms"][1:]) / 1e3 if dense else None
     sums = {k: v.get("bf_sum") for k, v in py.items()}
     if dense:
@@ -546,6 +697,7 @@ def main():
         text += ["", "Pack load phases, ms (median of %d; phases summed over loading threads): "
                  % len(loads) + ", ".join(f"{k.replace('_', ' ')} {v:.1f}" for k, v in load.items())
                  + "."]
+    text += ["", save_head, "", *save_table]
     section = "\n".join(text) + "\n"
     print()
     print(section)

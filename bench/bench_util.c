@@ -129,3 +129,19 @@ double memcpy_gbs(int threads)
     free(b);
     return (double)n / best / 1e9;
 }
+
+double bench_cpu_mhz(void)
+{
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[256];
+    double mhz = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "cpu MHz", 7)) {
+            const char *colon = strchr(line, ':');
+            mhz = colon ? atof(colon + 1) : 0;
+            break;
+        }
+    if (f)
+        fclose(f);
+    return mhz;
+}

@@ -49,10 +49,40 @@ typedef struct format_row {
     char path[600];
 } format_row;
 
-/* Packs (where admissible), HDF5 bitshuffle/LZ4 and zstd -3 of `npy`;
- * returns the rows written or -1. */
+/* The writers of one set's save table, on 1 and 2 threads ([0], [1]):
+ * `qem save` (the command), HDF5 bitshuffle/LZ4 through h5py's filter
+ * (one thread only: NAN at [1]) and by direct chunk writes, and zstd -3.
+ * Seconds are min and median of the runs; bytes the file written. */
+enum { SAVE_QEM, SAVE_H5_FILTER, SAVE_H5_DIRECT, SAVE_ZSTD, SAVE_WRITERS };
+typedef struct save_compare {
+    const char *name[SAVE_WRITERS];
+    double min[SAVE_WRITERS][2], med[SAVE_WRITERS][2];
+    uint64_t bytes[SAVE_WRITERS][2];
+    int measured[SAVE_WRITERS];
+    /* qem save: user + system CPU seconds of the process (read-ahead
+     * thread included), min over the runs. */
+    double qem_cpu_min[2];
+    int qem_identical; /* the 1- and 2-thread .qem files, byte for byte */
+    int h5_identical;  /* the filter's file and the direct chunks' file */
+    /* Kept for the decode comparisons ("" where not written): the .qem,
+     * the HDF5 file (the filter's) and zstd's (-T1). */
+    char qem_path[600], h5_path[600], zst_path[600];
+} save_compare;
+
+/* Times every writer on `npy`, the runs interleaved (run r times each
+ * writer on 1, then 2 threads) so that load drift touches all alike;
+ * 0 or 1 (qem save failed). */
+int bench_save_compare(const config *c, const char *dir, const char *npy, save_compare *out);
+
+/* The MHz /proc/cpuinfo reports for the first CPU (the conditions line's
+ * figure on a guest without cpufreq), or 0. */
+double bench_cpu_mhz(void);
+
+/* Packs (where admissible), HDF5 bitshuffle/LZ4 and zstd -3 of `npy`: the
+ * latter two's files and encode times come from `saved`; returns the rows
+ * written or -1. */
 int bench_formats(const config *c, const char *dir, const char *npy, qem_dtype dtype,
-                  format_row *rows, int max_rows);
+                  const save_compare *saved, format_row *rows, int max_rows);
 
 /* The pack load benchmark: builds a uint16/LZ4 pack of the synthetic set
  * and appends its table to `out`; returns characters written or -1. */
