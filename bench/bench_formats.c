@@ -290,7 +290,7 @@ int bench_formats(const config *c, const char *dir, const char *npy, qem_dtype d
                     return -1;
             summarise(t, c->runs, &r->dec_min[th], &r->dec_med[th]);
         }
-        snprintf(r->note, sizeof r->note, "produce is single-threaded; decode = load + read");
+        snprintf(r->note, sizeof r->note, "produce on 1 thread; decode = load + read");
         unlink(path);
     }
     /* HDF5 bitshuffle/LZ4, one scan row per chunk: written by the save
