@@ -21,16 +21,6 @@ int qem_encode_avx512_supported(void)
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
 }
 
-/* Lanes l0 .. l0 + 15 of sample row `row` as 32-bit values (lanes past
- * `mask` read as zero, nothing past them is touched). */
-__attribute__((target(TARGET_ENCODE), always_inline)) static inline __m512i
-load_lanes(const qem_lane_source *src, const void *row, __mmask16 mask)
-{
-    if (src->width == 1)
-        return _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(mask, row));
-    return _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mask, row));
-}
-
 /* floor(x / f) for x < 2^31, 1 <= f <= 1024: a correctly rounded double
  * quotient never reaches the next integer, since x / f lies at least
  * 1/f below it, far above double's error at these magnitudes. */
@@ -126,63 +116,96 @@ encode_step(const lane_rows *rows, uint8_t *out, __m512i v, __m512i *x, __m512i 
                           _mm512_srli_epi32(e, 16));
 }
 
-/* rANS-encodes V (1 or 2, a constant so that the states stay in
- * registers) vectors of 16 lanes from vector v0, lane k with table row
- * models[k]; lane k's stream ends where ws->lane_out[k + 1] begins and
- * starts at starts[k] bytes into ws->lane_out. */
+/* The encodings one group asks for: job j encodes lane lane[j] with
+ * table row model[j]. A lane whose plan tries two rows gives two jobs, so
+ * that the second tries fill vectors instead of running in vectors of
+ * their own at a fraction of their lanes. */
+#define MAX_JOBS (2 * QEM_ENCODE_VECTOR_LANES)
+typedef struct lane_jobs {
+    unsigned count;
+    int escapes; /* some job's lane holds a value of 32 or more */
+    uint8_t lane[MAX_JOBS], model[MAX_JOBS];
+} lane_jobs;
+
+/* rANS-encodes the jobs in V (1 to 4, a constant so that the states stay
+ * in registers) vectors of 16 stepping together; each step loads the
+ * group's 32 lanes once and permutes them into the jobs' slots. Job j's
+ * stream ends where ws->lane_out[j + 1] begins and starts at starts[j]
+ * bytes into ws->lane_out. */
 __attribute__((target(TARGET_ENCODE), always_inline)) static inline void
 encode_run(const qem_rans_tables *t, const qem_lane_source *src, size_t first, unsigned count,
-           unsigned v0, const unsigned V, const int E, uint32_t n, const uint8_t *models,
+           const lane_jobs *jobs, const unsigned V, const int E, uint32_t n,
            qem_encode_workspace *ws, uint32_t *starts)
 {
     uint8_t *out = &ws->lane_out[0][0];
-    __m512i x[2] = {0}, pos[2] = {0};
-    lane_rows rows[2];
-    __mmask16 mask[2];
+    __m512i x[4], pos[4], slot[4];
+    lane_rows rows[4];
     for (unsigned h = 0; h < V; h++) {
-        const unsigned base = 16 * (v0 + h);
         uint32_t end[16];
-        for (unsigned k = 0; k < 16; k++)
-            end[k] = (uint32_t)((base + k + 1) * LANE_SCRATCH_BYTES);
+        uint16_t lane[32] = {0};
+        uint8_t model[16];
+        for (unsigned k = 0; k < 16; k++) {
+            /* Slots past the last job repeat the vector's first job. */
+            const unsigned j = 16 * h + k < jobs->count ? 16 * h + k : 16 * h;
+            end[k] = (uint32_t)((16 * h + k + 1) * LANE_SCRATCH_BYTES);
+            lane[k] = jobs->lane[j];
+            model[k] = jobs->model[j];
+        }
         pos[h] = _mm512_loadu_si512(end);
-        lane_rows_make(t, models + base, &rows[h]);
+        slot[h] = _mm512_loadu_si512(lane);
+        lane_rows_make(t, model, &rows[h]);
         x[h] = _mm512_set1_epi32((int)QEM_RANS_LOW);
-        const unsigned here = count > base ? count - base : 0;
-        mask[h] = here >= 16 ? 0xffff : (__mmask16)((1u << here) - 1);
     }
+    const __mmask32 mask = count >= 32 ? 0xffffffffu : (__mmask32)((1u << count) - 1);
     const size_t width = src->width, step = src->stride * width;
-    const uint8_t *samples = (const uint8_t *)src->rows + (first + 16 * v0) * width;
+    const uint8_t *samples = (const uint8_t *)src->rows + first * width;
     /* Named states, not x[h]: GCC keeps an indexed array in memory. */
-    __m512i x0 = x[0], x1 = x[1], pos0 = pos[0], pos1 = pos[1];
+    __m512i x0 = x[0], x1 = x[1], x2 = x[2], x3 = x[3];
+    __m512i pos0 = pos[0], pos1 = pos[1], pos2 = pos[2], pos3 = pos[3];
     for (uint32_t i = n; i-- > 0;) {
         const uint8_t *at = samples + (size_t)i * step;
-        encode_step(&rows[0], out, load_lanes(src, at, mask[0]), &x0, &pos0, E);
-        if (V == 2)
-            encode_step(&rows[1], out, load_lanes(src, at + 16 * width, mask[1]), &x1, &pos1, E);
+        const __m512i group = width == 1 ? _mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(mask, at))
+                                         : _mm512_maskz_loadu_epi16(mask, at);
+#define JOBS_STEP(h, xh, posh)                                                                     \
+    encode_step(&rows[h], out,                                                                     \
+                _mm512_cvtepu16_epi32(                                                             \
+                    _mm512_castsi512_si256(_mm512_permutexvar_epi16(slot[h], group))),            \
+                &xh, &posh, E)
+        JOBS_STEP(0, x0, pos0);
+        if (V >= 2)
+            JOBS_STEP(1, x1, pos1);
+        if (V >= 3)
+            JOBS_STEP(2, x2, pos2);
+        if (V >= 4)
+            JOBS_STEP(3, x3, pos3);
+#undef JOBS_STEP
     }
-    x[0] = x0, x[1] = x1, pos[0] = pos0, pos[1] = pos1;
+    x[0] = x0, x[1] = x1, x[2] = x2, x[3] = x3;
+    pos[0] = pos0, pos[1] = pos1, pos[2] = pos2, pos[3] = pos3;
     for (unsigned h = 0; h < V; h++) {
         pos[h] = _mm512_sub_epi32(pos[h], _mm512_set1_epi32(4));
         _mm512_i32scatter_epi32(out, pos[h], x[h], 1);
-        _mm512_storeu_si512(starts + 16 * (v0 + h), pos[h]);
+        _mm512_storeu_si512(starts + 16 * h, pos[h]);
     }
 }
 
 /* Kept out of line (as are the statistics, the plan and the plain
  * streams) so that a profile names each stage. */
 __attribute__((target(TARGET_ENCODE), noinline)) static void
-encode_vectors(const qem_rans_tables *t, const qem_lane_source *src, size_t first,
-               unsigned count, unsigned v0, unsigned vectors, int escapes, uint32_t n,
-               const uint8_t *models, qem_encode_workspace *ws, uint32_t *starts)
+encode_jobs(const qem_rans_tables *t, const qem_lane_source *src, size_t first, unsigned count,
+            const lane_jobs *jobs, uint32_t n, qem_encode_workspace *ws, uint32_t *starts)
 {
-    if (vectors == 2 && escapes)
-        encode_run(t, src, first, count, v0, 2, 1, n, models, ws, starts);
-    else if (vectors == 2)
-        encode_run(t, src, first, count, v0, 2, 0, n, models, ws, starts);
-    else if (escapes)
-        encode_run(t, src, first, count, v0, 1, 1, n, models, ws, starts);
-    else
-        encode_run(t, src, first, count, v0, 1, 0, n, models, ws, starts);
+    const unsigned vectors = (jobs->count + 15) / 16;
+#define JOBS_RUN(V)                                                                                \
+    (jobs->escapes ? encode_run(t, src, first, count, jobs, V, 1, n, ws, starts)                  \
+                   : encode_run(t, src, first, count, jobs, V, 0, n, ws, starts))
+    switch (vectors) {
+    case 1: JOBS_RUN(1); break;
+    case 2: JOBS_RUN(2); break;
+    case 3: JOBS_RUN(3); break;
+    default: JOBS_RUN(4); break;
+    }
+#undef JOBS_RUN
 }
 
 /* Each lane's histogram of min(value, 32), largest and smallest value,
@@ -356,41 +379,31 @@ encode_group(const qem_rans_tables *t, const qem_lane_source *src, size_t first,
     for (unsigned k = 0; k < count; k++)
         lane_plan_make(t, ws->hist[band_lane + k], ws->vmax[band_lane + k],
                       ws->vmin[band_lane + k], n, &plan[k]);
-    for (unsigned attempt = 0; attempt < 2; attempt++) {
-        uint8_t row[QEM_ENCODE_VECTOR_LANES] = {0};
-        unsigned wanted[2] = {0, 0};
-        int escapes = 0;
+    /* Every try of every lane as one list of jobs, vectors filled in
+     * order; then each lane keeps its tries in the reference's order. */
+    lane_jobs jobs = {0, 0, {0}, {0}};
+    unsigned job_of[QEM_ENCODE_VECTOR_LANES][2];
+    for (unsigned attempt = 0; attempt < 2; attempt++)
         for (unsigned k = 0; k < count; k++)
             if (plan[k].attempts > attempt) {
-                row[k] = plan[k].tried[attempt];
-                wanted[k / 16]++;
-                escapes |= ws->vmax[band_lane + k] >= QEM_RANS_ESCAPE;
+                job_of[k][attempt] = jobs.count;
+                jobs.lane[jobs.count] = (uint8_t)k;
+                jobs.model[jobs.count++] = plan[k].tried[attempt];
+                jobs.escapes |= ws->vmax[band_lane + k] >= QEM_RANS_ESCAPE;
             }
-        if (!wanted[0] && !wanted[1])
-            break;
-        /* Lanes not encoded take a row their vector uses already. */
-        for (unsigned h = 0; h < 2; h++) {
-            int used = -1;
-            for (unsigned k = 16 * h; k < 16 * h + 16 && used < 0; k++)
-                if (k < count && plan[k].attempts > attempt)
-                    used = row[k];
-            for (unsigned k = 16 * h; used >= 0 && k < 16 * h + 16; k++)
-                if (k >= count || plan[k].attempts <= attempt)
-                    row[k] = (uint8_t)used;
-        }
-        uint32_t starts[QEM_ENCODE_VECTOR_LANES];
-        const unsigned v0 = wanted[0] ? 0 : 1, vectors = wanted[0] && wanted[1] ? 2 : 1;
-        encode_vectors(t, src, first, count, v0, vectors, escapes, n, row, ws, starts);
-        for (unsigned k = 0; k < count; k++) {
-            if (plan[k].attempts <= attempt)
-                continue;
-            const uint32_t len = (uint32_t)((k + 1) * LANE_SCRATCH_BYTES) - starts[k];
-            if (len < plan[k].bytes) {
-                plan[k].bytes = len;
-                plan[k].model = row[k];
-                memcpy(dst[k], &ws->lane_out[0][0] + starts[k], len);
+    if (jobs.count) {
+        uint32_t starts[MAX_JOBS];
+        encode_jobs(t, src, first, count, &jobs, n, ws, starts);
+        for (unsigned k = 0; k < count; k++)
+            for (unsigned attempt = 0; attempt < plan[k].attempts; attempt++) {
+                const unsigned j = job_of[k][attempt];
+                const uint32_t len = (uint32_t)((j + 1) * LANE_SCRATCH_BYTES) - starts[j];
+                if (len < plan[k].bytes) {
+                    plan[k].bytes = len;
+                    plan[k].model = jobs.model[j];
+                    memcpy(dst[k], &ws->lane_out[0][0] + starts[j], len);
+                }
             }
-        }
     }
     write_plain_lanes(src, first, count, n, plan, dst);
     for (unsigned k = 0; k < count; k++) {

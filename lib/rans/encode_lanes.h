@@ -26,8 +26,9 @@ struct qem_encode_workspace {
     uint16_t hist[QEM_ENCODE_LANES][QEM_RANS_SYMBOLS + 3];
     uint16_t vmax[QEM_ENCODE_LANES], vmin[QEM_ENCODE_LANES];
     uint32_t sum[QEM_ENCODE_LANES];
-    /* ... and the backwards output of the 32 lanes being encoded. */
-    uint8_t lane_out[QEM_ENCODE_VECTOR_LANES][LANE_SCRATCH_BYTES];
+    /* ... and the backwards output of a group's encodings (a lane's two
+     * tries are two). */
+    uint8_t lane_out[2 * QEM_ENCODE_VECTOR_LANES][LANE_SCRATCH_BYTES];
 };
 
 /* One lane's choice: the best stream known so far (`bytes` of `model`)
