@@ -126,7 +126,7 @@ int bench_decode_file(const config *c, const char *path, int huge_out, char *out
         if (bench_mean_com(c, path, c->threads[th], &mean_s[th], &com_s[th]))
             return -1;
     n += snprintf(out + n, size - (size_t)n,
-                  "| mean pattern (auto) | %.3f (%.0f %% of decode) | %.3f (%.0f %%) | %.2fx | |\n"
+                  "| mean pattern computed, every pixel's sum (auto) | %.3f (%.0f %% of decode) | %.3f (%.0f %%) | %.2fx | |\n"
                   "| centre of mass (auto) | %.3f (%.0f %% of decode) | %.3f (%.0f %%) | %.2fx | |\n\n",
                   counts / mean_s[0] / 1e9, 100 * auto_min[0] / mean_s[0],
                   counts / mean_s[1] / 1e9, 100 * auto_min[1] / mean_s[1],

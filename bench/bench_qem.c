@@ -200,7 +200,7 @@ static int format_set(char *out, size_t size, const config *c, const char *title
     else
         n += snprintf(out + n, size - (size_t)n,
                       "| full decode (G counts/s) | %.3f / %.3f | %.3f / %.3f | %.2fx |\n"
-                      "| mean pattern (G counts/s, min; share of the full-decode rate) | "
+                      "| mean pattern computed: every pixel's sum (G counts/s, min; share of the full-decode rate) | "
                       "%.3f (%.0f %%) | %.3f (%.0f %%) | %.2fx |\n"
                       "| centre of mass (G counts/s, min; share of the full-decode rate) | "
                       "%.3f (%.0f %%) | %.3f (%.0f %%) | %.2fx |\n\n"

@@ -171,11 +171,15 @@ qem_status qem_encode_chunk_again(const qem_rans_tables *tables, qem_codec codec
     }
     int nomem = 0;
     /* One team for the streams and the spatial sums, no barrier between;
-     * the side job (the next window's read) takes one thread first. */
+     * the side jobs (the next window's read, the float codec's digest of
+     * this one) take a thread each first. */
 #pragma omp parallel num_threads(qem_threads_resolve(threads))
     {
-        if (side && omp_get_thread_num() == omp_get_num_threads() - 1)
-            side->run(side->arg);
+        const int team = omp_get_num_threads(), me = omp_get_thread_num();
+        int nth = 0;
+        for (const qem_encode_side *job = side; job; job = job->next, nth++)
+            if (team - 1 - nth % team == me)
+                job->run(job->arg);
         qem_encode_workspace *ws = qem_encode_workspace_new();
         if (!ws) {
 #pragma omp atomic write

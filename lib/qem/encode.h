@@ -41,12 +41,14 @@ qem_status qem_encode_chunk(const qem_rans_tables *tables, qem_codec codec, cons
 typedef struct qem_encode_side {
     void (*run)(void *arg);
     void *arg;
+    const struct qem_encode_side *next; /* another job, on another thread if any */
 } qem_encode_side;
 
 /* The same into `e` as a previous call left it (or zeroed), reusing its
- * arrays; free it with qem_encoded_chunk_free after the last. `side`, if
- * not NULL, runs exactly once on one thread of the team unless the call
- * fails before encoding (out of memory). */
+ * arrays; free it with qem_encoded_chunk_free after the last. Each job of
+ * `side` (a list) runs exactly once, job k on the team's thread
+ * T - 1 - k mod T, before it encodes, unless the call fails before
+ * encoding (out of memory). */
 qem_status qem_encode_chunk_again(const qem_rans_tables *tables, qem_codec codec,
                                   const qem_geometry *g, const uint8_t *valid, const void *rows,
                                   qem_dtype dtype, uint64_t scans, int threads,

@@ -436,11 +436,12 @@ static uint64_t region_of(const qem_writer *w, uint64_t scan)
 }
 
 /* Writes an encoded chunk of `scans` scans as the next chunk of the body;
- * `bits` (float codec) are its source bits, for logical_sha256. */
+ * `bits` (float codec) are its source bits, for logical_sha256, unless
+ * NULL (hashed already). */
 static qem_status write_encoded(qem_writer *w, const qem_encoded_chunk *e, uint64_t scans,
                                 const void *bits, qem_error *error)
 {
-    if (w->logical && qem_sha256_update(w->logical, bits, (size_t)(scans * w->pixels * 4)) != 0)
+    if (w->logical && bits && qem_sha256_update(w->logical, bits, (size_t)(scans * w->pixels * 4)) != 0)
         return qem_fail(error, QEM_E_IO, "SHA-256 computation failed");
     json_t *chunk = json_pack("{s:I, s:I}", "first", (json_int_t)w->scans_encoded, "scans",
                               (json_int_t)scans);
@@ -470,16 +471,39 @@ static void add_stream_sums(const qem_writer *w, const qem_encoded_chunk *e, uin
         sums[s % P] += w->valid[s % P] ? e->stream_sums[s] : 0;
 }
 
+/* The float codec's digest of its source bits, one window at a time. */
+typedef struct logical_digest {
+    qem_sha256 *sha;
+    const void *bits;
+    size_t size;
+    int failed;
+} logical_digest;
+
+static void logical_digest_run(void *arg)
+{
+    logical_digest *d = arg;
+    d->failed = qem_sha256_update(d->sha, d->bits, d->size) != 0;
+}
+
 static qem_status write_chunk(qem_writer *w, qem_error *error)
 {
     const uint64_t scans = w->window_fill;
+    /* The digest of the window's bits runs beside its encoding, as the
+     * next window's read does. */
+    logical_digest digest = {w->logical, w->window, (size_t)(scans * w->pixels * 4), -1};
+    const qem_encode_side hash = {logical_digest_run, &digest, w->side};
+    const qem_encode_side *side = w->logical ? &hash : w->side;
     QEM_TRY(qem_encode_chunk_again(qem_rans_tables_shared(), w->codec, &w->geometry, w->valid,
-                                   w->window, w->dtype, scans, w->threads, w->side, &w->encoded,
+                                   w->window, w->dtype, scans, w->threads, side, &w->encoded,
                                    error));
+    if (w->logical && digest.failed < 0)
+        logical_digest_run(&digest);
+    if (digest.failed > 0)
+        return qem_fail(error, QEM_E_IO, "SHA-256 computation failed");
     if (w->pixel_sums)
         add_stream_sums(w, &w->encoded, w->pixel_sums);
     w->window_fill = 0;
-    return write_encoded(w, &w->encoded, scans, w->window, error);
+    return write_encoded(w, &w->encoded, scans, NULL, error);
 }
 
 /* Scans in the chunk that starts at flat scan `first`. */
@@ -909,7 +933,7 @@ qem_status qem_writer_pump(qem_writer *w, void *source, qem_writer_fill_fn fill,
         /* From two threads the read is one more job of the encoding team,
          * so the cores never hold more threads than they run; on one, it
          * takes a thread of its own beside the encoder. */
-        const qem_encode_side side = {read_ahead_fill, &r};
+        const qem_encode_side side = {read_ahead_fill, &r, NULL};
         if (ahead && after && spare) {
             r.window = spare;
             if (w->threads >= 2)

@@ -6,6 +6,7 @@
  * symbol's frequency runs in double precision, where it is exact for
  * these operands; renormalisation bytes and escapes go to each lane's own
  * buffer by masked scatters. Plain streams are written from the rows. */
+#include "common/transpose.h"
 #include "rans/encode_lanes.h"
 
 #ifdef QEM_HAVE_ENCODE_AVX512
@@ -285,8 +286,32 @@ write_plain_lanes(const qem_lane_source *src, size_t first, unsigned count, uint
     }
     if (!sparse && !raw)
         return;
-    const __mmask32 mask = count >= 32 ? 0xffffffffu : (__mmask32)((1u << count) - 1);
     const size_t width = src->width;
+    /* Raw lanes eight side by side (the float codec's noisy halves): their
+     * streams are the rows' columns, by 8x8 transposes of whole samples. */
+    const uint32_t n8 = n / 8 * 8;
+    for (unsigned k = 0; width == 2 && k + 8 <= count; k++) {
+        if (((raw >> k) & 0xffu) != 0xffu)
+            continue;
+        const uint16_t *column = (const uint16_t *)src->rows + first + k;
+        for (uint32_t i = 0; i < n8; i += 8) {
+            __m128i c[8];
+            qem_transpose8x8_u16(column + (size_t)i * src->stride, src->stride, c);
+            for (unsigned l = 0; l < 8; l++)
+                _mm_storeu_si128((__m128i *)(dst[k + l] + 2 * i), c[l]);
+        }
+        for (unsigned l = 0; l < 8; l++)
+            for (uint32_t i = n8; i < n; i++) {
+                const uint16_t v = column[(size_t)i * src->stride + l];
+                dst[k + l][2 * i] = (uint8_t)(v & 255);
+                dst[k + l][2 * i + 1] = (uint8_t)(v >> 8);
+            }
+        raw &= ~(0xffu << k);
+        k += 7;
+    }
+    if (!sparse && !raw)
+        return;
+    const __mmask32 mask = count >= 32 ? 0xffffffffu : (__mmask32)((1u << count) - 1);
     const uint8_t *rows = (const uint8_t *)src->rows + first * width;
     uint32_t cursor[QEM_ENCODE_LANES] = {0};
     uint16_t value[32];

@@ -53,7 +53,8 @@ static void run(const qem_rans_tables *t, qem_encode_path path, const qem_lane_s
 /* One band: rows of `width` bytes per element (float: uint32 holding two
  * lanes), lanes first .. first + count - 1 of each row. */
 static void band(const qem_rans_tables *t, unsigned width, int float_halves, size_t first,
-                 unsigned count, uint32_t n, uint64_t seed, qem_encode_workspace *ws)
+                 unsigned count, uint32_t n, uint64_t seed, int only_kind,
+                 qem_encode_workspace *ws)
 {
     const size_t lanes_per_row = first + count + 3 + (first + count + 3) % 2;
     const size_t bytes = (size_t)n * lanes_per_row * width;
@@ -61,7 +62,7 @@ static void band(const qem_rans_tables *t, unsigned width, int float_halves, siz
     uint16_t(*column)[MAX_N] = malloc(sizeof *column * MAX_LANES);
     for (unsigned k = 0; k < count; k++) {
         uint64_t s = seed * 1000003u + k;
-        const unsigned kind = (unsigned)(test_rand(&s) % 12);
+        const unsigned kind = only_kind >= 0 ? (unsigned)only_kind : (unsigned)(test_rand(&s) % 12);
         for (uint32_t i = 0; i < n; i++) {
             uint16_t v = sample(kind, &s, i, n);
             if (width == 1)
@@ -183,9 +184,13 @@ int main(void)
     for (size_t a = 0; a < sizeof ns / sizeof ns[0]; a++)
         for (size_t b = 0; b < sizeof counts / sizeof counts[0]; b++)
             for (size_t c = 0; c < sizeof firsts / sizeof firsts[0]; c++) {
-                band(&t, 2, 0, firsts[c], counts[b], ns[a], seed++, ws);
-                band(&t, 1, 0, firsts[c], counts[b], ns[a], seed++, ws);
-                band(&t, 4, 1, firsts[c], counts[b], ns[a], seed++, ws);
+                band(&t, 2, 0, firsts[c], counts[b], ns[a], seed++, -1, ws);
+                band(&t, 1, 0, firsts[c], counts[b], ns[a], seed++, -1, ws);
+                band(&t, 4, 1, firsts[c], counts[b], ns[a], seed++, -1, ws);
+                /* Every lane raw (noisy float halves): runs of eight raw
+                 * lanes take the transposing path. */
+                band(&t, 2, 0, firsts[c], counts[b], ns[a], seed++, 7, ws);
+                band(&t, 4, 1, firsts[c], counts[b], ns[a], seed++, 7, ws);
             }
     static const char *const fixtures[] = {"u8_sparse_lowdose", "u16_dense_highdose",
                                            "u16_nonsquare_masked", "f32_special_bits"};
