@@ -91,25 +91,6 @@ static double spawn_timed(char *const argv[], const char *omp, char *out, size_t
     return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? wall : -1;
 }
 
-/* Whether two files hold the same bytes (both readable). */
-static int same_bytes(const char *a, const char *b)
-{
-    FILE *x = fopen(a, "rb"), *y = fopen(b, "rb");
-    int same = x && y;
-    static char bx[1 << 16], by[1 << 16];
-    while (same) {
-        const size_t nx = fread(bx, 1, sizeof bx, x), ny = fread(by, 1, sizeof by, y);
-        same = nx == ny && !memcmp(bx, by, nx);
-        if (nx < sizeof bx)
-            break;
-    }
-    if (x)
-        fclose(x);
-    if (y)
-        fclose(y);
-    return same;
-}
-
 int bench_save_compare(const config *c, const char *dir, const char *npy, save_compare *out)
 {
     memset(out, 0, sizeof *out);
@@ -161,7 +142,7 @@ int bench_save_compare(const config *c, const char *dir, const char *npy, save_c
                 out->measured[SAVE_H5_DIRECT] = ok && t[SAVE_H5_DIRECT][k][r] > 0;
                 out->bytes[SAVE_H5_DIRECT][k] = file_size(h5[1]);
                 if (ok && out->measured[SAVE_H5_FILTER] && r == 0 && k == 1)
-                    out->h5_identical = same_bytes(h5[0], h5[1]);
+                    out->h5_identical = bench_same_bytes(h5[0], h5[1]);
             }
             if (out->measured[SAVE_ZSTD]) {
                 char level[8] = "-3", threads[16];
@@ -185,7 +166,7 @@ int bench_save_compare(const config *c, const char *dir, const char *npy, save_c
                 summarise(t[w][k], c->runs, &out->min[w][k], &out->med[w][k]);
     }
     out->bytes[SAVE_H5_FILTER][0] = file_size(h5[0]);
-    out->qem_identical = same_bytes(qem[0], qem[1]);
+    out->qem_identical = bench_same_bytes(qem[0], qem[1]);
     /* One of each kept: the .qem, the filter's HDF5 file, zstd -T1's. */
     unlink(qem[1]);
     unlink(h5[1]);

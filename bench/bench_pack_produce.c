@@ -89,25 +89,6 @@ typedef struct produce_row {
     uint64_t bytes;
 } produce_row;
 
-/* 1 when both files hold the same bytes. */
-static int same_bytes(const char *a, const char *b)
-{
-    FILE *f = fopen(a, "rb"), *g = fopen(b, "rb");
-    int same = f && g;
-    static char x[1 << 16], y[1 << 16];
-    while (same) {
-        const size_t n = fread(x, 1, sizeof x, f), m = fread(y, 1, sizeof y, g);
-        same = n == m && memcmp(x, y, n) == 0;
-        if (n == 0)
-            break;
-    }
-    if (f)
-        fclose(f);
-    if (g)
-        fclose(g);
-    return same;
-}
-
 /* Leaves the last run's pack as dir/produced_PROFILE_THREADS.h5. */
 static int time_produce(const config *c, const char *src, const char *dir, const uint8_t *exclude,
                         qem_pack_profile profile, produce_row *row, double *inspect_s)
@@ -180,7 +161,7 @@ int bench_pack_produce(const config *c, const char *dir, char *out, size_t size)
             char one[700], two[700];
             snprintf(one, sizeof one, "%s/produced_%d_1.h5", dir, (int)profile);
             snprintf(two, sizeof two, "%s/produced_%d_2.h5", dir, (int)profile);
-            if (!same_bytes(one, two)) {
+            if (!bench_same_bytes(one, two)) {
                 fprintf(stderr, "qem-bench: the %s packs of 1 and 2 threads differ\n",
                         rows[k].name);
                 same = 0;

@@ -145,3 +145,22 @@ double bench_cpu_mhz(void)
         fclose(f);
     return mhz;
 }
+
+/* Whether two files hold the same bytes (both readable). */
+int bench_same_bytes(const char *a, const char *b)
+{
+    FILE *x = fopen(a, "rb"), *y = fopen(b, "rb");
+    int same = x && y;
+    static char bx[1 << 16], by[1 << 16];
+    while (same) {
+        const size_t nx = fread(bx, 1, sizeof bx, x), ny = fread(by, 1, sizeof by, y);
+        same = nx == ny && !memcmp(bx, by, nx);
+        if (nx < sizeof bx)
+            break;
+    }
+    if (x)
+        fclose(x);
+    if (y)
+        fclose(y);
+    return same;
+}

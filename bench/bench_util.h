@@ -123,4 +123,7 @@ int bench_decode_file(const config *c, const char *path, int huge_out, char *out
 /* The decoder alone, in cache, on every path (`--kernel`). */
 int bench_kernel(char *out, size_t size);
 
+/* 1 when both files can be read and hold the same bytes. */
+int bench_same_bytes(const char *a, const char *b);
+
 #endif
