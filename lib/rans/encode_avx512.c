@@ -1,10 +1,11 @@
-/* The AVX-512 encode path: 32 lanes of a block read straight from the
- * scan rows (no transpose), each lane's histogram and extremes in one
- * pass, the model chosen as qem_count_stream_encode chooses it
- * (qem_lane_plan), then rANS encoding of 16 lanes a vector, two vectors
+/* The AVX-512 encode path: a band of up to 256 lanes of a block read
+ * straight from the scan rows (no transpose), each lane's histogram,
+ * extremes and sum in one pass, the model chosen as
+ * qem_count_stream_encode chooses it (lane_plan_make), then every try of
+ * 32 lanes' group rANS-encoded as jobs, 16 a vector, up to four vectors
  * stepping together backwards through the samples. Division by the
  * symbol's frequency runs in double precision, where it is exact for
- * these operands; renormalisation bytes and escapes go to each lane's own
+ * these operands; renormalisation bytes and escapes go to each job's own
  * buffer by masked scatters. Plain streams are written from the rows. */
 #include "common/transpose.h"
 #include "rans/encode_lanes.h"

@@ -1,6 +1,6 @@
 /* What the paths of qem_count_streams_encode share (encode_many.c): the
- * workspace, each lane's choice of model from its histogram, and the
- * non-rANS streams written from the rows. Internal to lib/rans. */
+ * workspace, a lane's plan (the model chosen, the rows still to try), and
+ * the non-rANS streams written from the rows. Internal to lib/rans. */
 #ifndef QEM_RANS_ENCODE_LANES_H
 #define QEM_RANS_ENCODE_LANES_H
 

@@ -1,8 +1,9 @@
-/* Encoding the count streams of up to 32 lanes of one block. The scalar
+/* Encoding the count streams of a band of lanes of one block. The scalar
  * path gathers each lane's column and calls qem_count_stream_encode: it
  * is the reference. The AVX-512 path (encode_avx512.c) reads the lanes
  * straight from the scan rows, ranks the 64 table rows from histograms,
- * and rANS-encodes 32 lanes side by side; it writes the same bytes. */
+ * and rANS-encodes 32 lanes at a time side by side; it writes the same
+ * bytes. */
 #include <stdlib.h>
 #include <string.h>
 
