@@ -119,7 +119,8 @@ typedef enum qem_status {
     QEM_E_INSUFFICIENT_DISK = 42, /* the plan needs more disk than is available [limit] */
     QEM_E_NONCONSTANT_EXCLUDED = 43, /* an excluded pixel's raw value varies (uint8 profile) [unsupported] */
     QEM_E_BUFFER_TOO_SMALL = 44, /* a caller's buffer is smaller than the call needs [usage] */
-    QEM_E_PACK_PREPARED = 45 /* pack: a prepared extension (DPC moments, detector products) invalid [format] */
+    QEM_E_PACK_PREPARED = 45, /* pack: a prepared extension (DPC moments, detector products) invalid [format] */
+    QEM_E_STREAM = 46 /* a detector stream message is malformed, out of order or of the wrong size [format] */
 } qem_status;
 
 /* A short, static description of a status (never NULL). */

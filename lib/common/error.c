@@ -54,6 +54,7 @@ const char *qem_strerror(qem_status status)
     case QEM_E_NONCONSTANT_EXCLUDED: return "an excluded pixel's raw value is not constant";
     case QEM_E_BUFFER_TOO_SMALL: return "buffer too small";
     case QEM_E_PACK_PREPARED: return "invalid pack prepared extension";
+    case QEM_E_STREAM: return "malformed detector stream message";
     }
     return "unknown status";
 }
@@ -106,7 +107,8 @@ qem_status_group qem_status_group_of(qem_status status)
     case QEM_E_PACK_DESCRIPTOR:
     case QEM_E_PACK_LZ4:
     case QEM_E_PACK_CALIBRATION:
-    case QEM_E_PACK_PREPARED: return QEM_GROUP_FORMAT;
+    case QEM_E_PACK_PREPARED:
+    case QEM_E_STREAM: return QEM_GROUP_FORMAT;
     }
     return QEM_GROUP_USAGE;
 }

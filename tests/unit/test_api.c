@@ -10,7 +10,7 @@ int main(void)
 {
     CHECK(!strcmp(qem_version(), QEM_VERSION_STRING));
     /* Distinct, non-empty descriptions for every status. */
-    for (int a = QEM_OK; a <= QEM_E_PACK_PREPARED; a++) {
+    for (int a = QEM_OK; a <= QEM_E_STREAM; a++) {
         const char *s = qem_strerror((qem_status)a);
         CHECK(s && *s && strcmp(s, "unknown status") != 0);
         for (int b = QEM_OK; b < a; b++)
