@@ -606,20 +606,24 @@ static void test_header_rules(void)
         size_t size;
         int pair;
     } appendix[] = {
-        {"no data part", "{\"htype\": \"dflatfield-1.0\", \"shape\": [4, 3], \"type\": \"float32\"}",
+        {"no data part", "{\"htype\": \"dflatfield-1.0\","
+                         " \"shape\": [4, 3], \"type\": \"float32\"}",
          flat, sizeof flat, 0},
         {"no htype", "{\"shape\": [4, 3], \"type\": \"float32\"}", flat, sizeof flat, 1},
-        {"mask of 3 x 4", "{\"htype\": \"dpixelmask-1.0\", \"shape\": [3, 4], \"type\": \"uint32\"}",
+        {"mask of 3 x 4", "{\"htype\": \"dpixelmask-1.0\","
+                          " \"shape\": [3, 4], \"type\": \"uint32\"}",
          mask, sizeof mask, 1},
         {"mask short", "{\"htype\": \"dpixelmask-1.0\", \"shape\": [4, 3], \"type\": \"uint32\"}",
          mask, sizeof mask - 4, 1},
         {"mask float", "{\"htype\": \"dpixelmask-1.0\", \"shape\": [4, 3], \"type\": \"float32\"}",
          mask, sizeof mask, 1},
-        {"flatfield long", "{\"htype\": \"dflatfield-1.0\", \"shape\": [2, 3], \"type\": \"float32\"}",
+        {"flatfield long", "{\"htype\": \"dflatfield-1.0\","
+                           " \"shape\": [2, 3], \"type\": \"float32\"}",
          flat, sizeof flat, 1},
         {"flatfield no shape", "{\"htype\": \"dflatfield-1.0\", \"type\": \"float32\"}", flat,
          sizeof flat, 1},
-        {"flatfield type", "{\"htype\": \"dflatfield-1.0\", \"shape\": [4, 3], \"type\": \"int64\"}",
+        {"flatfield type", "{\"htype\": \"dflatfield-1.0\","
+                           " \"shape\": [4, 3], \"type\": \"int64\"}",
          flat, sizeof flat, 1},
         {"appendix not JSON", "{\"htype\"", flat, sizeof flat, 1},
     };
@@ -643,7 +647,8 @@ static void test_header_rules(void)
     add_text(&twice, "{\"htype\": \"dheader-1.0\", \"series\": 7, \"header_detail\": \"all\"}");
     add_text(&twice, CONFIG_OK);
     for (int k = 0; k < 2; k++) {
-        add_text(&twice, "{\"htype\": \"dpixelmask-1.0\", \"shape\": [4, 3], \"type\": \"uint32\"}");
+        add_text(&twice, "{\"htype\": \"dpixelmask-1.0\","
+                         " \"shape\": [4, 3], \"type\": \"uint32\"}");
         add_part(&twice, mask, sizeof mask);
     }
     memset(&s, 0, sizeof s);
