@@ -126,6 +126,18 @@ const option_spec option_specs[OPT_COUNT] = {
                        "between opens (default $XDG_CACHE_HOME/qem, else ~/.cache/qem)"},
     [OPT_NO_CACHE] = {"--no-cache", NULL, ARG_FLAG, NULL, 0, 0, 0, 0, 0, NULL,
                       "keep nothing between opens"},
+    [OPT_QUEUE_MB] = {"--queue-mb", NULL, ARG_INT, "MIB", 1, 1 << 20, 0, 0, 0, NULL,
+                      "frames wait in memory up to this many MiB, then in a spill file on\n"
+                      "disk, never dropped (default 256)"},
+    [OPT_SPILL_DIR] = {"--spill-dir", NULL, ARG_PATH, "DIR", 0, 0, 0, 0, 0, NULL,
+                       "folder of the spill file (default: the output's folder)"},
+    [OPT_CONNECT_TIMEOUT] = {"--connect-timeout", NULL, ARG_REAL, "S", 0, 0, 0, 86400, 1, NULL,
+                             "seconds to wait for the detector's header (default 10)"},
+    [OPT_IDLE_TIMEOUT] = {"--idle-timeout", NULL, ARG_REAL, "S", 0, 0, 0, 86400, 1, NULL,
+                          "seconds without a frame after which the stream counts as ended\n"
+                          "(default: wait for the end of the acquisition or Ctrl-C)"},
+    [OPT_VIEW] = {"--view", NULL, ARG_FLAG, NULL, 0, 0, 0, 0, 0, NULL,
+                  "serve the viewer on the recording as it fills in"},
 };
 /* clang-format on */
 

@@ -59,6 +59,11 @@ typedef enum option_id {
     OPT_COPY_BODY,
     OPT_CACHE_DIR,
     OPT_NO_CACHE,
+    OPT_QUEUE_MB,
+    OPT_SPILL_DIR,
+    OPT_CONNECT_TIMEOUT,
+    OPT_IDLE_TIMEOUT,
+    OPT_VIEW,
     OPT_COUNT
 } option_id;
 

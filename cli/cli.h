@@ -17,6 +17,7 @@ extern const command_spec file_commands[];    /* cmd_files.c: save, info, verify
 extern const command_spec product_commands[]; /* cmd_products.c: dp, mean, virtual, ... */
 extern const command_spec pack_commands[];    /* cmd_pack.c: pack inspect, plan, produce */
 extern const command_spec view_commands[];    /* view/view.c: view */
+extern const command_spec record_commands[];  /* cmd_record.c: record */
 
 /* 1 when `path` ends in ".EXT" for one of `extensions` ("tif|tiff"),
  * ignoring case. */

@@ -10,7 +10,7 @@
 #include "terminal.h"
 
 static const command_spec *const families[] = {file_commands, product_commands, view_commands,
-                                                pack_commands};
+                                                pack_commands, record_commands};
 
 static const command_spec *find_command(const char *name)
 {

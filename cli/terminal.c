@@ -164,6 +164,9 @@ int print_summary(const char *command, char *text, const qem_error *e, int json,
 
 /* The signal handler's only state: which signal asked the command to stop. */
 static volatile sig_atomic_t interrupt_signal;
+/* 1: the first signal gives a grace second, then exits; 0: it only asks
+ * (a recording publishes what arrived, however long that takes). */
+static volatile sig_atomic_t grace_exit = 1;
 
 static void on_signal(int signal_number)
 {
@@ -177,7 +180,13 @@ static void on_signal(int signal_number)
         _exit(128 + first);
     }
     interrupt_signal = signal_number;
-    alarm(1);
+    if (grace_exit)
+        alarm(1);
+}
+
+void signals_no_grace_exit(void)
+{
+    grace_exit = 0;
 }
 
 void signals_setup(void)

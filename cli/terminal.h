@@ -49,6 +49,10 @@ int fail(const char *command, const qem_error *e);
  * any point leaves nothing behind (as a SIGKILL does). SIGXFSZ is ignored,
  * so a file-size limit shows as a write error naming the file. */
 void signals_setup(void);
+/* The first signal then only asks work to stop (no exit a second later):
+ * for a command that must finish what it has (a recording publishing the
+ * frames received). A second signal still exits at once. */
+void signals_no_grace_exit(void);
 /* 0, or the signal that interrupted the command. */
 int interrupted_by(void);
 /* The exit status for an interrupted command: 128 + the signal. */

@@ -1306,6 +1306,119 @@ QEM_API qem_status qem_dark_from_npy(const char *path, uint64_t rows, uint64_t c
                                      float *plane, size_t plane_size, char *identity,
                                      size_t identity_size, qem_error *error);
 
+/* ------------------------------------------------------------------------ */
+/* Live acquisition: a detector's network stream recorded into a .qem       */
+
+/* Where a recording stands, handed to the progress callback about ten
+ * times a second and once at the end. */
+typedef struct qem_record_progress {
+    size_t struct_size;
+    uint64_t expected; /* frames the scan holds (0 until the header arrived) */
+    uint64_t received; /* frames received, in order and checked */
+    uint64_t encoded;  /* frames handed to the writer */
+    uint64_t queued;   /* received, waiting in memory */
+    uint64_t spilled;  /* received, waiting in the spill file */
+    double seconds;    /* since the recording started */
+} qem_record_progress;
+
+/* Nonzero asks the recording to stop: the frames received so far are
+ * published, marked incomplete. */
+typedef int (*qem_record_progress_fn)(void *user, const qem_record_progress *progress);
+
+typedef struct qem_record_options {
+    size_t struct_size;
+    /* Scan rows and columns; {0, 0} = what the stream's header states
+     * (a Merlin's frames per trigger); required where it states none. */
+    uint64_t scan_shape[2];
+    int threads;          /* encoding threads; 0 = OpenMP default */
+    uint32_t chunk_scans; /* as qem_save_options; 0 = 512 */
+    /* Frames wait in memory up to this many bytes, then in a spill file
+     * on disk (never dropped); 0 = 256 MiB. */
+    uint64_t queue_bytes;
+    /* Folder of the spill file (and the live journal); NULL = the
+     * destination's folder. Both are anonymous: nothing is left behind. */
+    const char *spill_dir;
+    /* Milliseconds to wait for the stream's header; 0 = 10000. */
+    int connect_timeout_ms;
+    /* Milliseconds without a message after which the stream counts as
+     * ended; 0 = wait for the end of the acquisition (or a stop). */
+    int idle_ms;
+    /* Keep every frame received readable while recording
+     * (qem_recorder_container), in an anonymous journal file of the
+     * stored frames; 0 = no journal. */
+    int live_view;
+    qem_record_progress_fn progress;
+    void *progress_user;
+    /* The header's free-form "metadata" object (JSON), and a calibration
+     * file applied on top, as qem_save_options. */
+    const char *metadata_json;
+    const char *calibration_json;
+} qem_record_options;
+
+QEM_API void qem_record_options_init(qem_record_options *options);
+
+/* What a finished recording wrote. */
+typedef struct qem_record_result {
+    size_t struct_size;
+    int published;      /* 1 if `dest` now holds the file */
+    int complete;       /* 1 if every frame of the scan arrived */
+    uint64_t expected;  /* frames of the scan */
+    uint64_t received;  /* frames received and stored, exact */
+    uint64_t spilled;   /* frames that waited in the spill file */
+    uint64_t shape[4];  /* of the published file */
+    double seconds;     /* from start to publication */
+    double publish_seconds; /* from the last frame to publication */
+} qem_record_result;
+
+typedef struct qem_recorder qem_recorder;
+
+/* Starts recording the stream at `url` into `dest` (a .qem that must not
+ * exist): "merlin://HOST[:PORT]" (Quantum Detectors Merlin data port,
+ * default 6342) or "dectris://HOST[:PORT]" (DECTRIS SIMPLON stream V1 over
+ * ZeroMQ, default 9999). Receiving runs on a thread of its own, encoding
+ * on another; nothing blocks the caller. Frames are checked (numbers in
+ * order, sizes, headers), narrowed exactly as qem_save_file does (uint32
+ * to uint16, flagged pixels invalid), encoded by the writer of
+ * qem_save_file into the same body, and the file is published atomically
+ * when the acquisition ends. A stream that ends early, or a stop, publishes
+ * every frame received, exact: the last scan row is completed with zeros
+ * and the metadata says the acquisition is incomplete and how many frames
+ * arrived. A message that breaks the protocol stops the recording with
+ * QEM_E_STREAM naming the frame, after publishing the frames before it
+ * the same way. */
+QEM_API qem_status qem_record_start(const char *url, const char *dest,
+                                    const qem_record_options *options, qem_recorder **out,
+                                    qem_error *error);
+
+/* Asks the recording to end now (from any thread, a signal handler
+ * excepted); qem_recorder_wait then publishes what arrived. */
+QEM_API void qem_recorder_stop(qem_recorder *recorder);
+
+/* Where the recording stands now (thread-safe). */
+QEM_API void qem_recorder_progress(qem_recorder *recorder, qem_record_progress *progress);
+
+/* Waits for the recording to end and the file to be published. QEM_OK
+ * with result->complete 0 for a stream that ended early or a stop; the
+ * failure (QEM_E_STREAM, QEM_E_IO, ...) otherwise, with result->published
+ * saying whether the frames before it were published. */
+QEM_API qem_status qem_recorder_wait(qem_recorder *recorder, qem_record_result *result,
+                                     qem_error *error);
+
+/* With options.live_view: a container over the frames received so far
+ * (unreceived positions read as zeros), for products while recording;
+ * close it before qem_recorder_free. Waits for the stream's header.
+ * QEM_E_INVALID_ARGUMENT without live_view. */
+QEM_API qem_status qem_recorder_container(qem_recorder *recorder, qem_container **out,
+                                          qem_error *error);
+
+/* Stops (if still running), waits, frees. NULL-safe. */
+QEM_API void qem_recorder_free(qem_recorder *recorder);
+
+/* qem_record_start + qem_recorder_wait + qem_recorder_free. */
+QEM_API qem_status qem_record(const char *url, const char *dest,
+                              const qem_record_options *options, qem_record_result *result,
+                              qem_error *error);
+
 #ifdef __cplusplus
 }
 #endif

@@ -310,6 +310,21 @@ qem_status qem_input_read(acquisition *a, uint64_t first, uint64_t count, qem_dt
  * identity when known, flagged pixels, and the family's facts. */
 json_t *qem_input_source_metadata(const acquisition *a);
 
+/* The writer options of a save from `a` (save.c): flagged pixels to
+ * validity beside the caller's mask, the facts as source_metadata, the
+ * source's calibration beneath the caller's. A live recording makes the
+ * same, so its body is the body `qem save` writes. */
+typedef struct save_setup {
+    qem_save_options options; /* the caller's, amended; points into the rest */
+    uint8_t *valid;
+    char *calibration;
+    char *source_metadata;
+} save_setup;
+
+qem_status qem_save_setup_make(const acquisition *a, const qem_save_options *options,
+                               save_setup *setup, qem_error *error);
+void qem_save_setup_free(save_setup *setup);
+
 /* The identity framing of pack notes 2.6 over member digests. */
 qem_status qem_input_identity(const uint8_t *master_sha256, const uint8_t (*data_sha256)[32],
                               size_t data_count, uint8_t identity[32], qem_error *error);

@@ -18,6 +18,7 @@
 #include "common/error.h"
 #include "common/fileio.h"
 #include "input/input.h"
+#include "input/mib_header.h"
 #include "input/swap.h"
 
 #define MIB_MIN_HEADER 16u
@@ -26,19 +27,6 @@
 #define MIB_MAX_SIDE 65535u
 #define HDR_MAX_BYTES (1u << 20)
 #define HDR_MAX_KEYS 512
-
-/* The fields every frame header must repeat, and its number. */
-typedef struct mib_header {
-    uint64_t number;
-    uint64_t header_bytes;
-    uint64_t chips;
-    uint64_t width, height;
-    char type[8];
-    size_t item;    /* bytes per sample */
-    char layout[16];
-    int depth;      /* counter depth of the extended header; 0 when absent */
-    size_t fields;  /* how many comma-separated fields the header has */
-} mib_header;
 
 typedef struct mib_state {
     int fd;
@@ -260,12 +248,21 @@ static qem_status parse_header(const uint8_t *bytes, size_t n, const char *path,
     return QEM_OK;
 }
 
+qem_status qem_mib_parse_header(const uint8_t *bytes, size_t n, const char *path, uint64_t frame,
+                                mib_header *h, qem_error *error)
+{
+    mib_fields f;
+    const qem_status st = parse_header(bytes, n, path, frame, h, &f, error);
+    free(f.text);
+    return st;
+}
+
 /* Parses the header of `frame` and checks it against the first frame's
  * and against the number of the frame before it (`prev_number`, ignored
  * for frame 0). */
-static qem_status check_header(const uint8_t *bytes, size_t n, const char *path, uint64_t frame,
-                               const mib_header *first, int have_prev, uint64_t prev_number,
-                               mib_header *h, qem_error *error)
+qem_status qem_mib_check_header(const uint8_t *bytes, size_t n, const char *path,
+                                uint64_t frame, const mib_header *first, int have_prev,
+                                uint64_t prev_number, mib_header *h, qem_error *error)
 {
     mib_fields f;
     qem_status st = parse_header(bytes, n, path, frame, h, &f, error);
@@ -315,31 +312,9 @@ static char *hdr_path_of(const char *path)
     return out;
 }
 
-/* Reads the .hdr into a key -> value object. `fpt` gets "Frames per
- * Trigger" when it is a number (else 0). */
-static qem_status read_hdr(const char *hdr, json_t **out, uint64_t *fpt, qem_error *error)
+json_t *qem_mib_hdr_map(char *text, size_t size, uint64_t *fpt)
 {
-    *out = NULL;
     *fpt = 0;
-    int fd = -1;
-    struct stat sb;
-    QEM_TRY(qem_open_input(hdr, &fd, &sb, error));
-    if ((uint64_t)sb.st_size > HDR_MAX_BYTES) {
-        close(fd);
-        return qem_fail(error, QEM_E_LIMIT,
-                        "'%s' is %lld bytes; a Merlin .hdr is a few kilobytes (at most %u read)",
-                        hdr, (long long)sb.st_size, HDR_MAX_BYTES);
-    }
-    char *text = malloc((size_t)sb.st_size + 1);
-    qem_status st = text ? qem_pread_full(fd, text, (size_t)sb.st_size, 0, QEM_E_CHANGED, error)
-                         : qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
-    close(fd);
-    if (st != QEM_OK) {
-        free(text);
-        return st;
-    }
-    const size_t size = (size_t)sb.st_size;
-    text[size] = '\0';
     json_t *map = json_object();
     size_t keys = 0;
     for (size_t at = 0; map && at < size && keys < HDR_MAX_KEYS;) {
@@ -370,6 +345,35 @@ static qem_status read_hdr(const char *hdr, json_t **out, uint64_t *fpt, qem_err
             *fpt = parse_digits(value, &v) ? v : 0;
         }
     }
+    return map;
+}
+
+/* Reads the .hdr into a key -> value object. `fpt` gets "Frames per
+ * Trigger" when it is a number (else 0). */
+static qem_status read_hdr(const char *hdr, json_t **out, uint64_t *fpt, qem_error *error)
+{
+    *out = NULL;
+    *fpt = 0;
+    int fd = -1;
+    struct stat sb;
+    QEM_TRY(qem_open_input(hdr, &fd, &sb, error));
+    if ((uint64_t)sb.st_size > HDR_MAX_BYTES) {
+        close(fd);
+        return qem_fail(error, QEM_E_LIMIT,
+                        "'%s' is %lld bytes; a Merlin .hdr is a few kilobytes (at most %u read)",
+                        hdr, (long long)sb.st_size, HDR_MAX_BYTES);
+    }
+    char *text = malloc((size_t)sb.st_size + 1);
+    qem_status st = text ? qem_pread_full(fd, text, (size_t)sb.st_size, 0, QEM_E_CHANGED, error)
+                         : qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    close(fd);
+    if (st != QEM_OK) {
+        free(text);
+        return st;
+    }
+    const size_t size = (size_t)sb.st_size;
+    text[size] = '\0';
+    json_t *map = qem_mib_hdr_map(text, size, fpt);
     free(text);
     if (!map)
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
@@ -398,8 +402,8 @@ static qem_status check_hdr(const char *mib, const char *hdr, char **member, qem
 /* The .hdr's counter depth, when it states one, under the rules of the
  * frame headers' (1, 6, 12 or 24, matching the data type, and the
  * headers' own depth when they state it). */
-static qem_status check_hdr_depth(const char *hdr, json_t *map, const mib_header *first,
-                                  qem_error *error)
+qem_status qem_mib_hdr_depth(const char *hdr, json_t *map, const mib_header *first,
+                              qem_error *error)
 {
     const char *text = json_string_value(json_object_get(map, "Counter Depth (number)"));
     if (!text)
@@ -539,7 +543,7 @@ static qem_status mib_describe(acquisition *a, const char *path, const uint8_t *
         mib_header h;
         st = qem_pread_full(s->fd, s->header, hb, k * s->record, QEM_E_CHANGED, error);
         if (st == QEM_OK)
-            st = check_header(s->header, hb, path, k, &s->first, 1, prev, &h, error);
+            st = qem_mib_check_header(s->header, hb, path, k, &s->first, 1, prev, &h, error);
         if (st == QEM_OK)
             prev = h.number;
     }
@@ -581,7 +585,7 @@ static qem_status mib_describe(acquisition *a, const char *path, const uint8_t *
         if (st == QEM_OK)
             st = read_hdr(hdr, &map, &fpt, error);
         if (st == QEM_OK)
-            st = check_hdr_depth(hdr, map, &s->first, error);
+            st = qem_mib_hdr_depth(hdr, map, &s->first, error);
         if (st == QEM_OK) {
             const char *slash = strrchr(hdr, '/');
             qem_input_fact(a, "hdr_file", json_string(slash ? slash + 1 : hdr));
@@ -669,7 +673,7 @@ static qem_status mib_read(acquisition *a, uint64_t first, uint64_t count, void 
         QEM_TRY(qem_pread_full(s->fd, s->header, hb, at, QEM_E_CHANGED, error));
         qem_input_member_read(m, s->fd, at, s->header, hb);
         qem_error local = {0};
-        if (check_header(s->header, hb, path, first - 1, &s->first, 0, 0, &h, &local) != QEM_OK)
+        if (qem_mib_check_header(s->header, hb, path, first - 1, &s->first, 0, 0, &h, &local) != QEM_OK)
             return qem_fail(error, QEM_E_CHANGED,
                             "'%s' changed since it was described: %s", path, local.message);
         prev = h.number;
@@ -681,7 +685,7 @@ static qem_status mib_read(acquisition *a, uint64_t first, uint64_t count, void 
         qem_input_member_read(m, s->fd, at, s->header, hb);
         mib_header h;
         qem_error local = {0};
-        if (check_header(s->header, hb, path, frame, &s->first, have_prev, prev, &h, &local) !=
+        if (qem_mib_check_header(s->header, hb, path, frame, &s->first, have_prev, prev, &h, &local) !=
             QEM_OK)
             return qem_fail(error, QEM_E_CHANGED,
                             "'%s' changed since it was described: %s", path, local.message);

@@ -89,57 +89,79 @@ static char *merged_calibration(const acquisition *a, const char *user_text, qem
     return text;
 }
 
+void qem_save_setup_free(save_setup *setup)
+{
+    free(setup->valid);
+    free(setup->calibration);
+    free(setup->source_metadata);
+    memset(setup, 0, sizeof *setup);
+}
+
+qem_status qem_save_setup_make(const acquisition *a, const qem_save_options *o,
+                               save_setup *setup, qem_error *error)
+{
+    memset(setup, 0, sizeof *setup);
+    const uint64_t pixels = a->shape[2] * a->shape[3];
+    const qem_dtype stored = qem_input_stored_dtype(a);
+    setup->options = *o;
+    qem_save_options *local = &setup->options;
+    /* Flagged pixels are invalid, beside the caller's own mask. The float
+     * codec keeps no validity: its flagged pixels are recorded only. */
+    if (a->flagged_count && stored != QEM_DTYPE_FLOAT32) {
+        if (!(setup->valid = malloc((size_t)pixels)))
+            return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+        for (uint64_t p = 0; p < pixels; p++)
+            setup->valid[p] = o->valid ? (o->valid[p] != 0) : 1;
+        for (uint64_t k = 0; k < a->flagged_count; k++)
+            setup->valid[a->flagged[k]] = 0;
+        local->valid = setup->valid;
+    }
+    if (!local->source_format)
+        local->source_format = a->family->name;
+    if (!local->source_metadata_json && !local->scientific_metadata_json) {
+        json_t *facts = qem_input_source_metadata(a);
+        setup->source_metadata =
+            facts ? json_dumps(facts, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
+        json_decref(facts);
+        if (!setup->source_metadata) {
+            qem_save_setup_free(setup);
+            return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+        }
+        local->source_metadata_json = setup->source_metadata;
+    }
+    if (a->calibration && !local->scientific_metadata_json) {
+        setup->calibration = merged_calibration(a, o->calibration_json, error);
+        if (!setup->calibration) {
+            qem_save_setup_free(setup);
+            return error && error->status ? error->status : QEM_E_NO_MEMORY;
+        }
+        local->calibration_json = setup->calibration;
+    }
+    return QEM_OK;
+}
+
 static qem_status save_acquisition(acquisition *a, const char *dest, const qem_save_options *o,
                                    qem_progress_fn hash_progress, void *hash_user,
                                    qem_error *error)
 {
-    const uint64_t pixels = a->shape[2] * a->shape[3];
-    qem_save_options local = *o;
-    acq_save src = {a, qem_input_stored_dtype(a), pixels, hash_progress, hash_user};
-    uint8_t *valid = NULL;
-    char *calibration = NULL, *source_metadata = NULL;
-    qem_status st = QEM_OK;
-    /* Flagged pixels are invalid, beside the caller's own mask. The float
-     * codec keeps no validity: its flagged pixels are recorded only. */
-    if (a->flagged_count && src.stored != QEM_DTYPE_FLOAT32) {
-        if (!(valid = malloc((size_t)pixels)))
-            return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
-        for (uint64_t p = 0; p < pixels; p++)
-            valid[p] = o->valid ? (o->valid[p] != 0) : 1;
-        for (uint64_t k = 0; k < a->flagged_count; k++)
-            valid[a->flagged[k]] = 0;
-        local.valid = valid;
-    }
-    if (!local.source_format)
-        local.source_format = a->family->name;
-    if (!local.source_metadata_json && !local.scientific_metadata_json) {
-        json_t *facts = qem_input_source_metadata(a);
-        source_metadata = facts ? json_dumps(facts, JSON_COMPACT | JSON_REAL_PRECISION(17)) : NULL;
-        json_decref(facts);
-        if (!source_metadata)
-            st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
-        local.source_metadata_json = source_metadata;
-    }
-    if (st == QEM_OK && a->calibration && !local.scientific_metadata_json) {
-        calibration = merged_calibration(a, o->calibration_json, error);
-        if (!calibration)
-            st = error && error->status ? error->status : QEM_E_NO_MEMORY;
-        local.calibration_json = calibration;
-    }
+    acq_save src = {a, qem_input_stored_dtype(a), a->shape[2] * a->shape[3], hash_progress,
+                    hash_user};
+    save_setup setup;
+    qem_status st = qem_save_setup_make(a, o, &setup, error);
+    if (st != QEM_OK)
+        return st;
     /* Authenticate as it reads (byte families), or before (HDF5). */
-    if (st == QEM_OK && !a->authenticated)
+    if (!a->authenticated)
         st = a->family->reads_bytes ? qem_input_stream_begin(a, error)
                                     : qem_input_authenticate(a, hash_progress, hash_user, error);
     qem_writer *w = NULL;
     if (st == QEM_OK)
-        st = qem_writer_create(dest, src.stored, a->shape, &local, &w, error);
+        st = qem_writer_create(dest, src.stored, a->shape, &setup.options, &w, error);
     /* Reading (decompressing, narrowing, hashing) overlaps encoding. */
     if (st == QEM_OK)
         st = qem_writer_pump(w, &src, fill_from_acquisition, settle_acquisition, 1, error);
     qem_writer_free(w);
-    free(valid);
-    free(calibration);
-    free(source_metadata);
+    qem_save_setup_free(&setup);
     return st;
 }
 

@@ -79,4 +79,17 @@ qem_status live_receive_merlin(const live_address *address, const live_receive_o
 qem_status live_receive_dectris(const live_address *address, const live_receive_options *options,
                                 live_sink *sink, qem_error *error);
 
+/* Reads exactly `size` bytes of the stream into `buf`: QEM_OK; QEM_E_CANCELLED
+ * when the sink stops or the stream stays idle (nothing more is read);
+ * QEM_E_FILE_LENGTH when the peer closed (`*got` bytes arrived); QEM_E_IO
+ * on a failed connection. The Merlin session reads through it, so the
+ * fuzzer drives the same parser from memory. */
+typedef qem_status (*live_read_fn)(void *reader, void *buf, size_t size, size_t *got,
+                                   qem_error *error);
+
+/* The Merlin data port's messages ("MPX," + ten digits + "," + payload):
+ * the acquisition header, then frames, into `sink` (merlin.c). */
+qem_status live_merlin_session(live_read_fn read, void *reader, const char *where,
+                               live_sink *sink, qem_error *error);
+
 #endif

@@ -375,6 +375,12 @@ qem_status qem_writer_pump(qem_writer *writer, void *source, qem_writer_fill_fn 
 qem_status qem_resave_file(const char *source, const char *dest, const qem_save_options *options,
                            qem_error *error);
 
+/* Ends the file after `rows` scan rows instead of the shape's (a live
+ * recording cut short): at least the scans appended so far; the scan-row
+ * axis of the metadata follows. Not for the scaled codec or a caller's
+ * complete scientific_metadata. */
+qem_status qem_writer_shorten(qem_writer *writer, uint64_t rows, qem_error *error);
+
 /* Records a source fact learnt while reading (the source's digest), as
  * scientific_metadata.source_metadata[key]; takes `value`. No-op when the
  * caller supplied the complete scientific_metadata. */

@@ -558,6 +558,25 @@ qem_status qem_writer_note_source(qem_writer *w, const char *key, json_t *value,
     return QEM_OK;
 }
 
+qem_status qem_writer_shorten(qem_writer *w, uint64_t rows, qem_error *error)
+{
+    const uint64_t held = w->scans_encoded + w->window_fill;
+    if (w->broken || w->kept_scientific || w->codec == QEM_CODEC_SCALED || rows == 0 ||
+        rows > w->shape[0] || rows * w->shape[1] < held)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "the writer cannot end after %llu scan rows (%llu scans appended)",
+                        (unsigned long long)rows, (unsigned long long)held);
+    w->shape[0] = rows;
+    w->scans = rows * w->shape[1];
+    /* The scan-row axis states the size the file has. */
+    json_t *axis = json_array_get(json_object_get(w->scientific, "axes"), 0);
+    if (json_is_object(axis) && json_object_get(axis, "size") &&
+        json_object_set_new(axis, "size", json_integer((json_int_t)rows)) != 0)
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    const char *stored = qem_dtype_name(w->dtype);
+    return qem_metadata_validate(w->scientific, w->metadata, w->shape, stored, error);
+}
+
 static qem_status qem_writer_append_body(qem_writer *w, const void *scans, uint64_t count, qem_error *error)
 {
     qem_error_clear(error);

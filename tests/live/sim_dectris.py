@@ -113,6 +113,7 @@ def main():
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=0, help="0: any free port (printed)")
+    p.add_argument("--port-file", help="also write the port there once bound")
     p.add_argument("--detail", choices=("all", "basic", "none"), default="all")
     p.add_argument("--encoding", choices=("raw", "lz4", "bs32-lz4"), default="bs32-lz4")
     p.add_argument("--series", type=int, default=1)
@@ -147,6 +148,12 @@ def main():
     else:
         port = sock.bind_to_random_port("tcp://" + a.host)
     print("PORT %d" % port, flush=True)
+    if a.port_file:
+        with open(a.port_file + ".tmp", "w") as f:
+            f.write("%d\n" % port)
+        import os
+
+        os.replace(a.port_file + ".tmp", a.port_file)
 
     def js(obj):
         return json.dumps(obj).encode()
