@@ -82,7 +82,11 @@ def measure(a, stream):
             if os.path.exists(p):
                 os.unlink(p)
         report = os.path.join(work, f"{name}.report.json")
-        proc, port = start_sim(sim + ["--report", report], os.path.join(work, f"{name}.port"))
+        args = list(sim)
+        if run and "--expect-npy" in args:  # written once, by the first run's sender
+            k = args.index("--expect-npy")
+            del args[k:k + 2]
+        proc, port = start_sim(args + ["--report", report], os.path.join(work, f"{name}.port"))
         rss, text = peak_rss_mib([a.qem, "record", url.format(port=port), out, "--threads",
                                   str(a.threads), "--scan-shape", f"{shape[0]},{shape[1]}"])
         proc.wait(timeout=60)
@@ -127,15 +131,18 @@ def streams(a):
     out = [("merlin", ms, [os.path.join(LIVE, "sim_merlin.py"), "--synthetic", a.merlin_shape],
             "merlin://127.0.0.1:{port}", mib, [])]
     sim_dectris = os.path.join(LIVE, "sim_dectris.py")
-    if a.dectris_shape and os.path.exists(sim_dectris):
+    if a.dectris_shape:
         ds = [int(v) for v in a.dectris_shape.split(",")]
-        npy = os.path.join(work, "dectris-%s.npy" % "x".join(map(str, ds)))
-        if not os.path.exists(npy):
-            subprocess.check_call([sys.executable, sim_dectris, "--synthetic", a.dectris_shape,
-                                   "--save-npy", npy])
+        tag = "x".join(map(str, ds))
+        npy = os.path.join(work, f"dectris-{tag}.npy")
+        valid = os.path.join(work, f"dectris-{tag}-valid.npy")
+        # The first run's sender also writes the frames it serves and the
+        # pixels its mask admits: `qem save` reads the same frames from them.
+        extra = [] if os.path.exists(npy) else ["--expect-npy", npy]
         out.append(("dectris", ds, [sim_dectris, "--synthetic", a.dectris_shape, "--encoding",
-                                    "bs32-lz4", "--header-detail", "basic"],
-                    "dectris://127.0.0.1:{port}", npy, []))
+                                    "bs32-lz4", "--detail", "all", "--expect-valid", valid]
+                    + extra, "dectris://127.0.0.1:{port}", npy,
+                    ["--scan-shape", f"{ds[0]},{ds[1]}", "--valid", valid]))
     return out
 
 

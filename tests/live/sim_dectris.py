@@ -76,14 +76,17 @@ def arina_source(path):
     return frames, config, mask, flat
 
 
-def synthetic_source(spec, seed):
+def synthetic_source(spec, seed, pool=256):
+    """Poisson counts: `pool` distinct frames cycled (so that a long
+    benchmark stream is encoded once per distinct frame, not per frame)."""
     rows, cols, height, width = (int(v) for v in spec.split(","))
     rng = np.random.default_rng(seed)
     count = rows * cols
+    distinct = [rng.poisson(2.0, (height, width)).astype("<u4") for _ in range(min(pool, count))]
 
     def frames():
-        for _ in range(count):
-            yield rng.poisson(2.0, (height, width)).astype("<u4"), None
+        for k in range(count):
+            yield distinct[k % len(distinct)], None
 
     config = {"x_pixels_in_detector": width, "y_pixels_in_detector": height,
               "nimages": count, "ntrigger": 1, "bit_depth_image": 32,
@@ -123,6 +126,9 @@ def main():
     p.add_argument("--repeat", type=int, default=1, help="serve the frames N times over")
     p.add_argument("--expect-npy", metavar="PATH", help="write the frames served as a .npy")
     p.add_argument("--linger-ms", type=int, default=10000)
+    p.add_argument("--report", help="write the send rate as JSON here at the end")
+    p.add_argument("--expect-valid", metavar="PATH",
+                   help="write the detector pixels the pixel mask admits as a bool .npy")
     a = p.parse_args()
 
     corrupt, corrupt_at = None, -1
@@ -135,7 +141,10 @@ def main():
         frames, config, mask, flat = synthetic_source(a.synthetic, a.seed)
     else:
         frames, config, mask, flat = arina_source(a.master)
+    if a.expect_valid:
+        np.save(a.expect_valid, np.asarray(mask) == 0)
     config = dict(config)
+    frames_per_pass = config["nimages"] * config.get("ntrigger", 1)
     config["nimages"] = config["nimages"] * a.repeat
 
     ctx = zmq.Context()
@@ -172,14 +181,20 @@ def main():
                          "type": "float32"}), table.tobytes()]
         sock.send_multipart(head)
 
-    served = []
+    served = None  # a .npy written frame by frame (--expect-npy)
+    total = (a.stop_after if a.stop_after is not None else 1 << 62)
+    encoded = {}  # id(frame) -> (encoding, blob): each distinct frame encoded once
     number = 0
     start = time.monotonic()
     for _ in range(a.repeat):
         for frame, chunk in frames():
             if a.stop_after is not None and number >= a.stop_after:
                 break
-            name, blob = encode(frame, chunk, a.encoding)
+            if id(frame) not in encoded:
+                encoded[id(frame)] = encode(frame, chunk, a.encoding)
+            name, blob = encoded[id(frame)]
+            if chunk is not None:
+                del encoded[id(frame)]  # a file's frames: never seen again
             stated = number
             shape = [frame.shape[1], frame.shape[0]]
             size = len(blob)
@@ -211,10 +226,20 @@ def main():
                 time.sleep(max(0.0, start + number / a.fps - time.monotonic()))
             sock.send_multipart([first, desc, blob, tail])
             if a.expect_npy:
-                served.append(np.array(frame, dtype=frame.dtype.newbyteorder("=")))
+                if served is None:
+                    frames_total = min(total, frames_per_pass * a.repeat)
+                    served = np.lib.format.open_memmap(
+                        a.expect_npy, "w+", frame.dtype.newbyteorder("="),
+                        (frames_total,) + frame.shape)
+                served[number] = frame
             number += 1
-    if a.expect_npy and served:
-        np.save(a.expect_npy, np.stack(served))
+    t_last = time.monotonic()
+    if served is not None:
+        served.flush()
+        del served
+    if a.report:
+        with open(a.report, "w") as f:
+            json.dump({"frames": number, "seconds": t_last - start}, f)
     if a.stop_after is None:
         sock.send_multipart([js({"htype": "dseries_end-1.0", "series": a.series})])
     sock.close()  # waits up to --linger-ms for the receiver to take what is queued
