@@ -54,10 +54,10 @@ const char *view_server_token(const view_server *server);
 void view_server_free(view_server *server);
 
 /* The server is a module of the command (qem-view.so, the only user of
- * libmicrohttpd), loaded by `qem view` alone: the calls above, as its one
- * export qem_module_view_v1 gives them. The module calls back only
- * term_safe, interrupted_by and progress_setup, which the command exports
- * (view/exports.list). */
+ * libmicrohttpd), loaded by `qem view` and `qem record --view` alone: the
+ * calls above, as its one export qem_module_view_v1 gives them. The module
+ * calls back only term_safe, interrupted_by and progress_setup, which the
+ * command exports (view/exports.list). */
 #define VIEW_MODULE_ABI 2u /* 2: view_config.live */
 typedef struct view_module {
     uint32_t struct_size;
