@@ -8,6 +8,8 @@
 #   make bench-scale  the 512 set (19.3 GB .npy, generated once into SCALE_DIR
 #               and kept) as .qem and pack beside a C loop over the mapped .npy,
 #               then written by qem save, qem pack produce and HDF5 on 2 threads
+#   make bench-record  live recording: detector streams replayed over loopback
+#               into qem record, beside qem save of the same frames
 #   make profile  instruction counts of the main paths (callgrind)
 #   make fuzz   every libFuzzer target for FUZZ_SECONDS each (clang)
 
@@ -20,7 +22,7 @@ TSAN_BUILD ?= build-tsan
 FUZZ_SECONDS ?= 300
 FUZZ_SMOKE_SECONDS ?= 20
 
-.PHONY: all deps build demo test test-release test-install test-python python-venv bench-python bench-distributed bench-scale test-paths test-asan test-tsan test-valgrind test-fuzz fuzz fuzz-build bench profile clean
+.PHONY: all deps build demo test test-release test-install test-python python-venv bench-python bench-distributed bench-scale bench-record test-paths test-asan test-tsan test-valgrind test-fuzz fuzz fuzz-build bench profile clean
 
 all: build
 
@@ -156,6 +158,13 @@ bench-scale: build python-venv
 		--qem $(BUILD)/qem --workdir $(SCALE_DIR) --shape $(SCALE_SHAPE) --runs $(SCALE_RUNS) \
 		--markdown $(SCALE_MARKDOWN) $(SCALE_ARGS) \
 		--command "make bench-scale SCALE_DIR=$(SCALE_DIR) SCALE_SHAPE=$(SCALE_SHAPE) SCALE_RUNS=$(SCALE_RUNS)"
+
+# Live recording (issue 32): synthetic Merlin and DECTRIS streams replayed
+# over loopback into qem record, beside qem save of the same frames.
+RECORD_DIR ?= /var/tmp/qem-record
+bench-record: build
+	/usr/bin/python3 bench/bench_record.py --qem $(BUILD)/qem --workdir $(RECORD_DIR) \
+		--markdown doc/benchmarks.md
 
 profile: build
 	bench/callgrind.sh $(BUILD)

@@ -1319,6 +1319,7 @@ typedef struct qem_record_progress {
     uint64_t queued;   /* received, waiting in memory */
     uint64_t spilled;  /* received, waiting in the spill file */
     double seconds;    /* since the recording started */
+    int finished;      /* the recording ended: published, or failed */
 } qem_record_progress;
 
 /* Nonzero asks the recording to stop: the frames received so far are

@@ -334,6 +334,7 @@ void qem_recorder_progress(qem_recorder *r, qem_record_progress *p)
     p->encoded = r->encoded;
     p->queued = r->ring_count;
     p->spilled = r->spill_write - r->spill_read;
+    p->finished = r->finished;
     pthread_mutex_unlock(&r->mu);
     p->seconds = seconds_since(&r->t0);
 }

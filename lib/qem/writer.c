@@ -574,7 +574,9 @@ qem_status qem_writer_shorten(qem_writer *w, uint64_t rows, qem_error *error)
         json_object_set_new(axis, "size", json_integer((json_int_t)rows)) != 0)
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     const char *stored = qem_dtype_name(w->dtype);
-    return qem_metadata_validate(w->scientific, w->metadata, w->shape, stored, error);
+    QEM_TRY(qem_metadata_validate(w->scientific, w->metadata, w->shape, stored, error));
+    /* The window may now hold the whole last chunk: encode it. */
+    return qem_writer_commit_body(w, 0, error);
 }
 
 static qem_status qem_writer_append_body(qem_writer *w, const void *scans, uint64_t count, qem_error *error)

@@ -11,6 +11,7 @@ save from numpy, Dask, h5py or HyperSpy, exactly and in bounded memory.
         block = f.read(scan_region=(0, 8, 0, 8))
     qem.save("copy.qem", array)              # numpy, memmap, Dask, h5py, HyperSpy
     qem.convert("scan.mib", "scan.qem")      # any detector file the library reads
+    qem.record("merlin://detector", "live.qem")  # a detector's live stream
 
 Every call that decodes, encodes or computes releases the GIL; Ctrl-C stops
 a long call at its next unit and leaves nothing behind. Errors are
@@ -25,6 +26,7 @@ from ._errors import (CancelledError, ChangedError, ChecksumError, Error, Exists
                       FileSystemError, FormatError, LimitError, UnsupportedError, UsageError)
 from ._file import DPCResult, File, Session
 from ._save import convert, inspect, save
+from ._record import record
 from . import pack
 
 __version__ = _qem.version()
@@ -90,7 +92,7 @@ def __getattr__(name):
     raise AttributeError(f"module 'qem' has no attribute {name!r}")
 
 
-__all__ = ["open", "save", "convert", "inspect", "session", "identify", "pack", "File",
+__all__ = ["open", "save", "convert", "inspect", "record", "session", "identify", "pack", "File",
            "Session", "DPCResult", "Error", "UsageError", "FileSystemError", "ExistsError",
            "ChangedError", "FormatError", "ChecksumError", "UnsupportedError", "LimitError",
            "CancelledError", "__version__"]

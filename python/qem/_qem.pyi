@@ -125,6 +125,12 @@ def pack_produce(src: _Path, dest: _Path, *, dataset: Optional[str] = ...,
                  raw_offset: SupportsIndex = ..., raw_frame_header: SupportsIndex = ...,
                  profile: str = ..., exclude: Optional[_Mask] = ...,
                  progress: _Progress = ...) -> None: ...
+def record(url: str, dest: _Path, *, scan_shape: Sequence[int] = ...,
+           chunk_scans: SupportsIndex = ..., threads: SupportsIndex = ...,
+           queue_bytes: SupportsIndex = ..., spill_dir: Optional[_Path] = ...,
+           connect_timeout_ms: int = ..., idle_ms: int = ..., calibration: Optional[str] = ...,
+           metadata: Optional[str] = ...,
+           progress: Optional[Callable[[Dict[str, Any]], Any]] = ...) -> Dict[str, Any]: ...
 def save_chunks(dtype: Literal["uint8", "uint16", "float32"], shape: _Shape4,
                 chunk_scans: SupportsIndex = ..., valid: Optional[_Mask] = ...) -> List[int]: ...
 def encode_scans(dtype: Literal["uint8", "uint16", "float32"], shape: _Shape4,

@@ -1,9 +1,9 @@
 /* The qem._qem extension: CPython and numpy C APIs over libqem. Shared
  * declarations of its parts: errors and progress (module.c), opened files
  * and their products (container.c), detector sessions (session.c), the
- * streaming writer (writer.c), and acquisitions, convert and pack
- * production (acquire.c). Every call into libqem that can take time runs
- * with the GIL released. */
+ * streaming writer (writer.c), acquisitions, convert and pack
+ * production (acquire.c), and live recording (record.c). Every call into
+ * libqem that can take time runs with the GIL released. */
 #ifndef QEM_EXT_H
 #define QEM_EXT_H
 
@@ -93,6 +93,8 @@ qem_products *ext_products_open(ext_container *c, ext_progress *progress);
 
 /* Module-level functions of acquire.c. */
 PyObject *ext_save_file(PyObject *self, PyObject *args, PyObject *kwargs);
+/* record.c: a detector's live stream into a .qem. */
+PyObject *ext_record(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *ext_inspect(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *ext_pack_inspect(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *ext_pack_produce(PyObject *self, PyObject *args, PyObject *kwargs);

@@ -336,6 +336,8 @@ static PyMethodDef module_methods[] = {
      "save_chunks(dtype, shape, chunk_scans=0, valid=None) -> first scan of every chunk."},
     {"encode_scans", (PyCFunction)(void (*)(void))ext_encode_scans, METH_VARARGS | METH_KEYWORDS,
      "encode_scans(dtype, shape, first_scan, block, ...) -> one encoded chunk (bytes)."},
+    {"record", (PyCFunction)(void (*)(void))ext_record, METH_VARARGS | METH_KEYWORDS,
+     "record(url, dest, **options) -> dict: qem_record_start and qem_recorder_wait."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module_def = {

@@ -11,6 +11,7 @@
 #include "rans/rans.h"
 #include "seeds_blo.h"
 #include "seeds_csr.h"
+#include "seeds_dectris.h"
 #include "seeds_de_info.h"
 #include "seeds_dm.h"
 #include "seeds_frms6.h"
@@ -477,5 +478,7 @@ int main(int argc, char **argv)
     seeds_dm(shared, HYPERSPY_IO, out);
     seeds_tia(shared, HYPERSPY_IO, out);
     seeds_velox(shared, HYPERSPY_IO, out);
+    /* Issue 32: DECTRIS stream messages. */
+    seeds_dectris(shared, out);
     return 0;
 }

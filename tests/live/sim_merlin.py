@@ -64,21 +64,36 @@ def hdr_text(frames, fpt, depth):
     return ("\n".join(lines)).encode().ljust(2048, b" ")
 
 
-def synthetic(shape, seed):
-    """12-bit counts: a bright disc on a dim background."""
+def synthetic_header(number, width, height):
+    head = ("MQ1,%06d,%05d,01,%04d,%04d,U16,   1x1,01,2026-12-02 10:00:00.000000,"
+            "0.001000,0,0,0,MQ1A,2026-12-02T10:00:00.000000000Z,1000000ns,12,"
+            % (number, HEADER_BYTES_SINGLE, width, height)).encode()
+    return head.ljust(HEADER_BYTES_SINGLE, b"\0")
+
+
+def synthetic(shape, seed, pool=256):
+    """12-bit counts, a bright disc on a dim background: `pool` distinct
+    frames (all of them for a short scan) cycled, each frame record
+    returned as (header, samples) so that nothing large is copied."""
     rows, cols, height, width = shape
     rng = np.random.default_rng(seed)
     yy, xx = np.mgrid[0:height, 0:width]
     disc = ((yy - height / 2) ** 2 + (xx - width / 2) ** 2) < (height / 6) ** 2
     lam = np.where(disc, 40.0, 0.5)
-    frames = []
-    for k in range(rows * cols):
-        counts = np.minimum(rng.poisson(lam), 4095).astype(">u2")
-        head = ("MQ1,%06d,%05d,01,%04d,%04d,U16,   1x1,01,2026-12-02 10:00:00.000000,"
-                "0.001000,0,0,0,MQ1A,2026-12-02T10:00:00.000000000Z,1000000ns,12,"
-                % (k + 1, HEADER_BYTES_SINGLE, width, height)).encode()
-        frames.append(head.ljust(HEADER_BYTES_SINGLE, b"\0") + counts.tobytes())
-    return hdr_text(rows * cols, cols, 12), frames, HEADER_BYTES_SINGLE
+    count = rows * cols
+    blocks = [np.minimum(rng.poisson(lam), 4095).astype(">u2").tobytes()
+              for _ in range(min(pool, count))]
+
+    class Frames:
+        def __len__(self):
+            return count
+
+        def __getitem__(self, k):
+            if k >= count:
+                raise IndexError(k)
+            return synthetic_header(k + 1, width, height) + blocks[k % len(blocks)]
+
+    return hdr_text(count, cols, 12), Frames(), HEADER_BYTES_SINGLE
 
 
 def corrupt(kind, record, header, number):
@@ -111,6 +126,7 @@ def main():
     ap.add_argument("--prefix-corrupt", action="store_true",
                     help="the first frame's message prefix is not MPX")
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--report", help="write the send times as JSON here at the end")
     ap.add_argument("--hold", type=float, default=0,
                     help="seconds to keep the connection open after the last frame")
     a = ap.parse_args()
@@ -154,7 +170,9 @@ def main():
     try:
         conn.sendall(mpx(hdr))
         t0 = time.monotonic()
-        for k, record in enumerate(frames):
+        sent = 0
+        for k in range(len(frames)):
+            record = frames[k]
             if a.stop_after is not None and k >= a.stop_after:
                 break
             if bad_frame is not None and k + 1 == bad_frame:
@@ -163,10 +181,16 @@ def main():
             if a.prefix_corrupt and k == 0:
                 message = b"MPY" + message[3:]
             conn.sendall(message)
+            sent += 1
             if a.fps:
                 delay = t0 + (k + 1) / a.fps - time.monotonic()
                 if delay > 0:
                     time.sleep(delay)
+        t_last = time.monotonic()
+        if a.report:
+            import json
+            with open(a.report, "w") as f:
+                json.dump({"frames": sent, "seconds": t_last - t0}, f)
         if a.hold:
             time.sleep(a.hold)
     except (BrokenPipeError, ConnectionResetError):
