@@ -55,6 +55,12 @@ static int run_record(const args *a)
         o.connect_timeout_ms = (int)(a->v[OPT_CONNECT_TIMEOUT].r[0] * 1000.0 + 0.5);
     if (given(a, OPT_IDLE_TIMEOUT))
         o.idle_ms = (int)(a->v[OPT_IDLE_TIMEOUT].r[0] * 1000.0 + 0.5);
+    const int view = given(a, OPT_VIEW);
+    o.live_view = view;
+    if (!view && (given(a, OPT_PORT) || given(a, OPT_BIND) || given(a, OPT_NO_OPEN)))
+        return usage_fail("record", "--port, --bind and --no-open go with --view");
+    if (view && (rc = record_view_check(a)) != 0)
+        return rc;
     char *calibration = NULL;
     if (given(a, OPT_CALIBRATION)) {
         calibration =
@@ -62,12 +68,6 @@ static int run_record(const args *a)
         if (!calibration)
             return EXIT_FAILED;
         o.calibration_json = calibration;
-    }
-    const int view = given(a, OPT_VIEW);
-    o.live_view = view;
-    if (view && (rc = record_view_check(a)) != 0) {
-        free(calibration);
-        return rc;
     }
     record_progress rp = {!given(a, OPT_QUIET) && isatty(STDERR_FILENO), -1.0};
     o.progress = show_record_progress;

@@ -112,3 +112,20 @@ def test_ctrl_c_while_recording_publishes_and_ends_the_viewer():
         assert "interrupted after" in err, err
         assert "qem: interrupted" not in err, err
     assert os.path.isfile(out)
+
+
+def test_viewer_options_go_with_view():
+    import subprocess
+
+    from viewer_util import QEM
+
+    tmp = tempfile.mkdtemp(prefix="qem-record-api-")
+    for extra, message in (
+        (["--port", "5"], "--port, --bind and --no-open go with --view"),
+        (["--no-open"], "--port, --bind and --no-open go with --view"),
+        (["--view", "--bind", "nowhere"], "--bind needs an IPv4 address"),
+    ):
+        done = subprocess.run([QEM, "record", "merlin://127.0.0.1:1", os.path.join(tmp, "x.qem"),
+                               *extra], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2 and message in done.stderr, (extra, done.returncode, done.stderr)
+        assert not os.path.exists(os.path.join(tmp, "x.qem"))
