@@ -127,5 +127,6 @@ def test_viewer_options_go_with_view():
     ):
         done = subprocess.run([QEM, "record", "merlin://127.0.0.1:1", os.path.join(tmp, "x.qem"),
                                *extra], capture_output=True, text=True, timeout=60)
-        assert done.returncode == 2 and message in done.stderr, (extra, done.returncode, done.stderr)
+        assert done.returncode == 2 and message in done.stderr, (extra, done.returncode,
+                                                                 done.stderr)
         assert not os.path.exists(os.path.join(tmp, "x.qem"))

@@ -11,8 +11,9 @@ import re
 import tempfile
 import time
 
-from test_browser import click_scan, console_errors, detector_args, driver, drag, js, page_array  # noqa: F401
-from test_browser import same_values, wait_idle
+from test_browser import driver  # noqa: F401  (the Chromium fixture)
+from test_browser import (click_scan, console_errors, detector_args, drag, js, page_array,
+                          same_values, wait_idle)
 from viewer_util import Recording, artifacts_dir, fixture, load_npy, qem_product
 
 MIB = fixture("detectors/mib", "001_4x2_6bit.mib")  # 2 x 4 frames of 256 x 256, 6 bit
@@ -39,7 +40,8 @@ def test_live_page_fills_in_and_ends_equal_to_the_published_file(driver):  # noq
     with Recording(out, MIB, "%d,%d" % SCAN, 10, 10) as rec:
         driver.get(rec.url)
         WebDriverWait(driver, 60, poll_frequency=0.05).until(
-            lambda x: x.execute_script("return window.qemView && qemView.ready && qemView.recording"),
+            lambda x: x.execute_script(
+                "return window.qemView && qemView.ready && qemView.recording"),
             message="the page drew no live image",
         )
         live_texts = set()
