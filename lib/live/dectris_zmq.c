@@ -123,7 +123,7 @@ static qem_status send_header(receiver *r, live_sink *sink, qem_error *error)
     live_header header;
     qem_dectris_series_header(&r->series, &header);
     r->header_sent = 1;
-    return live_sink_header(sink, &header, error);
+    return qem_live_sink_header(sink, &header, error);
 }
 
 static qem_status on_image(receiver *r, const qem_dectris_part *views, live_sink *sink,
@@ -143,7 +143,7 @@ static qem_status on_image(receiver *r, const qem_dectris_part *views, live_sink
     }
     QEM_TRY(qem_dectris_decode_image(&image, r->frame, r->frame_bytes, r->scratch,
                                      r->frame_bytes, error));
-    return live_sink_frame(sink, image.frame, r->frame, r->frame_bytes, error);
+    return qem_live_sink_frame(sink, image.frame, r->frame, r->frame_bytes, error);
 }
 
 /* One message; `*ended` is set at the series end. */
@@ -180,7 +180,7 @@ static qem_status receive_loop(receiver *r, const live_receive_options *options,
 {
     int64_t last = now_ms();
     for (;;) {
-        if (live_sink_stopping(sink))
+        if (qem_live_sink_stopping(sink))
             return QEM_OK;
         zmq_pollitem_t item = {.socket = r->socket, .events = ZMQ_POLLIN};
         const int ready = r->z->poll(&item, 1, LIVE_POLL_MS);
@@ -212,11 +212,11 @@ static qem_status receive_loop(receiver *r, const live_receive_options *options,
     }
 }
 
-qem_status live_receive_dectris(const live_address *address, const live_receive_options *options,
+qem_status qem_live_receive_dectris(const live_address *address, const live_receive_options *options,
                                 live_sink *sink, qem_error *error)
 {
     if (!address || !options || !sink)
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "live_receive_dectris: a NULL argument");
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_live_receive_dectris: a NULL argument");
     receiver r;
     memset(&r, 0, sizeof r);
     QEM_TRY(qem_zmq_get(&r.z, error));

@@ -32,21 +32,21 @@ typedef struct live_header {
 } live_header;
 
 /* Called once, before any frame. The sink copies what it keeps. */
-qem_status live_sink_header(live_sink *sink, live_header *header, qem_error *error);
+qem_status qem_live_sink_header(live_sink *sink, live_header *header, qem_error *error);
 
 /* Frame `index` (0-based, in the order received) with `pixels` native
  * samples of the header's type; `number` is the frame number the message
  * stated (for messages). Waits while the sink cannot take it (never
  * drops). A frame whose index is not the next one is QEM_E_STREAM. */
-qem_status live_sink_frame(live_sink *sink, uint64_t index, const void *pixels, size_t bytes,
+qem_status qem_live_sink_frame(live_sink *sink, uint64_t index, const void *pixels, size_t bytes,
                            qem_error *error);
 
 /* 1 once the recording wants the receiver to stop (Ctrl-C, an error on
  * the writing side, every frame received): the receiver returns QEM_OK. */
-int live_sink_stopping(const live_sink *sink);
+int qem_live_sink_stopping(const live_sink *sink);
 
-/* Seconds a receiver waits for the next message before checking
- * live_sink_stopping again. */
+/* Milliseconds a receiver waits for the next message before checking
+ * qem_live_sink_stopping again. */
 #define LIVE_POLL_MS 100
 
 /* Where to connect: "merlin://HOST[:PORT]" or "dectris://HOST[:PORT]". */
@@ -61,7 +61,7 @@ typedef struct live_address {
 #define LIVE_MERLIN_PORT 6342u
 #define LIVE_DECTRIS_PORT 9999u
 
-qem_status live_parse_url(const char *url, live_address *out, qem_error *error);
+qem_status qem_live_parse_url(const char *url, live_address *out, qem_error *error);
 
 /* A receiver: connects, reads the header and frames into the sink until
  * the acquisition ends (QEM_OK), the sink stops it (QEM_OK), the peer
@@ -74,9 +74,9 @@ typedef struct live_receive_options {
     int idle_ms;
 } live_receive_options;
 
-qem_status live_receive_merlin(const live_address *address, const live_receive_options *options,
+qem_status qem_live_receive_merlin(const live_address *address, const live_receive_options *options,
                                live_sink *sink, qem_error *error);
-qem_status live_receive_dectris(const live_address *address, const live_receive_options *options,
+qem_status qem_live_receive_dectris(const live_address *address, const live_receive_options *options,
                                 live_sink *sink, qem_error *error);
 
 /* Reads exactly `size` bytes of the stream into `buf`: QEM_OK; QEM_E_CANCELLED
@@ -89,7 +89,7 @@ typedef qem_status (*live_read_fn)(void *reader, void *buf, size_t size, size_t 
 
 /* The Merlin data port's messages ("MPX," + ten digits + "," + payload):
  * the acquisition header, then frames, into `sink` (merlin.c). */
-qem_status live_merlin_session(live_read_fn read, void *reader, const char *where,
+qem_status qem_live_merlin_session(live_read_fn read, void *reader, const char *where,
                                live_sink *sink, qem_error *error);
 
 #endif

@@ -12,7 +12,7 @@
 
 #define LIVE_WINDOW_SCANS 64u
 
-qem_status live_journal_open(live_journal *j, const char *dir, const char *dest,
+qem_status qem_live_journal_open(live_journal *j, const char *dir, const char *dest,
                              const uint64_t shape[4], qem_dtype dtype, qem_error *error)
 {
     char *owned = dir ? NULL : qem_path_dirname(dest);
@@ -27,24 +27,24 @@ qem_status live_journal_open(live_journal *j, const char *dir, const char *dest,
     return QEM_OK;
 }
 
-qem_status live_journal_append(live_journal *j, uint64_t first, const void *frames,
+qem_status qem_live_journal_append(live_journal *j, uint64_t first, const void *frames,
                                uint64_t count, qem_error *error)
 {
     return qem_pwrite_full(j->fd, frames, (size_t)(count * j->frame_bytes),
                            first * j->frame_bytes, error);
 }
 
-void live_journal_published(live_journal *j, uint64_t count)
+void qem_live_journal_published(live_journal *j, uint64_t count)
 {
     __atomic_store_n(&j->frames, count, __ATOMIC_RELEASE);
 }
 
-int live_journal_ready(const live_journal *j)
+int qem_live_journal_ready(const live_journal *j)
 {
     return __atomic_load_n(&j->ready, __ATOMIC_ACQUIRE);
 }
 
-void live_journal_close(live_journal *j)
+void qem_live_journal_close(live_journal *j)
 {
     if (j->fd >= 0)
         close(j->fd);
@@ -208,7 +208,7 @@ static const qem_representation_ops live_representation = {
     .details_json = summary_of,
 };
 
-qem_status live_journal_container(live_journal *j, const acquisition *a, qem_container **out,
+qem_status qem_live_journal_container(live_journal *j, const acquisition *a, qem_container **out,
                                   qem_error *error)
 {
     const uint64_t pixels = j->shape[2] * j->shape[3];

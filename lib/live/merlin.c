@@ -123,7 +123,7 @@ static void to_native_be(void *data, size_t count, size_t item)
 #endif
 }
 
-qem_status live_merlin_session(live_read_fn read, void *reader, const char *where,
+qem_status qem_live_merlin_session(live_read_fn read, void *reader, const char *where,
                                live_sink *sink, qem_error *error)
 {
     uint8_t *buf = NULL;
@@ -141,7 +141,7 @@ qem_status live_merlin_session(live_read_fn read, void *reader, const char *wher
     memset(&first, 0, sizeof first);
     uint64_t index = 0, prev = 0;
     size_t frame_bytes = 0;
-    while (st == QEM_OK && !live_sink_stopping(sink)) {
+    while (st == QEM_OK && !qem_live_sink_stopping(sink)) {
         const uint64_t message = index + 2;
         st = read_message(read, reader, where, message, MPX_MAX_FRAME, &buf, &cap, &size, error);
         if (st == QEM_E_FILE_LENGTH || st == QEM_E_CANCELLED) {
@@ -175,7 +175,7 @@ qem_status live_merlin_session(live_read_fn read, void *reader, const char *wher
                                    (json_int_t)first.chips, "first_frame_number",
                                    (json_int_t)first.number),
             };
-            st = live_sink_header(sink, &lh, error);
+            st = qem_live_sink_header(sink, &lh, error);
             json_decref(lh.facts);
             if (st != QEM_OK)
                 break;
@@ -207,7 +207,7 @@ qem_status live_merlin_session(live_read_fn read, void *reader, const char *wher
         }
         uint8_t *samples = buf + first.header_bytes;
         to_native_be(samples, frame_bytes / first.item, first.item);
-        st = live_sink_frame(sink, index, samples, frame_bytes, error);
+        st = qem_live_sink_frame(sink, index, samples, frame_bytes, error);
         prev = h.number;
         index++;
     }
@@ -234,7 +234,7 @@ static qem_status tcp_read(void *arg, void *buf, size_t size, size_t *got, qem_e
     *got = 0;
     int waited = 0;
     while (*got < size) {
-        if (live_sink_stopping(t->sink))
+        if (qem_live_sink_stopping(t->sink))
             return QEM_E_CANCELLED;
         struct pollfd pfd = {t->fd, POLLIN, 0};
         const int ready = poll(&pfd, 1, LIVE_POLL_MS);
@@ -314,7 +314,7 @@ static qem_status tcp_connect(const live_address *address, const char *where, in
     return QEM_OK;
 }
 
-qem_status live_receive_merlin(const live_address *address, const live_receive_options *options,
+qem_status qem_live_receive_merlin(const live_address *address, const live_receive_options *options,
                                live_sink *sink, qem_error *error)
 {
     char where[300];
@@ -322,7 +322,7 @@ qem_status live_receive_merlin(const live_address *address, const live_receive_o
     int fd = -1;
     QEM_TRY(tcp_connect(address, where, options->connect_timeout_ms, &fd, error));
     tcp_reader t = {fd, sink, options->idle_ms, options->connect_timeout_ms, 0, where};
-    const qem_status st = live_merlin_session(tcp_read, &t, where, sink, error);
+    const qem_status st = qem_live_merlin_session(tcp_read, &t, where, sink, error);
     close(fd);
     return st;
 }

@@ -128,7 +128,7 @@ static const input_family live_dectris_family = {"dectris-stream", NULL, NULL, l
 
 /* --- the sink the receivers call ---------------------------------------------- */
 
-int live_sink_stopping(const live_sink *sink)
+int qem_live_sink_stopping(const live_sink *sink)
 {
     qem_recorder *r = sink->r;
     pthread_mutex_lock(&r->mu);
@@ -177,7 +177,7 @@ static qem_status scan_shape_of(const qem_recorder *r, const live_header *h, uin
     return QEM_OK;
 }
 
-qem_status live_sink_header(live_sink *sink, live_header *h, qem_error *error)
+qem_status qem_live_sink_header(live_sink *sink, live_header *h, qem_error *error)
 {
     qem_recorder *r = sink->r;
     json_t *facts = h->facts;
@@ -247,7 +247,7 @@ qem_status live_sink_header(live_sink *sink, live_header *h, qem_error *error)
     return QEM_OK;
 }
 
-qem_status live_sink_frame(live_sink *sink, uint64_t index, const void *pixels, size_t bytes,
+qem_status qem_live_sink_frame(live_sink *sink, uint64_t index, const void *pixels, size_t bytes,
                            qem_error *error)
 {
     qem_recorder *r = sink->r;
@@ -314,8 +314,8 @@ static void *receiver_run(void *arg)
         r->o.connect_timeout_ms ? r->o.connect_timeout_ms : DEFAULT_CONNECT_MS, r->o.idle_ms};
     qem_error e = {0};
     const qem_status st = r->address.protocol == LIVE_MERLIN
-                              ? live_receive_merlin(&r->address, &ro, &r->sink, &e)
-                              : live_receive_dectris(&r->address, &ro, &r->sink, &e);
+                              ? qem_live_receive_merlin(&r->address, &ro, &r->sink, &e)
+                              : qem_live_receive_dectris(&r->address, &ro, &r->sink, &e);
     pthread_mutex_lock(&r->mu);
     r->receive_done = 1;
     r->receive_status = st;
@@ -468,7 +468,7 @@ static qem_status record_frames(qem_recorder *r, qem_error *error)
     qem_writer *w = NULL;
     qem_status st = qem_writer_create(r->dest, stored, a->shape, &setup.options, &w, error);
     if (st == QEM_OK && r->o.live_view)
-        st = live_journal_open(&r->journal, r->spill_dir, r->dest, a->shape, stored, error);
+        st = qem_live_journal_open(&r->journal, r->spill_dir, r->dest, a->shape, stored, error);
     /* uint32 frames one at a time, so that a value that does not fit
      * loses no frame before it. */
     const uint64_t batch_limit = a->sample_type == QEM_DTYPE_UINT32 ? 1 : UINT64_MAX;
@@ -487,13 +487,13 @@ static qem_status record_frames(qem_recorder *r, qem_error *error)
         if (frame_status != QEM_OK)
             break;
         if (r->o.live_view)
-            st = live_journal_append(&r->journal, r->encoded, dst, n, error);
+            st = qem_live_journal_append(&r->journal, r->encoded, dst, n, error);
         if (st == QEM_OK)
             st = qem_writer_commit(w, n, error);
         /* The journal first: a frame counted encoded is readable (the
          * viewer shows `encoded` as the frames it has). */
         if (r->o.live_view)
-            live_journal_published(&r->journal, r->encoded + n);
+            qem_live_journal_published(&r->journal, r->encoded + n);
         pthread_mutex_lock(&r->mu);
         r->encoded += n;
         pthread_mutex_unlock(&r->mu);
@@ -614,7 +614,7 @@ static void recorder_free(qem_recorder *r)
     free(r->ring);
     if (r->spill_fd >= 0)
         close(r->spill_fd);
-    live_journal_close(&r->journal);
+    qem_live_journal_close(&r->journal);
     pthread_cond_destroy(&r->changed);
     pthread_mutex_destroy(&r->mu);
     free(r->url);
@@ -652,7 +652,7 @@ qem_status qem_record_start(const char *url, const char *dest, const qem_record_
     if (!o.queue_bytes)
         o.queue_bytes = DEFAULT_QUEUE_BYTES;
     live_address address;
-    QEM_TRY(live_parse_url(url, &address, error));
+    QEM_TRY(qem_live_parse_url(url, &address, error));
     qem_recorder *r = calloc(1, sizeof *r);
     if (!r)
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
@@ -728,14 +728,14 @@ qem_status qem_recorder_container(qem_recorder *r, qem_container **out, qem_erro
         pthread_cond_wait(&r->changed, &r->mu);
     pthread_mutex_unlock(&r->mu);
     /* The journal opens when the writer starts; wait for it too. */
-    for (int k = 0; k < 1000 && !live_journal_ready(&r->journal) && !r->finished; k++) {
+    for (int k = 0; k < 1000 && !qem_live_journal_ready(&r->journal) && !r->finished; k++) {
         struct timespec pause = {0, 1000000L};
         nanosleep(&pause, NULL);
     }
-    if (!live_journal_ready(&r->journal))
+    if (!qem_live_journal_ready(&r->journal))
         return qem_fail(error, QEM_E_STREAM,
                         "the recording from %s ended before any frame could be viewed", r->url);
-    return live_journal_container(&r->journal, r->a, out, error);
+    return qem_live_journal_container(&r->journal, r->a, out, error);
 }
 
 void qem_recorder_free(qem_recorder *r)

@@ -6,7 +6,7 @@
 #include "common/error.h"
 #include "live/live.h"
 
-qem_status live_parse_url(const char *url, live_address *out, qem_error *error)
+qem_status qem_live_parse_url(const char *url, live_address *out, qem_error *error)
 {
     memset(out, 0, sizeof *out);
     const char *rest;

@@ -61,6 +61,52 @@ static void u32le(uint8_t out[4], uint32_t v)
         out[k] = (uint8_t)(v >> (8 * k));
 }
 
+/* fuzz_merlin_stream: the real .mib files' first frames as a Merlin data
+ * port sends them ("MPX," + ten digits + "," + payload: the .hdr, then
+ * each frame record), and a stream cut inside its second frame. */
+static void merlin_stream_seeds(const char *shared, const char *out)
+{
+    static const struct {
+        const char *stem;
+        size_t record; /* header + samples */
+    } mibs[] = {{"001_4x2_6bit", 384 + 65536},
+                {"Single_9_Frame_CounterDepth_12_Rows_256", 384 + 131072},
+                {"Single_1_Frame_CounterDepth_24_Rows_256", 384 + 262144},
+                {"Single_1_Frame_CounterDepth_1_Rows_256", 384 + 65536}};
+    for (size_t i = 0; i < sizeof mibs / sizeof mibs[0]; i++) {
+        char path[1024], name[256];
+        size_t nm = 0, nh = 0;
+        snprintf(path, sizeof path, "%s/fixtures/detectors/mib/%s.mib", shared, mibs[i].stem);
+        uint8_t *m = slurp(path, &nm);
+        snprintf(path, sizeof path, "%s/fixtures/detectors/mib/%s.hdr", shared, mibs[i].stem);
+        uint8_t *h = slurp(path, &nh);
+        const size_t frames = m && nm >= mibs[i].record ? (nm / mibs[i].record < 2 ? 1 : 2) : 0;
+        uint8_t *stream = h && frames ? malloc(15 + nh + frames * (15 + mibs[i].record)) : NULL;
+        if (stream) {
+            size_t at = 0;
+            at += (size_t)sprintf((char *)stream, "MPX,%010zu,", nh + 1);
+            memcpy(stream + at, h, nh);
+            at += nh;
+            for (size_t f = 0; f < frames; f++) {
+                char prefix[16];
+                snprintf(prefix, sizeof prefix, "MPX,%010zu,", mibs[i].record + 1);
+                memcpy(stream + at, prefix, 15);
+                memcpy(stream + at + 15, m + f * mibs[i].record, mibs[i].record);
+                at += 15 + mibs[i].record;
+            }
+            snprintf(name, sizeof name, "%s", mibs[i].stem);
+            put(out, "merlin_stream", name, stream, at, NULL, 0);
+            if (frames == 2) {
+                snprintf(name, sizeof name, "%s_cut", mibs[i].stem);
+                put(out, "merlin_stream", name, stream, at - mibs[i].record / 2, NULL, 0);
+            }
+        }
+        free(stream);
+        free(m);
+        free(h);
+    }
+}
+
 /* The whole pack, and its manifest, index and body after a 64 KiB user
  * block as pack_parts takes them. */
 static void pack_seeds(const char *out, const char *name, const char *path)
@@ -478,7 +524,8 @@ int main(int argc, char **argv)
     seeds_dm(shared, HYPERSPY_IO, out);
     seeds_tia(shared, HYPERSPY_IO, out);
     seeds_velox(shared, HYPERSPY_IO, out);
-    /* Issue 32: DECTRIS stream messages. */
+    /* Issue 32: DECTRIS stream messages, Merlin data port streams. */
     seeds_dectris(shared, out);
+    merlin_stream_seeds(shared, out);
     return 0;
 }

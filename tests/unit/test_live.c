@@ -11,13 +11,13 @@ static void addresses(void)
 {
     qem_error e = {0};
     live_address a;
-    CHECK_OK(live_parse_url("merlin://detector", &a, &e), &e);
+    CHECK_OK(qem_live_parse_url("merlin://detector", &a, &e), &e);
     CHECK(a.protocol == LIVE_MERLIN && a.port == LIVE_MERLIN_PORT && !strcmp(a.host, "detector"));
-    CHECK_OK(live_parse_url("dectris://10.0.0.2:31001", &a, &e), &e);
+    CHECK_OK(qem_live_parse_url("dectris://10.0.0.2:31001", &a, &e), &e);
     CHECK(a.protocol == LIVE_DECTRIS && a.port == 31001 && !strcmp(a.host, "10.0.0.2"));
-    CHECK_OK(live_parse_url("merlin://[::1]:7000", &a, &e), &e);
+    CHECK_OK(qem_live_parse_url("merlin://[::1]:7000", &a, &e), &e);
     CHECK(a.port == 7000 && !strcmp(a.host, "::1"));
-    CHECK_OK(live_parse_url("dectris://[fe80::1]", &a, &e), &e);
+    CHECK_OK(qem_live_parse_url("dectris://[fe80::1]", &a, &e), &e);
     CHECK(a.port == LIVE_DECTRIS_PORT && !strcmp(a.host, "fe80::1"));
     static const char *const bad[] = {"http://host",       "merlin://",         "merlin://:6342",
                                       "merlin://host:",    "merlin://host:0",   "merlin://h:65536",
@@ -26,7 +26,7 @@ static void addresses(void)
                                       "MERLIN://host",     "merlin:/host"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         qem_error local = {0};
-        CHECK_STATUS(live_parse_url(bad[i], &a, &local), QEM_E_INVALID_ARGUMENT, &local);
+        CHECK_STATUS(qem_live_parse_url(bad[i], &a, &local), QEM_E_INVALID_ARGUMENT, &local);
         CHECK(strstr(local.message, "://HOST") != NULL);
     }
 }

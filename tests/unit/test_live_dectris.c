@@ -30,10 +30,10 @@ struct live_sink {
     uint8_t *data; /* every frame received, in order */
     size_t frame_bytes;
     uint64_t count;
-    uint64_t stop_after; /* > 0: live_sink_stopping once this many came */
+    uint64_t stop_after; /* > 0: qem_live_sink_stopping once this many came */
 };
 
-qem_status live_sink_header(live_sink *sink, live_header *h, qem_error *error)
+qem_status qem_live_sink_header(live_sink *sink, live_header *h, qem_error *error)
 {
     (void)error;
     sink->header_calls++;
@@ -51,7 +51,7 @@ qem_status live_sink_header(live_sink *sink, live_header *h, qem_error *error)
     return QEM_OK;
 }
 
-qem_status live_sink_frame(live_sink *sink, uint64_t index, const void *pixels, size_t bytes,
+qem_status qem_live_sink_frame(live_sink *sink, uint64_t index, const void *pixels, size_t bytes,
                            qem_error *error)
 {
     if (sink->header_calls != 1 || index != sink->count || bytes != sink->frame_bytes)
@@ -66,7 +66,7 @@ qem_status live_sink_frame(live_sink *sink, uint64_t index, const void *pixels, 
     return QEM_OK;
 }
 
-int live_sink_stopping(const live_sink *sink)
+int qem_live_sink_stopping(const live_sink *sink)
 {
     return sink->stop_after && sink->count >= sink->stop_after;
 }
@@ -714,7 +714,7 @@ static qem_status receive(const char *const *args, live_sink *sink, int idle_ms,
     live_address address = {.protocol = LIVE_DECTRIS, .port = sim.port};
     snprintf(address.host, sizeof address.host, "127.0.0.1");
     live_receive_options options = {.connect_timeout_ms = 20000, .idle_ms = idle_ms};
-    const qem_status st = live_receive_dectris(&address, &options, sink, e);
+    const qem_status st = qem_live_receive_dectris(&address, &options, sink, e);
     sim_stop(&sim);
     return st;
 }
@@ -843,7 +843,7 @@ static void test_receiver(void)
         live_receive_options options = {.connect_timeout_ms = 400, .idle_ms = 0};
         live_sink sink = {0};
         qem_error e = {0};
-        CHECK_STATUS(live_receive_dectris(&address, &options, &sink, &e), QEM_E_IO, &e);
+        CHECK_STATUS(qem_live_receive_dectris(&address, &options, &sink, &e), QEM_E_IO, &e);
         CHECK(message_names(&e, "nothing arrived from tcp://127.0.0.1:9"));
         CHECK_EQ_U64(sink.header_calls, 0);
     }
