@@ -6,6 +6,7 @@
 
 #include "cli.h"
 #include "terminal.h"
+#include "view/view_command.h"
 
 typedef struct record_progress {
     int active; /* stderr is a terminal and not --quiet */
@@ -54,6 +55,12 @@ static int run_record(const args *a)
         o.connect_timeout_ms = (int)(a->v[OPT_CONNECT_TIMEOUT].r[0] * 1000.0 + 0.5);
     if (given(a, OPT_IDLE_TIMEOUT))
         o.idle_ms = (int)(a->v[OPT_IDLE_TIMEOUT].r[0] * 1000.0 + 0.5);
+    const int view = given(a, OPT_VIEW);
+    o.live_view = view;
+    if (!view && (given(a, OPT_PORT) || given(a, OPT_BIND) || given(a, OPT_NO_OPEN)))
+        return usage_fail("record", "--port, --bind and --no-open go with --view");
+    if (view && (rc = record_view_check(a)) != 0)
+        return rc;
     char *calibration = NULL;
     if (given(a, OPT_CALIBRATION)) {
         calibration =
@@ -73,9 +80,10 @@ static int run_record(const args *a)
         free(calibration);
         return fail("record", &e);
     }
+    record_view *viewer = view ? record_view_start(a, recorder, out) : NULL;
     qem_record_result result = {.struct_size = sizeof result};
     const qem_status st = qem_recorder_wait(recorder, &result, &e);
-    qem_recorder_free(recorder);
+    record_view_finished(viewer, &result);
     free(calibration);
     if (rp.active)
         fputc('\n', stderr);
@@ -84,23 +92,34 @@ static int run_record(const args *a)
          * published: an interrupt must not hide that. */
         fprintf(stderr, "qem record: %s\n",
                 SAFE(e.message[0] ? e.message : qem_strerror(e.status)));
-        return EXIT_FAILED;
+        rc = EXIT_FAILED;
+    } else {
+        if (!given(a, OPT_QUIET))
+            printf("recorded %s: %llu of %llu frames%s, %llu waited on disk; %.2f s, published "
+                   "%.3f s after the last frame\n",
+                   SAFE(out), (unsigned long long)result.received,
+                   (unsigned long long)result.expected,
+                   result.complete ? "" : " (INCOMPLETE: the last scan row completed with zeros)",
+                   (unsigned long long)result.spilled, result.seconds, result.publish_seconds);
+        fflush(stdout);
+        rc = EXIT_OK;
+        if (!result.complete) {
+            fprintf(stderr,
+                    "qem record: %s after %llu of %llu frames; they are published in %s, marked "
+                    "incomplete\n",
+                    interrupted_by() ? "interrupted" : "the stream ended",
+                    (unsigned long long)result.received, (unsigned long long)result.expected,
+                    SAFE(out));
+            rc = interrupted_by() ? interrupt_exit_status() : EXIT_FAILED;
+        }
     }
-    if (!given(a, OPT_QUIET))
-        printf("recorded %s: %llu of %llu frames%s, %llu waited on disk; %.2f s, published "
-               "%.3f s after the last frame\n",
-               SAFE(out), (unsigned long long)result.received,
-               (unsigned long long)result.expected,
-               result.complete ? "" : " (INCOMPLETE: the last scan row completed with zeros)",
-               (unsigned long long)result.spilled, result.seconds, result.publish_seconds);
-    if (result.complete)
-        return EXIT_OK;
-    fprintf(stderr,
-            "qem record: %s after %llu of %llu frames; they are published in %s, marked "
-            "incomplete\n",
-            interrupted_by() ? "interrupted" : "the stream ended",
-            (unsigned long long)result.received, (unsigned long long)result.expected, SAFE(out));
-    return interrupted_by() ? interrupt_exit_status() : EXIT_FAILED;
+    /* A published recording stays served until Ctrl-C (then the exit
+     * status is the signal's, as for every command: main.c); a failed or
+     * interrupted one ends the viewer now. The journal behind the viewer's
+     * container lives until the recorder is freed. */
+    record_view_end(viewer, st == QEM_OK && result.published);
+    qem_recorder_free(recorder);
+    return rc;
 }
 
 static const command_option record_options[] = {
@@ -113,6 +132,10 @@ static const command_option record_options[] = {
     {OPT_SPILL_DIR, NULL},
     {OPT_CONNECT_TIMEOUT, NULL},
     {OPT_IDLE_TIMEOUT, NULL},
+    {OPT_VIEW, NULL},
+    {OPT_PORT, NULL},
+    {OPT_BIND, NULL},
+    {OPT_NO_OPEN, NULL},
     {OPT_QUIET, NULL},
     {OPT_NONE, NULL}};
 
@@ -139,6 +162,14 @@ const command_spec record_commands[] = {
      "and how many frames arrived; the exit status is then nonzero. A message\n"
      "that breaks the protocol (lengths, headers, frame numbers out of order or\n"
      "repeated, frame sizes, JSON) is refused naming the frame, after the frames\n"
-     "before it are published the same way.\n",
+     "before it are published the same way.\n"
+     "--view serves `qem view`'s page on the recording while it runs (the address\n"
+     "printed on stdout, as `qem view` prints it): the scan image of the detector\n"
+     "fills in as frames arrive, the pattern at the cursor shows any received\n"
+     "position, and the page says live, then complete. After publication it\n"
+     "serves the finished recording until Ctrl-C or SIGTERM; a Ctrl-C during the\n"
+     "recording stops it (publishing the frames received) and ends the viewer;\n"
+     "a recording that fails ends it too. Stopped by a signal, qem record exits\n"
+     "with 128 + the signal, as every qem command does.\n",
      2, 2, "URL and OUT.qem", record_options, run_record},
     {NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, NULL}};

@@ -1315,7 +1315,7 @@ typedef struct qem_record_progress {
     size_t struct_size;
     uint64_t expected; /* frames the scan holds (0 until the header arrived) */
     uint64_t received; /* frames received, in order and checked */
-    uint64_t encoded;  /* frames handed to the writer */
+    uint64_t encoded;  /* frames handed to the writer (with live_view: readable) */
     uint64_t queued;   /* received, waiting in memory */
     uint64_t spilled;  /* received, waiting in the spill file */
     double seconds;    /* since the recording started */

@@ -52,6 +52,7 @@ static const struct {
     {"/", VIEW_ROUTE_PAGE, KEY_TOKEN, 0},
     {"/api/info", VIEW_ROUTE_INFO, KEY_TOKEN, 0},
     {"/api/stats", VIEW_ROUTE_STATS, KEY_TOKEN, 0},
+    {"/api/recording", VIEW_ROUTE_RECORDING, KEY_TOKEN, 0},
     {"/api/mean.npy", VIEW_ROUTE_MEAN, KEY_TOKEN | KEY_FILE, 0},
     {"/api/dp.npy", VIEW_ROUTE_DP, KEY_TOKEN | KEY_FILE | KEY_SCAN, KEY_SCAN},
     {"/api/virtual.npy", VIEW_ROUTE_VIRTUAL, KEY_TOKEN | KEY_FILE | KEYS_DETECTOR, KEY_DETECTOR},

@@ -33,7 +33,8 @@ typedef enum view_route {
     VIEW_ROUTE_DETECTOR, /* /api/detector (JSON) */
     VIEW_ROUTE_COM,      /* /api/com.npy */
     VIEW_ROUTE_DPC,      /* /api/dpc.npy */
-    VIEW_ROUTE_LIVE      /* /api/live */
+    VIEW_ROUTE_LIVE,     /* /api/live */
+    VIEW_ROUTE_RECORDING /* /api/recording (JSON) */
 } view_route;
 
 /* The detector a request names; 0 = none. Named ones are qem_detector

@@ -67,9 +67,13 @@ static json_t *file_json(view_file *f, size_t index)
     json_object_set(j, "file_bytes", bytes ? bytes : json_null());
     json_t *ratio = json_object_get(summary, "compression_ratio");
     json_object_set(j, "compression_ratio", ratio ? ratio : json_null());
+    /* A recording in progress has only its working values. */
+    const qem_dtype logical = f->info.raw_dtype != QEM_DTYPE_NONE ? f->info.raw_dtype
+                                                                  : f->info.working_dtype;
     json_object_set_new(j, "logical_bytes",
                         json_integer((json_int_t)(f->info.scans * f->info.pixels *
-                                                  qem_dtype_size(f->info.raw_dtype))));
+                                                  qem_dtype_size(logical))));
+    json_object_set_new(j, "live", json_boolean(f->live));
     if (f->info.has_calibration) {
         qem_calibration c = {.struct_size = sizeof c};
         qem_container_get_calibration(f->source, &c, NULL);
@@ -117,9 +121,10 @@ static int build_info(view_server *s)
     for (size_t k = 0; k < s->nfiles; k++)
         json_array_append_new(files, file_json(&s->files[k], k));
     json_t *j = json_pack(
-        "{s:s, s:o, s:[I,I], s:b, s:{s:i, s:i, s:i, s:i, s:i}}", "qem_version", qem_version(),
+        "{s:s, s:o, s:[I,I], s:b, s:b, s:{s:i, s:i, s:i, s:i, s:i}}", "qem_version", qem_version(),
         "files", files, "detector_shape", (json_int_t)s->files[0].info.shape[2],
-        (json_int_t)s->files[0].info.shape[3], "series", s->nfiles > 1, "limits", "target_bytes",
+        (json_int_t)s->files[0].info.shape[3], "series", s->nfiles > 1, "live",
+        s->config.live != NULL, "limits", "target_bytes",
         VIEW_MAX_TARGET, "query_bytes", VIEW_MAX_QUERY, "value_bytes", VIEW_MAX_VALUE - 1,
         "parameters", VIEW_MAX_PARAMS, "sessions", VIEW_MAX_SESSIONS);
     s->info_json = j ? dump(j, &s->info_length) : NULL;
@@ -572,30 +577,43 @@ static void route_mean(view_server *s, const view_request *q, view_reply *r)
 static void route_live(view_server *s, const view_request *q, view_reply *r)
 {
     qem_error e = {0};
-    view_client *c = view_client_acquire(s, q->client, &e);
-    if (!c) {
+    /* While a recording fills in, a session's images are of the frames
+     * that had arrived: a fresh session computes each update whole. */
+    qem_detector_session *fresh = NULL;
+    view_client *c = NULL;
+    if (view_data_changing(s)) {
+        if (qem_detector_session_create(s->products, s->nfiles, &fresh, &e) != QEM_OK) {
+            reply_failure(r, &e);
+            return;
+        }
+    } else if (!(c = view_client_acquire(s, q->client, &e))) {
         reply_failure(r, &e);
         return;
     }
+    qem_detector_session *session = c ? c->session : fresh;
     const uint64_t pixels = s->files[0].info.pixels;
     uint8_t *mask = malloc((size_t)pixels);
     qem_image *images = calloc(s->nfiles, sizeof *images);
     resolved_detector res;
-    pthread_mutex_lock(&c->lock);
+    if (c)
+        pthread_mutex_lock(&c->lock);
     const double t0 = view_now_ms();
     qem_status st = mask && images ? QEM_OK
                                    : view_fail(&e, QEM_E_NO_MEMORY, "out of memory for an update");
     if (st == QEM_OK)
         st = series_mask(s, (size_t)q->file, &q->det, mask, &res, &e);
     if (st == QEM_OK)
-        st = qem_detector_session_set_mask(c->session, mask, &e);
+        st = qem_detector_session_set_mask(session, mask, &e);
     for (size_t k = 0; st == QEM_OK && k < s->nfiles; k++)
-        st = qem_detector_session_image(c->session, k, &images[k], &e);
+        st = qem_detector_session_image(session, k, &images[k], &e);
     qem_session_stats stats = {.struct_size = sizeof stats};
-    qem_detector_session_stats(c->session, &stats, NULL);
+    qem_detector_session_stats(session, &stats, NULL);
     const double computed = view_now_ms() - t0;
-    pthread_mutex_unlock(&c->lock);
-    view_client_release(s, c);
+    if (c) {
+        pthread_mutex_unlock(&c->lock);
+        view_client_release(s, c);
+    }
+    qem_detector_session_free(fresh);
     unsigned char *body = NULL;
     size_t used = 0;
     for (size_t k = 0; st == QEM_OK && k < s->nfiles; k++) {
@@ -642,6 +660,8 @@ static void route_stats(view_server *s, view_reply *r)
 {
     uint64_t hits = 0, misses = 0;
     for (size_t k = 0; k < s->nfiles; k++) {
+        if (s->files[k].live)
+            continue; /* a recording's container keeps no pattern blocks */
         uint64_t h, m;
         qem_container_pattern_cache_stats(s->files[k].source, &h, &m);
         hits += h;
@@ -663,6 +683,17 @@ static void route_stats(view_server *s, view_reply *r)
                             (json_int_t)atomic_load(&s->unauth_evicted),
                             "unauthenticated_timed_out",
                             (json_int_t)atomic_load(&s->unauth_timed_out)));
+}
+
+/* Where a recording stands; for files, always finished and complete. */
+static void route_recording(view_server *s, view_reply *r)
+{
+    view_live_state now;
+    view_live_poll(s, &now);
+    reply_json(r, json_pack("{s:b, s:I, s:I, s:b, s:b}", "live", s->config.live != NULL,
+                            "received", (json_int_t)now.received, "expected",
+                            (json_int_t)now.expected, "finished", now.finished, "complete",
+                            now.complete));
 }
 
 void view_dispatch(view_server *s, const view_request *q, view_reply *r)
@@ -693,6 +724,7 @@ void view_dispatch(view_server *s, const view_request *q, view_reply *r)
         r->length = s->info_length;
         return;
     case VIEW_ROUTE_STATS: route_stats(s, r); return;
+    case VIEW_ROUTE_RECORDING: route_recording(s, r); return;
     case VIEW_ROUTE_MEAN: route_mean(s, q, r); return;
     case VIEW_ROUTE_DP: route_dp(s, q, r); return;
     case VIEW_ROUTE_VIRTUAL: route_image(s, q, r); return;

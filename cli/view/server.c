@@ -75,6 +75,7 @@ qem_status view_server_create(const view_config *config, view_server **out, qem_
     *out = NULL;
     view_server *s = calloc(1, sizeof *s);
     if (!s) {
+        qem_container_close(config->live); /* the server's from here on */
         snprintf(error->message, sizeof error->message, "out of memory");
         return error->status = QEM_E_NO_MEMORY;
     }

@@ -11,8 +11,16 @@
 
 typedef struct view_server view_server;
 
+/* Where a recording being viewed stands (qem record --view). */
+typedef struct view_live_state {
+    uint64_t received; /* frames readable through the container */
+    uint64_t expected; /* frames of the scan (0 until the header arrived) */
+    int finished;      /* the recording is over: the data no longer change */
+    int complete;      /* finished with every frame of the scan */
+} view_live_state;
+
 typedef struct view_config {
-    const char *const *paths; /* the files, in order */
+    const char *const *paths; /* the files, in order; a recording: its destination */
     size_t files;
     const char *bind;         /* IPv4 address, dotted */
     unsigned port;            /* 0 = any free port */
@@ -23,6 +31,14 @@ typedef struct view_config {
     /* MiB of recent detectors' images each page's session keeps. */
     uint64_t keep_masks_mib;
     const char *cache_dir; /* products' cache_dir, or NULL */
+    /* A recording in progress instead of files (files = 1): the recorder's
+     * container, which the server owns from view_server_create on (closed
+     * by it, even when the create fails), and the call that says where the
+     * recording stands. While it is not finished nothing derived from the
+     * data is kept between requests. NULL: the files of `paths`. */
+    qem_container *live;
+    void (*live_state)(void *user, view_live_state *state);
+    void *live_user;
 } view_config;
 
 /* Opens every file (a pack is loaded, with progress and Ctrl-C as in every
@@ -38,11 +54,11 @@ const char *view_server_token(const view_server *server);
 void view_server_free(view_server *server);
 
 /* The server is a module of the command (qem-view.so, the only user of
- * libmicrohttpd), loaded by `qem view` alone: the calls above, as its one
- * export qem_module_view_v1 gives them. The module calls back only
- * term_safe, interrupted_by and progress_setup, which the command exports
- * (view/exports.list). */
-#define VIEW_MODULE_ABI 1u
+ * libmicrohttpd), loaded by `qem view` and `qem record --view` alone: the
+ * calls above, as its one export qem_module_view_v1 gives them. The module
+ * calls back only term_safe, interrupted_by and progress_setup, which the
+ * command exports (view/exports.list). */
+#define VIEW_MODULE_ABI 2u /* 2: view_config.live */
 typedef struct view_module {
     uint32_t struct_size;
     uint32_t abi;        /* VIEW_MODULE_ABI */

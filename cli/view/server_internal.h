@@ -31,6 +31,8 @@ typedef struct view_default_detector {
 } view_default_detector;
 
 typedef struct view_file {
+    view_server *server;
+    int live; /* the container of a recording in progress (config.live) */
     char *path;
     const char *name; /* the last path component */
     qem_container *source;
@@ -78,6 +80,7 @@ struct view_server {
     size_t info_length;
     struct MHD_Daemon *daemon;
     atomic_int stopping;
+    atomic_int live_settled; /* config.live: the recording was seen finished */
     pthread_mutex_t clients_lock;
     view_client *clients[VIEW_MAX_SESSIONS];
     uint64_t clock;
@@ -131,9 +134,19 @@ unsigned char *view_npy_body(qem_dtype dtype, unsigned ndim, const uint64_t *sha
                              const void *data, size_t *length);
 unsigned char *view_image_npy(const qem_image *im, size_t *length);
 
-/* The file's defaults for a named detector, resolved once and kept. */
+/* Where the recording stands (config.live); files: finished and complete,
+ * every scan of file 0 received. */
+void view_live_poll(view_server *s, view_live_state *out);
+/* 1 while the data may still change (a recording not yet finished):
+ * nothing computed from them may then be kept. Ask before computing, so
+ * that what was computed on changing data is never kept. */
+int view_data_changing(view_server *s);
+
+/* The file's defaults for a named detector, resolved once and kept (while
+ * the data change: resolved on each call). */
 qem_status view_file_defaults(view_file *f, view_default_detector *out, qem_error *e);
-/* The file's mean pattern as a .npy body, computed once and kept. */
+/* The file's mean pattern as a .npy body, computed once and kept (while
+ * the data change: on each call). */
 qem_status view_mean_npy(view_file *f, unsigned char **body, size_t *length, qem_error *e);
 
 /* The page's session (created on its first update), held until

@@ -52,16 +52,22 @@ qem_status view_state_open(view_server *s, qem_error *error)
         }
         const char *slash = strrchr(f->path, '/');
         f->name = slash ? slash + 1 : f->path;
-        qem_container_options so;
-        qem_container_options_init(&so);
-        so.threads = config->threads;
-        so.resident = config->resident;
-        progress_state loading;
-        progress_setup(&loading, "loading shards", "shards", config->quiet, &so.progress,
-                       &so.progress_user);
-        st = qem_container_open(f->path, &so, &f->source, error);
-        if (st != QEM_OK)
-            break;
+        f->server = s;
+        if (config->live) {
+            f->source = config->live; /* the recording's, now the server's */
+            f->live = 1;
+        } else {
+            qem_container_options so;
+            qem_container_options_init(&so);
+            so.threads = config->threads;
+            so.resident = config->resident;
+            progress_state loading;
+            progress_setup(&loading, "loading shards", "shards", config->quiet, &so.progress,
+                           &so.progress_user);
+            st = qem_container_open(f->path, &so, &f->source, error);
+            if (st != QEM_OK)
+                break;
+        }
         qem_products_options po;
         qem_products_options_init(&po);
         po.threads = config->threads;
@@ -95,6 +101,10 @@ qem_status view_state_open(view_server *s, qem_error *error)
             st = QEM_E_INVALID_ARGUMENT;
         }
     }
+    /* The recording's container is the server's even when it was not
+     * reached (out of memory before it). */
+    if (config->live && !(s->nfiles && s->files[0].source))
+        qem_container_close(config->live);
     if (st == QEM_OK) {
         /* The same checks a session makes (no file twice), up front. */
         qem_detector_session *probe = NULL;
@@ -118,6 +128,31 @@ void view_state_close(view_server *s)
     free(s->files);
     free(s->products);
     free(s->shapes);
+}
+
+/* --- a recording in progress ------------------------------------------------- */
+
+void view_live_poll(view_server *s, view_live_state *out)
+{
+    memset(out, 0, sizeof *out);
+    if (s->config.live && s->config.live_state) {
+        s->config.live_state(s->config.live_user, out);
+        return;
+    }
+    out->received = out->expected = s->files[0].info.scans;
+    out->finished = out->complete = 1;
+}
+
+int view_data_changing(view_server *s)
+{
+    if (!s->config.live || atomic_load(&s->live_settled))
+        return 0;
+    view_live_state now;
+    view_live_poll(s, &now);
+    if (!now.finished)
+        return 1;
+    atomic_store(&s->live_settled, 1); /* the journal is final: caching may resume */
+    return 0;
 }
 
 /* --- bodies and per-file caches ---------------------------------------------- */
@@ -159,8 +194,9 @@ unsigned char *view_image_npy(const qem_image *im, size_t *length)
 qem_status view_file_defaults(view_file *f, view_default_detector *out, qem_error *e)
 {
     qem_status st = QEM_OK;
+    const int changing = view_data_changing(f->server);
     pthread_mutex_lock(&f->lock);
-    if (!f->have_default) {
+    if (!f->have_default || changing) {
         uint8_t *scratch = malloc((size_t)f->info.pixels);
         qem_detector_request q;
         qem_detector_request_init(&q);
@@ -174,7 +210,7 @@ qem_status view_file_defaults(view_file *f, view_default_detector *out, qem_erro
             f->defaults.center_column = r.center_column;
             f->defaults.radius = r.radius;
             memcpy(f->defaults.origin, r.origin, sizeof f->defaults.origin);
-            f->have_default = 1;
+            f->have_default = !changing;
         }
     }
     *out = f->defaults;
@@ -184,6 +220,18 @@ qem_status view_file_defaults(view_file *f, view_default_detector *out, qem_erro
 
 qem_status view_mean_npy(view_file *f, unsigned char **body, size_t *length, qem_error *e)
 {
+    if (view_data_changing(f->server)) {
+        /* The frames received so far: computed for this request alone. */
+        qem_image now;
+        qem_status st = qem_products_mean(f->products, &now, e);
+        if (st == QEM_OK) {
+            *body = view_image_npy(&now, length);
+            qem_image_free(&now);
+            if (!*body)
+                st = view_fail(e, QEM_E_NO_MEMORY, "out of memory for the mean pattern's body");
+        }
+        return st;
+    }
     qem_status st = QEM_OK;
     pthread_mutex_lock(&f->lock);
     if (!f->have_mean) {

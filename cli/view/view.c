@@ -23,6 +23,7 @@
 #include "terminal.h"
 #include "view/request.h"
 #include "view/server.h"
+#include "view/view_command.h"
 
 extern char **environ;
 
@@ -37,10 +38,7 @@ static int is_loopback(const char *address)
  * goes on a command line (any local user reads /proc/PID/cmdline): the
  * browser is given this file's path instead, in a fresh folder only the
  * owner can enter (mkdtemp, 0700), the file itself 0600. */
-typedef struct launcher {
-    char folder[4096];
-    char file[4096 + sizeof "/open.html"];
-} launcher;
+typedef view_launcher launcher;
 
 static int write_all(int fd, const char *text)
 {
@@ -179,98 +177,142 @@ static const view_module *load_server(qem_error *e)
     return NULL;
 }
 
-static int run_view(const args *a)
+int view_config_from_args(const args *a, const char *command, view_config *config,
+                          char *cache_dir)
 {
+    const char *bind = given(a, OPT_BIND) ? text_of(a, OPT_BIND) : "127.0.0.1";
+    if (!strcmp(bind, "localhost"))
+        bind = "127.0.0.1";
+    struct in_addr address;
+    if (inet_pton(AF_INET, bind, &address) != 1)
+        return usage_fail(command, "--bind needs an IPv4 address such as 127.0.0.1, not '%s'",
+                          SAFE(bind));
+    if (given(a, OPT_QUIET) && given(a, OPT_VERBOSE))
+        return usage_fail(command, "give --quiet or --verbose, not both");
+    if (given(a, OPT_FROM_DISK) && given(a, OPT_COPY_BODY))
+        return usage_fail(command, "give --from-disk or --copy-body, not both");
+    if (given(a, OPT_CACHE_DIR) && given(a, OPT_NO_CACHE))
+        return usage_fail(command, "give --cache-dir or --no-cache, not both");
+    *config = (view_config){a->positional,
+                            (size_t)a->npositional,
+                            bind,
+                            (unsigned)a->v[OPT_PORT].i[0],
+                            (int)a->v[OPT_THREADS].i[0],
+                            given(a, OPT_VERBOSE),
+                            given(a, OPT_QUIET),
+                            given(a, OPT_FROM_DISK)   ? QEM_RESIDENT_NONE
+                            : given(a, OPT_COPY_BODY) ? QEM_RESIDENT_COPY
+                                                      : QEM_RESIDENT_MAPPED,
+                            given(a, OPT_KEEP_MASKS) ? (uint64_t)a->v[OPT_KEEP_MASKS].i[0] : 256,
+                            NULL,
+                            NULL,
+                            NULL,
+                            NULL};
+    cache_dir[0] = '\0';
+    if (given(a, OPT_CACHE_DIR)) {
+        snprintf(cache_dir, 4096, "%s", text_of(a, OPT_CACHE_DIR));
+    } else if (!given(a, OPT_NO_CACHE)) {
+        const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+        if (xdg && xdg[0] == '/')
+            snprintf(cache_dir, 4096, "%s/qem", xdg);
+        else if (home && home[0] == '/')
+            snprintf(cache_dir, 4096, "%s/.cache/qem", home);
+    }
+    config->cache_dir = cache_dir[0] ? cache_dir : NULL;
+    return 0;
+}
+
+int view_start(const args *a, const char *command, const view_config *config, const char *what,
+               view_running *v)
+{
+    memset(v, 0, sizeof *v);
+    v->command = command;
+    v->quiet = config->quiet;
     /* Each move allocates a few MiB (sums, images, replies) and frees the
      * last ones: kept in the heap rather than returned to the kernel and
      * faulted in again, zeroed, on the next move (a page fault costs
      * several microseconds in a virtual machine: about 1.5 ms per MiB). */
     mallopt(M_MMAP_THRESHOLD, 64 << 20);
     mallopt(M_TRIM_THRESHOLD, 128 << 20);
-    const char *bind = given(a, OPT_BIND) ? text_of(a, OPT_BIND) : "127.0.0.1";
-    if (!strcmp(bind, "localhost"))
-        bind = "127.0.0.1";
-    struct in_addr address;
-    if (inet_pton(AF_INET, bind, &address) != 1)
-        return usage_fail("view", "--bind needs an IPv4 address such as 127.0.0.1, not '%s'",
-                          SAFE(bind));
-    if (given(a, OPT_QUIET) && given(a, OPT_VERBOSE))
-        return usage_fail("view", "give --quiet or --verbose, not both");
-    const int quiet = given(a, OPT_QUIET);
-    view_config config = {a->positional,
-                          (size_t)a->npositional,
-                          bind,
-                          (unsigned)a->v[OPT_PORT].i[0],
-                          (int)a->v[OPT_THREADS].i[0],
-                          given(a, OPT_VERBOSE),
-                          quiet,
-                          given(a, OPT_FROM_DISK)   ? QEM_RESIDENT_NONE
-                          : given(a, OPT_COPY_BODY) ? QEM_RESIDENT_COPY
-                                                    : QEM_RESIDENT_MAPPED,
-                          given(a, OPT_KEEP_MASKS) ? (uint64_t)a->v[OPT_KEEP_MASKS].i[0] : 256,
-                          NULL};
-    if (given(a, OPT_FROM_DISK) && given(a, OPT_COPY_BODY))
-        return usage_fail("view", "give --from-disk or --copy-body, not both");
-    if (given(a, OPT_CACHE_DIR) && given(a, OPT_NO_CACHE))
-        return usage_fail("view", "give --cache-dir or --no-cache, not both");
-    char cache_dir[4096] = "";
-    if (given(a, OPT_CACHE_DIR)) {
-        snprintf(cache_dir, sizeof cache_dir, "%s", text_of(a, OPT_CACHE_DIR));
-    } else if (!given(a, OPT_NO_CACHE)) {
-        const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-        if (xdg && xdg[0] == '/')
-            snprintf(cache_dir, sizeof cache_dir, "%s/qem", xdg);
-        else if (home && home[0] == '/')
-            snprintf(cache_dir, sizeof cache_dir, "%s/.cache/qem", home);
-    }
-    config.cache_dir = cache_dir[0] ? cache_dir : NULL;
     qem_error e = {0};
-    const view_module *vm = load_server(&e);
-    if (!vm)
-        return fail("view", &e);
-    view_server *server = NULL;
-    if (vm->create(&config, &server, &e) != QEM_OK)
-        return fail("view", &e);
-    unsigned bound = 0;
-    if (vm->start(server, &bound, &e) != QEM_OK) {
-        vm->free(server);
-        return fail("view", &e);
+    v->vm = load_server(&e);
+    if (!v->vm) {
+        qem_container_close(config->live);
+        return fail(command, &e);
     }
+    if (v->vm->create(config, &v->server, &e) != QEM_OK)
+        return fail(command, &e);
+    unsigned bound = 0;
+    if (v->vm->start(v->server, &bound, &e) != QEM_OK) {
+        v->vm->free(v->server);
+        v->server = NULL;
+        return fail(command, &e);
+    }
+    const char *bind = config->bind;
     const char *host = !strcmp(bind, "0.0.0.0") ? "127.0.0.1" : bind;
     char url[256];
-    snprintf(url, sizeof url, "http://%s:%u/?token=%s", host, bound, vm->token(server));
+    snprintf(url, sizeof url, "http://%s:%u/?token=%s", host, bound, v->vm->token(v->server));
     if (!is_loopback(bind))
         fprintf(stderr,
-                "qem view: warning: listening on %s, not a loopback address: other machines "
+                "qem %s: warning: listening on %s, not a loopback address: other machines "
                 "can reach this server (each request still needs the token)\n",
-                bind);
+                command, bind);
     printf("%s\n", url);
     fflush(stdout);
-    if (!quiet)
-        fprintf(stderr, "qem view: serving %d file%s on %s port %u; Ctrl-C stops\n",
-                a->npositional, a->npositional == 1 ? "" : "s", bind, bound);
-    launcher page = {{0}, {0}};
-    pid_t browser = 0;
+    if (!v->quiet)
+        fprintf(stderr, "qem %s: serving %s on %s port %u; Ctrl-C stops\n", command, what, bind,
+                bound);
     if (!given(a, OPT_NO_OPEN)) {
-        if (launcher_create(&page, url))
-            browser = open_browser(page.file);
-        else if (!quiet)
-            fprintf(stderr, "qem view: no private place for the browser's launcher file (%s); "
+        if (launcher_create(&v->page, url))
+            v->browser = open_browser(v->page.file);
+        else if (!v->quiet)
+            fprintf(stderr, "qem %s: no private place for the browser's launcher file (%s); "
                             "open the address above by hand\n",
-                    strerror(errno));
+                    command, strerror(errno));
     }
+    return 0;
+}
+
+void view_wait_signal(view_running *v)
+{
     /* Whichever thread the signal lands on, its handler only notes it;
      * this loop looks often enough that stopping feels immediate. */
     while (!interrupted_by()) {
         const struct timespec tick = {0, 50 * 1000 * 1000};
         nanosleep(&tick, NULL);
-        if (browser > 0)
-            waitpid(browser, NULL, WNOHANG);
+        if (v->browser > 0)
+            waitpid(v->browser, NULL, WNOHANG);
     }
-    if (!quiet)
-        fprintf(stderr, "qem view: stopping\n");
-    launcher_remove(&page);
-    vm->free(server);
+}
+
+void view_stop(view_running *v)
+{
+    if (!v->server)
+        return;
+    if (!v->quiet)
+        fprintf(stderr, "qem %s: stopping\n", v->command);
+    launcher_remove(&v->page);
+    v->vm->free(v->server);
+    v->server = NULL;
+    if (v->browser > 0)
+        waitpid(v->browser, NULL, WNOHANG);
+}
+
+static int run_view(const args *a)
+{
+    view_config config;
+    char cache_dir[4096];
+    int rc = view_config_from_args(a, "view", &config, cache_dir);
+    if (rc)
+        return rc;
+    char what[64];
+    snprintf(what, sizeof what, "%d file%s", a->npositional, a->npositional == 1 ? "" : "s");
+    view_running v;
+    rc = view_start(a, "view", &config, what, &v);
+    if (rc)
+        return rc;
+    view_wait_signal(&v);
+    view_stop(&v);
     return interrupt_exit_status();
 }
 

@@ -490,11 +490,13 @@ static qem_status record_frames(qem_recorder *r, qem_error *error)
             st = qem_live_journal_append(&r->journal, r->encoded, dst, n, error);
         if (st == QEM_OK)
             st = qem_writer_commit(w, n, error);
+        /* The journal first: a frame counted encoded is readable (the
+         * viewer shows `encoded` as the frames it has). */
+        if (r->o.live_view)
+            qem_live_journal_published(&r->journal, r->encoded + n);
         pthread_mutex_lock(&r->mu);
         r->encoded += n;
         pthread_mutex_unlock(&r->mu);
-        if (r->o.live_view)
-            qem_live_journal_published(&r->journal, r->encoded);
         report(r, &last, 0);
         fault_slow_writer();
     }

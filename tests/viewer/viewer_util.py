@@ -6,12 +6,15 @@ Environment (set by ctest): QEM_CLI (the qem executable), QEM_SHARED_DIR
 """
 import http.client
 import io
+import json
 import os
 import re
 import select
 import signal
 import subprocess
+import sys
 import tempfile
+import threading
 import time
 import urllib.parse
 
@@ -169,3 +172,103 @@ def split_npy(data):
         out.append(data[at:end])
         at = end
     return out
+
+
+SIM_MERLIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "live", "sim_merlin.py")
+
+
+class Recording(Server):
+    """`qem record merlin://127.0.0.1:PORT OUT --view --no-open --port 0`
+    against the replay simulator (tests/live/sim_merlin.py) serving `mib`
+    at `fps` frames a second, `repeat` times over; the API as Server's."""
+
+    def __init__(self, out, mib, scan_shape, fps, repeat, *extra):
+        folder = tempfile.mkdtemp(prefix="qem-record-view-")
+        port_file = os.path.join(folder, "port")
+        self.sim = subprocess.Popen(
+            [sys.executable, SIM_MERLIN, mib, "--fps", str(fps), "--repeat", str(repeat),
+             "--port-file", port_file],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 30
+        while not os.path.exists(port_file):
+            assert self.sim.poll() is None, "the simulator ended: %s" % self.sim.stderr.read()
+            assert time.monotonic() < deadline, "the simulator wrote no port within 30 s"
+            time.sleep(0.02)
+        with open(port_file) as f:
+            sim_port = int(f.read())
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(
+            [QEM, "record", "merlin://127.0.0.1:%d" % sim_port, out, "--scan-shape", scan_shape,
+             "--view", "--no-open", "--port", "0", *extra],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        ready, _, _ = select.select([self.proc.stdout], [], [], 120)
+        assert ready, "qem record --view printed no address within 120 s"
+        line = self.proc.stdout.readline().strip()
+        match = re.fullmatch(r"http://127\.0\.0\.1:(\d+)/\?token=([0-9a-f]{32})", line)
+        assert match, "unexpected first line from qem record --view: %r (stderr: %s)" % (
+            line,
+            self.proc.stderr.read() if self.proc.poll() is not None else "",
+        )
+        self.url = line
+        self.port = int(match.group(1))
+        self.token = match.group(2)
+        # The rest of stdout, line by line, as it comes.
+        self.lines = []
+        self.reader = threading.Thread(target=lambda: self.lines.extend(self.proc.stdout), daemon=True)
+        self.reader.start()
+
+    def recording(self):
+        return json.loads(self.get("/api/recording")[1])
+
+    def wait_line(self, text, timeout=120):
+        """Waits for a line of stdout containing `text`; returns it."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for line in list(self.lines):
+                if text in line:
+                    return line
+            if not self.reader.is_alive() and self.proc.poll() is not None:
+                break
+            time.sleep(0.02)
+        raise AssertionError("qem record --view never printed %r (stdout: %r)" % (text, self.lines))
+
+    def end(self, sig=signal.SIGTERM, timeout=60):
+        """Sends `sig` (None: none) and waits: (exit status, stdout after
+        the address, stderr)."""
+        if sig is not None and self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError("qem record --view did not end within %d s" % timeout)
+        self.reader.join(timeout=10)
+        err = self.proc.stderr.read()
+        self.proc.stderr.close()
+        self.sim.wait(timeout=60)
+        self.sim.stderr.close()
+        self.stderr_text = err
+        return self.proc.returncode, "".join(self.lines), err
+
+    def stop(self):
+        if getattr(self, "stderr_text", None) is not None:
+            return self.stderr_text
+        code, _, err = self.end()
+        assert code == 128 + signal.SIGTERM, "qem record --view exited %d: %s" % (code, err)
+        return err
+
+    def __exit__(self, *exc):
+        if exc[0] is None:
+            self.stop()
+        else:
+            for p in (self.proc, self.sim):
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()

@@ -41,7 +41,9 @@ const qemView = {
   last: null,
   lastPattern: null,
   errors: [],
-  counts: { moves: 0, liveSent: 0, liveDrawn: 0, patternsDrawn: 0 },
+  counts: { moves: 0, liveSent: 0, liveDrawn: 0, patternsDrawn: 0, recordingPolls: 0 },
+  // qem record --view: the last /api/recording answer (null for files).
+  recording: null,
   drawnSeqs: [],
   busy: () => live.busy() || patterns.busy() || loading > 0,
   values(which, k = 0) {
@@ -157,10 +159,16 @@ function detectorChanged() {
 
 // --- patterns ----------------------------------------------------------------
 
+// Frames readable now: every scan of a file, those received of a recording.
+const receivedNow = () => (recording.state && !recording.state.finished ? recording.state.received : Infinity);
+
 const patterns = new LatestOnly(
-  async (req) => ({ req, array: await getNpy('/api/dp.npy', { file: req.file, scan: `${req.row},${req.col}` }) }),
-  ({ req, array }) => {
-    state.pattern = { file: req.file, row: req.row, col: req.col, ...array };
+  async (req) => {
+    const received = receivedNow(); // before asking: the answer holds at least these
+    return { req, received, array: await getNpy('/api/dp.npy', { file: req.file, scan: `${req.row},${req.col}` }) };
+  },
+  ({ req, received, array }) => {
+    state.pattern = { file: req.file, row: req.row, col: req.col, received, ...array };
     qemView.lastPattern = { file: req.file, scan: [req.row, req.col], ...array };
     qemView.counts.patternsDrawn++;
     if (state.dpMode === 'cursor') drawDp();
@@ -168,8 +176,12 @@ const patterns = new LatestOnly(
   (error) => setStatus('pattern refused: ' + error.message),
 );
 
-async function loadMean(k) {
-  if (state.means[k]) return;
+const meanLoading = new Set();
+
+// again: fetch it anew (a recording's mean grows with its frames).
+async function loadMean(k, again = false) {
+  if ((state.means[k] && !again) || meanLoading.has(k)) return;
+  meanLoading.add(k);
   loading++;
   busyStart('the mean pattern');
   try {
@@ -182,8 +194,53 @@ async function loadMean(k) {
     setStatus('mean pattern refused: ' + error.message);
   } finally {
     busyEnd('the mean pattern');
+    meanLoading.delete(k);
     loading--;
   }
+}
+
+// --- a recording in progress (qem record --view) -----------------------------
+
+// About twice a second while frames arrive: the scan image of the current
+// detector, the pattern at the cursor once its position has arrived and
+// the mean pattern are asked again; once the recording is finished, a
+// last time, and the polling stops.
+const recording = { state: null };
+const POLL_MS = 500;
+
+async function pollRecording() {
+  let now;
+  try {
+    now = await getJson('/api/recording');
+  } catch (error) {
+    setStatus('recording state refused: ' + error.message);
+    setTimeout(pollRecording, POLL_MS);
+    return;
+  }
+  qemView.counts.recordingPolls++;
+  const before = recording.state;
+  recording.state = now;
+  qemView.recording = now;
+  const shown = $('recording');
+  shown.textContent = !now.finished ? `live: ${now.received} of ${now.expected} frames`
+    : now.complete ? 'complete'
+      : `ended: ${now.received} of ${now.expected} frames (incomplete)`;
+  shown.className = now.finished ? 'done' : 'live';
+  if (now.finished) renderMeta();
+  const changed = !before || now.received !== before.received || now.finished !== before.finished;
+  if (changed && state.det) {
+    live.submit(state.det);
+    const p = state.pattern;
+    if (state.dpMode === 'cursor' && state.cursor && p && p.file === state.selected) {
+      const at = state.cursor.row * scanShape()[1] + state.cursor.col;
+      if (at >= p.received && (at < now.received || now.finished)) {
+        patterns.submit({ file: state.selected, row: state.cursor.row, col: state.cursor.col });
+      }
+    }
+    if (state.means[state.selected] || now.finished) loadMean(state.selected, true);
+    if (now.finished && smallFile(file())) computeDpc();
+  }
+  if (!now.finished) setTimeout(pollRecording, POLL_MS);
 }
 
 function showCursor(row, col, pin) {
@@ -381,7 +438,8 @@ function renderMeta() {
     [f.kind === 'pack' ? 'profile' : 'codec', f.format],
     ['shape', `${f.shape[0]} x ${f.shape[1]} scans x ${f.shape[2]} x ${f.shape[3]} detector`],
     ['dtype', `${f.dtype} (${f.data})`],
-    ['file size', `${f.file_bytes} bytes`],
+    ['file size', f.file_bytes !== null ? `${f.file_bytes} bytes`
+      : recording.state && recording.state.finished ? 'published (qem info FILE tells)' : 'being recorded'],
     ['logical size', `${f.logical_bytes} bytes`],
     ['compression ratio', f.compression_ratio ? `${fmt(f.compression_ratio)}x` : null],
     ['valid pixels', `${f.valid_pixels} of ${f.shape[2] * f.shape[3]}`],
@@ -724,6 +782,7 @@ async function start() {
     buildFields();
     drawDp();
     live.submit(state.det);
+    if (state.info.live) pollRecording();
   } catch (error) {
     setStatus('cannot start: ' + error.message);
   } finally {
