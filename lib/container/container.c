@@ -172,17 +172,25 @@ const char *qem_file_kind_extensions(qem_file_kind kind)
     default: return "";
     }
 }
+/* The container is a .qem file (not a pack, nor a recording in progress,
+ * whose representation also reports QEM_KIND_QEM). */
+static int is_qem_file(const qem_container *s)
+{
+    return s && s->ops == &qem_file_representation;
+}
+
 qem_status qem_container_get_calibration(const qem_container *s, qem_calibration *out,
                                          qem_error *error)
 {
     qem_error_clear(error);
     if (!s)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_container_get_calibration: NULL source");
-    if (s->ops->kind != QEM_KIND_QEM)
+    if (!is_qem_file(s))
         return qem_fail(error, QEM_E_NOT_RECORDED,
                         "a %s records no microscope calibration (a .qem file's scientific "
                         "metadata holds it)",
-                        qem_file_kind_name(s->ops->kind));
+                        s->ops->kind == QEM_KIND_PACK ? qem_file_kind_name(s->ops->kind)
+                                                      : "recording in progress");
     return qem_get_calibration(s->impl, out, error);
 }
 
@@ -242,14 +250,14 @@ qem_status qem_container_time_first_access(qem_container *s, qem_error *error)
 
 void qem_container_pattern_cache_stats(const qem_container *s, uint64_t *hits, uint64_t *misses)
 {
-    const qem_file *f = s && s->ops->kind == QEM_KIND_QEM ? s->impl : NULL;
+    const qem_file *f = is_qem_file(s) ? s->impl : NULL;
     *hits = f ? atomic_load(&f->pattern_hits) : 0;
     *misses = f ? atomic_load(&f->pattern_misses) : 0;
 }
 
 qem_file *qem_container_file(qem_container *s)
 {
-    return s && s->ops->kind == QEM_KIND_QEM ? s->impl : NULL;
+    return is_qem_file(s) ? s->impl : NULL;
 }
 
 qem_pack *qem_container_pack(qem_container *s)

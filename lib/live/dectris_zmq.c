@@ -180,8 +180,15 @@ static qem_status receive_loop(receiver *r, const live_receive_options *options,
 {
     int64_t last = now_ms();
     for (;;) {
-        if (qem_live_sink_stopping(sink))
+        if (qem_live_sink_stopping(sink)) {
+            /* Take the series end when it follows at once, so that the
+             * detector's PUSH socket is not left holding it. */
+            zmq_pollitem_t item = {.socket = r->socket, .events = ZMQ_POLLIN};
+            if (r->z->poll(&item, 1, 50) > 0 && (item.revents & ZMQ_POLLIN) &&
+                receive_message(r, error) == QEM_OK)
+                release_parts(r);
             return QEM_OK;
+        }
         zmq_pollitem_t item = {.socket = r->socket, .events = ZMQ_POLLIN};
         const int ready = r->z->poll(&item, 1, LIVE_POLL_MS);
         if (ready < 0 && r->z->errno_() != EINTR)
@@ -212,11 +219,13 @@ static qem_status receive_loop(receiver *r, const live_receive_options *options,
     }
 }
 
-qem_status qem_live_receive_dectris(const live_address *address, const live_receive_options *options,
-                                live_sink *sink, qem_error *error)
+qem_status qem_live_receive_dectris(const live_address *address,
+                                    const live_receive_options *options, live_sink *sink,
+                                    qem_error *error)
 {
     if (!address || !options || !sink)
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_live_receive_dectris: a NULL argument");
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "qem_live_receive_dectris: a NULL argument");
     receiver r;
     memset(&r, 0, sizeof r);
     QEM_TRY(qem_zmq_get(&r.z, error));

@@ -39,7 +39,7 @@ qem_status qem_live_sink_header(live_sink *sink, live_header *header, qem_error 
  * stated (for messages). Waits while the sink cannot take it (never
  * drops). A frame whose index is not the next one is QEM_E_STREAM. */
 qem_status qem_live_sink_frame(live_sink *sink, uint64_t index, const void *pixels, size_t bytes,
-                           qem_error *error);
+                               qem_error *error);
 
 /* 1 once the recording wants the receiver to stop (Ctrl-C, an error on
  * the writing side, every frame received): the receiver returns QEM_OK. */
@@ -75,9 +75,10 @@ typedef struct live_receive_options {
 } live_receive_options;
 
 qem_status qem_live_receive_merlin(const live_address *address, const live_receive_options *options,
-                               live_sink *sink, qem_error *error);
-qem_status qem_live_receive_dectris(const live_address *address, const live_receive_options *options,
-                                live_sink *sink, qem_error *error);
+                                   live_sink *sink, qem_error *error);
+qem_status qem_live_receive_dectris(const live_address *address,
+                                    const live_receive_options *options, live_sink *sink,
+                                    qem_error *error);
 
 /* Reads exactly `size` bytes of the stream into `buf`: QEM_OK; QEM_E_CANCELLED
  * when the sink stops or the stream stays idle (nothing more is read);
@@ -90,6 +91,6 @@ typedef qem_status (*live_read_fn)(void *reader, void *buf, size_t size, size_t 
 /* The Merlin data port's messages ("MPX," + ten digits + "," + payload):
  * the acquisition header, then frames, into `sink` (merlin.c). */
 qem_status qem_live_merlin_session(live_read_fn read, void *reader, const char *where,
-                               live_sink *sink, qem_error *error);
+                                   live_sink *sink, qem_error *error);
 
 #endif

@@ -13,7 +13,7 @@
 #define LIVE_WINDOW_SCANS 64u
 
 qem_status qem_live_journal_open(live_journal *j, const char *dir, const char *dest,
-                             const uint64_t shape[4], qem_dtype dtype, qem_error *error)
+                                 const uint64_t shape[4], qem_dtype dtype, qem_error *error)
 {
     char *owned = dir ? NULL : qem_path_dirname(dest);
     const qem_status st = qem_scratch_open(dir ? dir : owned, &j->fd, error);
@@ -28,7 +28,7 @@ qem_status qem_live_journal_open(live_journal *j, const char *dir, const char *d
 }
 
 qem_status qem_live_journal_append(live_journal *j, uint64_t first, const void *frames,
-                               uint64_t count, qem_error *error)
+                                   uint64_t count, qem_error *error)
 {
     return qem_pwrite_full(j->fd, frames, (size_t)(count * j->frame_bytes),
                            first * j->frame_bytes, error);
@@ -209,7 +209,7 @@ static const qem_representation_ops live_representation = {
 };
 
 qem_status qem_live_journal_container(live_journal *j, const acquisition *a, qem_container **out,
-                                  qem_error *error)
+                                      qem_error *error)
 {
     const uint64_t pixels = j->shape[2] * j->shape[3];
     live_file *f = calloc(1, sizeof *f);

@@ -124,7 +124,7 @@ static void to_native_be(void *data, size_t count, size_t item)
 }
 
 qem_status qem_live_merlin_session(live_read_fn read, void *reader, const char *where,
-                               live_sink *sink, qem_error *error)
+                                   live_sink *sink, qem_error *error)
 {
     uint8_t *buf = NULL;
     size_t cap = 0;
@@ -315,7 +315,7 @@ static qem_status tcp_connect(const live_address *address, const char *where, in
 }
 
 qem_status qem_live_receive_merlin(const live_address *address, const live_receive_options *options,
-                               live_sink *sink, qem_error *error)
+                                   live_sink *sink, qem_error *error)
 {
     char where[300];
     snprintf(where, sizeof where, "merlin://%s:%u", address->host, address->port);

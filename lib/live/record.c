@@ -248,7 +248,7 @@ qem_status qem_live_sink_header(live_sink *sink, live_header *h, qem_error *erro
 }
 
 qem_status qem_live_sink_frame(live_sink *sink, uint64_t index, const void *pixels, size_t bytes,
-                           qem_error *error)
+                               qem_error *error)
 {
     qem_recorder *r = sink->r;
     if (!r->have_header)

@@ -30,7 +30,7 @@ qem_status qem_live_sink_header(live_sink *s, live_header *h, qem_error *error)
 }
 
 qem_status qem_live_sink_frame(live_sink *s, uint64_t index, const void *pixels, size_t bytes,
-                           qem_error *error)
+                               qem_error *error)
 {
     (void)error;
     if (!s->have_header || index != s->next || bytes != s->frame_bytes)

@@ -241,7 +241,13 @@ def main():
         with open(a.report, "w") as f:
             json.dump({"frames": number, "seconds": t_last - start}, f)
     if a.stop_after is None:
-        sock.send_multipart([js({"htype": "dseries_end-1.0", "series": a.series})])
+        # A receiver that has every frame may leave before taking the end:
+        # never block on it (PUSH waits for a peer otherwise).
+        sock.setsockopt(zmq.SNDTIMEO, 2000)
+        try:
+            sock.send_multipart([js({"htype": "dseries_end-1.0", "series": a.series})])
+        except zmq.Again:
+            pass
     sock.close()  # waits up to --linger-ms for the receiver to take what is queued
     ctx.term()
     return 0

@@ -52,7 +52,7 @@ qem_status qem_live_sink_header(live_sink *sink, live_header *h, qem_error *erro
 }
 
 qem_status qem_live_sink_frame(live_sink *sink, uint64_t index, const void *pixels, size_t bytes,
-                           qem_error *error)
+                               qem_error *error)
 {
     if (sink->header_calls != 1 || index != sink->count || bytes != sink->frame_bytes)
         return qem_fail(error, QEM_E_STREAM, "test sink: frame %llu of %zu bytes unexpected",
