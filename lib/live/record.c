@@ -58,7 +58,11 @@ struct qem_recorder {
      * then the spill file; a frame goes to the ring only while the spill
      * file is empty, so the order is kept. */
     uint8_t *ring;
-    uint64_t slots, ring_head, ring_count;
+    uint64_t slots; /* the ring's room (queue_bytes) */
+    /* Slots in use so far, doubled only when full: memory touched for the
+     * first time costs a fault and zeroing per page. */
+    uint64_t ring_cap;
+    uint64_t ring_head, ring_count;
     int spill_fd;
     uint64_t spill_read, spill_write; /* frame slots of the spill file */
     uint64_t spilled_total;
@@ -111,7 +115,7 @@ static qem_status live_read(acquisition *a, uint64_t first, uint64_t count, void
                                    QEM_E_IO, error));
         pthread_mutex_lock(&r->mu);
         if (from_ring) {
-            r->ring_head = (r->ring_head + 1) % r->slots;
+            r->ring_head = (r->ring_head + 1) % r->ring_cap;
             r->ring_count--;
         } else {
             r->spill_read++;
@@ -241,10 +245,26 @@ qem_status qem_live_sink_header(live_sink *sink, live_header *h, qem_error *erro
     r->expected = a->shape[0] * a->shape[1];
     r->ring = ring;
     r->slots = slots;
+    r->ring_cap = slots < 16 ? slots : 16;
     r->have_header = 1;
     pthread_cond_broadcast(&r->changed);
     pthread_mutex_unlock(&r->mu);
     return QEM_OK;
+}
+
+/* Doubles the ring's slots in use (under the lock, the ring full): the
+ * frames that wrapped to its start move after the old end, so that the
+ * queue stays in order; the slot the writer may be copying out of (the
+ * head, in the part that stays) does not move. */
+static void grow_ring(qem_recorder *r)
+{
+    const uint64_t cap = r->ring_cap, grown = 2 * cap < r->slots ? 2 * cap : r->slots;
+    const uint64_t wrapped = r->ring_head + r->ring_count > cap ? r->ring_head + r->ring_count - cap
+                                                                : 0;
+    if (wrapped > grown - cap)
+        return; /* cannot move them all: the ring stays as it is, frames spill */
+    memcpy(r->ring + cap * r->frame_bytes, r->ring, (size_t)(wrapped * r->frame_bytes));
+    r->ring_cap = grown;
 }
 
 qem_status qem_live_sink_frame(live_sink *sink, uint64_t index, const void *pixels, size_t bytes,
@@ -265,10 +285,13 @@ qem_status qem_live_sink_frame(live_sink *sink, uint64_t index, const void *pixe
     pthread_mutex_lock(&r->mu);
     const uint64_t next = r->received;
     const int full = r->received >= r->expected;
-    const int to_ring = r->spill_read == r->spill_write && r->ring_count < r->slots;
-    if (r->spill_read == r->spill_write)
+    const int spill_empty = r->spill_read == r->spill_write;
+    if (spill_empty && r->ring_count == r->ring_cap && r->ring_cap < r->slots)
+        grow_ring(r);
+    const int to_ring = spill_empty && r->ring_count < r->ring_cap;
+    if (spill_empty)
         r->spill_read = r->spill_write = 0; /* the spill file drained: start it again */
-    const uint64_t slot = to_ring ? (r->ring_head + r->ring_count) % r->slots : r->spill_write;
+    const uint64_t slot = to_ring ? (r->ring_head + r->ring_count) % r->ring_cap : r->spill_write;
     pthread_mutex_unlock(&r->mu);
     if (index != next)
         return qem_fail(error, QEM_E_STREAM,
