@@ -1,8 +1,9 @@
-/* The DECTRIS SIMPLON stream V1 receiver: a ZeroMQ PULL socket connected to
- * the detector's PUSH (dectris://HOST[:9999]); each multipart message is
- * parsed by dectris_message.c and its frame handed to the sink. One message
- * is held at a time, and libzmq queues only a few (ZMQ_RCVHWM), so the
- * detector waits rather than the memory growing. */
+/* The DECTRIS SIMPLON stream receivers: a ZeroMQ PULL socket connected to
+ * the detector's PUSH. V1 (dectris://HOST[:9999]): each multipart message
+ * is parsed by dectris_message.c; V2 (dectris2://HOST[:31001]): each
+ * one-part CBOR message by dectris_cbor.c. Either way the frame goes to the
+ * sink. One message is held at a time, and libzmq queues only a few
+ * (ZMQ_RCVHWM), so the detector waits rather than the memory growing. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #include <time.h>
 
 #include "common/error.h"
+#include "live/dectris_cbor.h"
 #include "live/dectris_message.h"
 #include "live/live.h"
 #include "live/zmq_loader.h"
@@ -27,7 +29,9 @@ typedef struct receiver {
     char endpoint[300];
     zmq_msg_t parts[QEM_DECTRIS_MAX_PARTS];
     size_t count; /* parts held (initialised) */
-    qem_dectris_series series;
+    int v2;                      /* stream V2: series2, one CBOR part a message */
+    qem_dectris_series series;   /* V1 */
+    qem_dectris2_series series2; /* V2 */
     int header_sent;
     uint8_t *frame;
     uint8_t *scratch;
@@ -39,6 +43,11 @@ static int64_t now_ms(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+static qem_dectris_series *series_of(receiver *r)
+{
+    return r->v2 ? &r->series2.s : &r->series;
 }
 
 static void release_parts(receiver *r)
@@ -106,7 +115,7 @@ static qem_status receive_message(receiver *r, qem_error *error)
     if (total > QEM_DECTRIS_MAX_PARTS)
         return qem_fail(error, QEM_E_STREAM,
                         "frame %" PRIu64 " (expected next): a message of %zu parts (at most %d)",
-                        r->series.next_frame, total, QEM_DECTRIS_MAX_PARTS);
+                        series_of(r)->next_frame, total, QEM_DECTRIS_MAX_PARTS);
     return QEM_OK;
 }
 
@@ -121,9 +130,26 @@ static void part_views(receiver *r, qem_dectris_part *views)
 static qem_status send_header(receiver *r, live_sink *sink, qem_error *error)
 {
     live_header header;
-    qem_dectris_series_header(&r->series, &header);
+    if (r->v2)
+        qem_dectris2_series_header(&r->series2, &header);
+    else
+        qem_dectris_series_header(&r->series, &header);
     r->header_sent = 1;
     return qem_live_sink_header(sink, &header, error);
+}
+
+/* The frame and bitshuffle scratch buffers, on the first image (every
+ * image after has the same size: the parsers check it). */
+static qem_status frame_buffers(receiver *r, size_t bytes, qem_error *error)
+{
+    if (r->frame)
+        return QEM_OK;
+    r->frame_bytes = bytes;
+    r->frame = malloc(bytes);
+    r->scratch = malloc(bytes);
+    if (!r->frame || !r->scratch)
+        return qem_fail(error, QEM_E_NO_MEMORY, "no memory for a frame of %zu bytes", bytes);
+    return QEM_OK;
 }
 
 static qem_status on_image(receiver *r, const qem_dectris_part *views, live_sink *sink,
@@ -133,14 +159,7 @@ static qem_status on_image(receiver *r, const qem_dectris_part *views, live_sink
     QEM_TRY(qem_dectris_parse_image(views, r->count, &r->series, &image, error));
     if (!r->header_sent)
         QEM_TRY(send_header(r, sink, error)); /* a "none" header: the first image told */
-    if (!r->frame) {
-        r->frame_bytes = image.frame_bytes;
-        r->frame = malloc(image.frame_bytes);
-        r->scratch = malloc(image.frame_bytes);
-        if (!r->frame || !r->scratch)
-            return qem_fail(error, QEM_E_NO_MEMORY, "no memory for a frame of %zu bytes",
-                            image.frame_bytes);
-    }
+    QEM_TRY(frame_buffers(r, image.frame_bytes, error));
     QEM_TRY(qem_dectris_decode_image(&image, r->frame, r->frame_bytes, r->scratch,
                                      r->frame_bytes, error));
     return qem_live_sink_frame(sink, image.frame, r->frame, r->frame_bytes, error);
@@ -175,6 +194,57 @@ static qem_status on_message(receiver *r, live_sink *sink, int *ended, qem_error
     return QEM_OK;
 }
 
+/* A V2 message: one CBOR part. */
+static qem_status on_cbor(receiver *r, const qem_dectris2_message *m, live_sink *sink,
+                          int *ended, qem_error *error)
+{
+    qem_dectris2_series *x = &r->series2;
+    switch (m->kind) {
+    case QEM_DECTRIS2_START:
+        if (x->s.started)
+            return qem_fail(error, QEM_E_STREAM,
+                            "frame %" PRIu64 " (expected next): a second start message arrived "
+                            "before series %" PRIu64 " ended",
+                            x->s.next_frame, x->s.series);
+        QEM_TRY(qem_dectris2_parse_start(m, x, error));
+        return qem_dectris_series_known(&x->s) ? send_header(r, sink, error) : QEM_OK;
+    case QEM_DECTRIS2_IMAGE: {
+        qem_dectris_image image;
+        QEM_TRY(qem_dectris2_parse_image(m, x, &image, error));
+        if (!r->header_sent)
+            QEM_TRY(send_header(r, sink, error)); /* the first image told shape or type */
+        QEM_TRY(frame_buffers(r, image.frame_bytes, error));
+        QEM_TRY(qem_dectris2_decode_image(&image, r->frame, r->frame_bytes, r->scratch,
+                                          r->frame_bytes, error));
+        return qem_live_sink_frame(sink, image.frame, r->frame, r->frame_bytes, error);
+    }
+    case QEM_DECTRIS2_END:
+        QEM_TRY(qem_dectris2_parse_end(m, x, error));
+        if (!r->header_sent)
+            return qem_fail(error, QEM_E_STREAM,
+                            "series %" PRIu64 " ended before any frame or the start message "
+                            "stated the detector's shape and sample type", x->s.series);
+        *ended = 1;
+        return QEM_OK;
+    }
+    return QEM_OK;
+}
+
+static qem_status on_message2(receiver *r, live_sink *sink, int *ended, qem_error *error)
+{
+    const uint64_t next = r->series2.s.next_frame;
+    if (r->count != 1)
+        return qem_fail(error, QEM_E_STREAM,
+                        "frame %" PRIu64 " (expected next): a message of %zu parts; stream V2 "
+                        "messages have one", next, r->count);
+    qem_dectris2_message m;
+    QEM_TRY(qem_dectris2_load(r->z->msg_data(&r->parts[0]), r->z->msg_size(&r->parts[0]), next,
+                              &m, error));
+    const qem_status st = on_cbor(r, &m, sink, ended, error);
+    qem_dectris2_message_free(&m);
+    return st;
+}
+
 static qem_status receive_loop(receiver *r, const live_receive_options *options, live_sink *sink,
                                qem_error *error)
 {
@@ -195,20 +265,21 @@ static qem_status receive_loop(receiver *r, const live_receive_options *options,
             return zmq_failure(r, "waiting for", error);
         if (ready <= 0 || !(item.revents & ZMQ_POLLIN)) {
             const int64_t waited = now_ms() - last;
-            if (!r->series.started && options->connect_timeout_ms > 0 &&
+            const int started = series_of(r)->started;
+            if (!started && options->connect_timeout_ms > 0 &&
                 waited >= options->connect_timeout_ms)
                 return qem_fail(error, QEM_E_IO,
                                 "nothing arrived from %s within %d ms; is the detector's "
                                 "stream interface enabled and armed?",
                                 r->endpoint, options->connect_timeout_ms);
-            if (r->series.started && options->idle_ms > 0 && waited >= options->idle_ms)
+            if (started && options->idle_ms > 0 && waited >= options->idle_ms)
                 return QEM_OK; /* the detector went quiet: the sink knows how many came */
             continue;
         }
         int ended = 0;
         qem_status st = receive_message(r, error);
         if (st == QEM_OK && r->count)
-            st = on_message(r, sink, &ended, error);
+            st = r->v2 ? on_message2(r, sink, &ended, error) : on_message(r, sink, &ended, error);
         const int received = r->count > 0;
         release_parts(r);
         QEM_TRY(st);
@@ -219,15 +290,15 @@ static qem_status receive_loop(receiver *r, const live_receive_options *options,
     }
 }
 
-qem_status qem_live_receive_dectris(const live_address *address,
-                                    const live_receive_options *options, live_sink *sink,
-                                    qem_error *error)
+static qem_status receive(const live_address *address, const live_receive_options *options,
+                          live_sink *sink, int v2, qem_error *error)
 {
     if (!address || !options || !sink)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT,
-                        "qem_live_receive_dectris: a NULL argument");
+                        "qem_live_receive_dectris%s: a NULL argument", v2 ? "2" : "");
     receiver r;
     memset(&r, 0, sizeof r);
+    r.v2 = v2;
     QEM_TRY(qem_zmq_get(&r.z, error));
     qem_status st = open_socket(&r, address, error);
     if (st == QEM_OK)
@@ -238,7 +309,22 @@ qem_status qem_live_receive_dectris(const live_address *address,
     if (r.context)
         r.z->ctx_term(r.context);
     qem_dectris_series_free(&r.series);
+    qem_dectris2_series_free(&r.series2);
     free(r.frame);
     free(r.scratch);
     return st;
+}
+
+qem_status qem_live_receive_dectris(const live_address *address,
+                                    const live_receive_options *options, live_sink *sink,
+                                    qem_error *error)
+{
+    return receive(address, options, sink, 0, error);
+}
+
+qem_status qem_live_receive_dectris2(const live_address *address,
+                                     const live_receive_options *options, live_sink *sink,
+                                     qem_error *error)
+{
+    return receive(address, options, sink, 1, error);
 }

@@ -2,7 +2,7 @@
  * into a .qem while the scan runs.
  *
  * A protocol receiver (merlin.c: Quantum Detectors Merlin TCP; the live
- * module's dectris_zmq.c: DECTRIS SIMPLON stream over ZeroMQ) parses the
+ * module's dectris_zmq.c: DECTRIS SIMPLON stream V1 and V2 over ZeroMQ) parses the
  * detector's messages and hands a recording's sink first the acquisition
  * header, then every frame in order, as native-order samples. The sink
  * (record.c) checks frame numbers and sizes, queues frames in bounded
@@ -21,7 +21,7 @@ typedef struct live_sink live_sink;
 
 /* What the stream's acquisition header says. */
 typedef struct live_header {
-    const char *protocol;   /* "merlin" or "dectris-stream-v1": the family name recorded */
+    const char *protocol;   /* "merlin-stream", "dectris-stream-v1" or "dectris-stream-v2" */
     uint64_t detector[2];   /* rows, columns */
     qem_dtype sample_type;  /* UINT8, UINT16 or UINT32 (narrowed exactly to uint16) */
     uint64_t scan_shape[2]; /* stated by the header; {0, 0} = not stated */
@@ -49,8 +49,9 @@ int qem_live_sink_stopping(const live_sink *sink);
  * qem_live_sink_stopping again. */
 #define LIVE_POLL_MS 100
 
-/* Where to connect: "merlin://HOST[:PORT]" or "dectris://HOST[:PORT]". */
-typedef enum live_protocol { LIVE_MERLIN = 1, LIVE_DECTRIS = 2 } live_protocol;
+/* Where to connect: "merlin://HOST[:PORT]", "dectris://HOST[:PORT]" (stream
+ * V1) or "dectris2://HOST[:PORT]" (stream V2, CBOR). */
+typedef enum live_protocol { LIVE_MERLIN = 1, LIVE_DECTRIS = 2, LIVE_DECTRIS2 = 3 } live_protocol;
 
 typedef struct live_address {
     live_protocol protocol;
@@ -60,6 +61,7 @@ typedef struct live_address {
 
 #define LIVE_MERLIN_PORT 6342u
 #define LIVE_DECTRIS_PORT 9999u
+#define LIVE_DECTRIS2_PORT 31001u
 
 qem_status qem_live_parse_url(const char *url, live_address *out, qem_error *error);
 
@@ -79,6 +81,9 @@ qem_status qem_live_receive_merlin(const live_address *address, const live_recei
 qem_status qem_live_receive_dectris(const live_address *address,
                                     const live_receive_options *options, live_sink *sink,
                                     qem_error *error);
+qem_status qem_live_receive_dectris2(const live_address *address,
+                                     const live_receive_options *options, live_sink *sink,
+                                     qem_error *error);
 
 /* Reads exactly `size` bytes of the stream into `buf`: QEM_OK; QEM_E_CANCELLED
  * when the sink stops or the stream stays idle (nothing more is read);

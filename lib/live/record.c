@@ -336,9 +336,12 @@ static void *receiver_run(void *arg)
     const live_receive_options ro = {
         r->o.connect_timeout_ms ? r->o.connect_timeout_ms : DEFAULT_CONNECT_MS, r->o.idle_ms};
     qem_error e = {0};
-    const qem_status st = r->address.protocol == LIVE_MERLIN
-                              ? qem_live_receive_merlin(&r->address, &ro, &r->sink, &e)
-                              : qem_live_receive_dectris(&r->address, &ro, &r->sink, &e);
+    qem_status st;
+    switch (r->address.protocol) {
+    case LIVE_MERLIN: st = qem_live_receive_merlin(&r->address, &ro, &r->sink, &e); break;
+    case LIVE_DECTRIS: st = qem_live_receive_dectris(&r->address, &ro, &r->sink, &e); break;
+    default: st = qem_live_receive_dectris2(&r->address, &ro, &r->sink, &e); break;
+    }
     pthread_mutex_lock(&r->mu);
     r->receive_done = 1;
     r->receive_status = st;

@@ -1,4 +1,5 @@
-/* "merlin://HOST[:PORT]" and "dectris://HOST[:PORT]" (live.h). */
+/* "merlin://HOST[:PORT]", "dectris://HOST[:PORT]" and "dectris2://HOST[:PORT]"
+ * (live.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,12 +19,17 @@ qem_status qem_live_parse_url(const char *url, live_address *out, qem_error *err
         out->protocol = LIVE_DECTRIS;
         out->port = LIVE_DECTRIS_PORT;
         rest = url + 10;
+    } else if (!strncmp(url, "dectris2://", 11)) {
+        out->protocol = LIVE_DECTRIS2;
+        out->port = LIVE_DECTRIS2_PORT;
+        rest = url + 11;
     } else {
         return qem_fail(error, QEM_E_INVALID_ARGUMENT,
                         "'%.200s' is not a stream qem records: give merlin://HOST[:PORT] (a "
-                        "Merlin data port, default %u) or dectris://HOST[:PORT] (a DECTRIS "
-                        "stream interface, default %u)",
-                        url, LIVE_MERLIN_PORT, LIVE_DECTRIS_PORT);
+                        "Merlin data port, default %u), dectris://HOST[:PORT] (a DECTRIS "
+                        "stream V1 interface, default %u) or dectris2://HOST[:PORT] (stream "
+                        "V2, default %u)",
+                        url, LIVE_MERLIN_PORT, LIVE_DECTRIS_PORT, LIVE_DECTRIS2_PORT);
     }
     /* HOST, [IPv6]:PORT or HOST:PORT; nothing after. */
     const char *host = rest, *colon;
@@ -53,10 +59,12 @@ qem_status qem_live_parse_url(const char *url, live_address *out, qem_error *err
         out->port = (unsigned)port;
     }
     return QEM_OK;
-bad:
+bad:;
+    const char *scheme = out->protocol == LIVE_MERLIN    ? "merlin"
+                         : out->protocol == LIVE_DECTRIS ? "dectris"
+                                                         : "dectris2";
     return qem_fail(error, QEM_E_INVALID_ARGUMENT,
                     "'%.200s' is not a stream address: give %s://HOST or %s://HOST:PORT (port "
                     "1 to 65535)",
-                    url, out->protocol == LIVE_MERLIN ? "merlin" : "dectris",
-                    out->protocol == LIVE_MERLIN ? "merlin" : "dectris");
+                    url, scheme, scheme);
 }
