@@ -69,7 +69,8 @@ struct qem_recorder {
     uint64_t received, encoded;
     double last_frame_s;
 
-    int stop;          /* asked to stop (caller, writer failure, every frame in) */
+    int stop;          /* the receiver is to stop (caller, writer failure, writer done) */
+    int stop_asked;    /* by the caller (qem_recorder_stop, the progress callback) */
     int receive_done;  /* the receiver returned */
     qem_status receive_status;
     qem_error receive_error;
@@ -419,18 +420,7 @@ static uint64_t wait_for_frames(qem_recorder *r, double *last)
 static qem_status note_acquisition(qem_recorder *r, qem_writer *w, const char *ended,
                                    uint64_t zero_filled, qem_error *error)
 {
-    json_t *facts = qem_input_source_metadata(r->a);
-    if (!facts)
-        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
-    const char *key;
-    json_t *value;
-    qem_status st = QEM_OK;
-    json_object_foreach(facts, key, value)
-    {
-        if (st == QEM_OK)
-            st = qem_writer_note_source(w, key, json_incref(value), error);
-    }
-    json_decref(facts);
+    QEM_TRY(qem_save_note_facts(r->a, w, error));
     const uint64_t received = r->encoded;
     json_t *live = json_pack(
         "{s:s, s:s, s:b, s:I, s:I, s:I, s:I, s:s, s:I}", "url", r->url, "recorded_by",
@@ -438,11 +428,7 @@ static qem_status note_acquisition(qem_recorder *r, qem_writer *w, const char *e
         (json_int_t)r->expected, "frames_received", (json_int_t)received, "scan_rows_expected",
         (json_int_t)(r->expected / r->a->shape[1]), "zero_filled_scans", (json_int_t)zero_filled,
         "ended", ended, "frames_spilled", (json_int_t)r->spilled_total);
-    if (st == QEM_OK)
-        st = qem_writer_note_source(w, "live_acquisition", live, error);
-    else
-        json_decref(live);
-    return st;
+    return qem_writer_note_source(w, "live_acquisition", live, error);
 }
 
 /* Why the recording ended, for the metadata. */
@@ -456,7 +442,7 @@ static const char *ending_of(const qem_recorder *r, qem_status writer_status)
         return "refused: a message broke the protocol (see the error)";
     if (r->receive_status != QEM_OK)
         return "the connection failed";
-    return r->stop ? "stopped before the scan ended" : "the stream ended before the scan";
+    return r->stop_asked ? "stopped before the scan ended" : "the stream ended before the scan";
 }
 
 /* The writer thread: header, frames, publication. */
@@ -524,8 +510,8 @@ static qem_status record_frames(qem_recorder *r, qem_error *error)
         fault_slow_writer();
     }
     /* Nothing more is taken: the receiver stops at its next poll. */
-    qem_recorder_stop(r);
     pthread_mutex_lock(&r->mu);
+    r->stop = 1;
     while (!r->receive_done)
         pthread_cond_wait(&r->changed, &r->mu);
     pthread_mutex_unlock(&r->mu);
@@ -615,7 +601,7 @@ void qem_recorder_stop(qem_recorder *r)
     if (!r)
         return;
     pthread_mutex_lock(&r->mu);
-    r->stop = 1;
+    r->stop = r->stop_asked = 1;
     pthread_cond_broadcast(&r->changed);
     pthread_mutex_unlock(&r->mu);
 }

@@ -16,29 +16,7 @@ name=cli_record_dectris
 SIM="$(dirname "$0")/../live/sim_dectris.py"
 MASTER="$QEM_SHARED_DIR/fixtures/detectors/arina/test_00_master.h5"
 
-# serve TAG SIM-ARGS...: starts the simulator; $PORT is its port.
-serve() {
-    tag=$1; shift
-    rm -f "$T/$tag.port"
-    "$PY" "$SIM" "$@" --port-file "$T/$tag.port" >/dev/null \
-        2>"$T/$tag.simerr" &
-    SIMPID=$!
-    for i in $(seq 1 200); do [ -s "$T/$tag.port" ] && break; sleep 0.05; done
-    PORT=$(cat "$T/$tag.port")
-}
-
-# body_equal A.qem B.qem: the bodies (after the headers) are the same bytes.
-body_equal() {
-    if "$PY" - "$QEM" "$1" "$2" <<'PYEOF'
-import json, subprocess, sys
-def body(p):
-    info = json.loads(subprocess.check_output([sys.argv[1], "info", p, "--json"]))
-    d = open(p, "rb").read()
-    return d[len(d) - info["body_bytes"]:]
-sys.exit(0 if body(sys.argv[2]) == body(sys.argv[3]) else 1)
-PYEOF
-    then ok; else bad "the bodies of $1 and $2 differ"; fi
-}
+. "$(dirname "$0")/record_harness.sh"
 
 expect 0 "save" -- "$QEM" save "$MASTER" "$T/save.qem" --scan-shape 4,4 -q
 for spec in all:bs32-lz4 basic:lz4 none:raw; do
