@@ -478,6 +478,11 @@ static qem_status record_frames(qem_recorder *r, qem_error *error)
     qem_status st = qem_writer_create(r->dest, stored, a->shape, &setup.options, &w, error);
     if (st == QEM_OK && r->o.live_view)
         st = qem_live_journal_open(&r->journal, r->spill_dir, r->dest, a->shape, stored, error);
+    if (r->o.live_view) { /* a caller may wait for the journal (qem_recorder_container) */
+        pthread_mutex_lock(&r->mu);
+        pthread_cond_broadcast(&r->changed);
+        pthread_mutex_unlock(&r->mu);
+    }
     /* uint32 frames one at a time, so that a value that does not fit
      * loses no frame before it. */
     const uint64_t batch_limit = a->sample_type == QEM_DTYPE_UINT32 ? 1 : UINT64_MAX;
@@ -732,15 +737,11 @@ qem_status qem_recorder_container(qem_recorder *r, qem_container **out, qem_erro
     if (!r->o.live_view)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT,
                         "the recording keeps no frames to view: start it with live_view");
+    /* The journal opens when the writer starts, after the header. */
     pthread_mutex_lock(&r->mu);
-    while (!r->have_header && !r->finished)
+    while (!qem_live_journal_ready(&r->journal) && !r->finished)
         pthread_cond_wait(&r->changed, &r->mu);
     pthread_mutex_unlock(&r->mu);
-    /* The journal opens when the writer starts; wait for it too. */
-    for (int k = 0; k < 1000 && !qem_live_journal_ready(&r->journal) && !r->finished; k++) {
-        struct timespec pause = {0, 1000000L};
-        nanosleep(&pause, NULL);
-    }
     if (!qem_live_journal_ready(&r->journal))
         return qem_fail(error, QEM_E_STREAM,
                         "the recording from %s ended before any frame could be viewed", r->url);
