@@ -159,6 +159,16 @@ kill "$SIMPID" 2>/dev/null; wait "$SIMPID" 2>/dev/null
 contains_text "$T/err" "message 2"
 absent "$T/badprefix.qem"
 
+# uint32 counts narrowed exactly as a save does: a value above 65535 at an
+# admitted pixel is refused naming it; the frames before it are published.
+serve hot "$D/Single_1_Frame_CounterDepth_24_Rows_256.mib" --repeat 6 --hot 4
+expect 1 "a count above 65535" -- "$QEM" record "merlin://127.0.0.1:$PORT" "$T/hot.qem" \
+    --scan-shape 2,3
+kill "$SIMPID" 2>/dev/null; wait "$SIMPID" 2>/dev/null
+contains_text "$T/err" "scan position (1, 0), detector pixel (0, 1) holds 70000"
+contains_text "$T/err" "the 3 frames before it are published"
+live_fact "$T/hot.qem" frames_received 3
+
 # 8. Refusals before any frame: RAW mode, a scan shape the header contradicts,
 # a bad address, an existing output, nobody listening.
 serve raw "$D/Single_1_Frame_CounterDepth_1_Rows_256RAW.mib"
