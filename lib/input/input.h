@@ -324,6 +324,9 @@ typedef struct save_setup {
 qem_status qem_save_setup_make(const acquisition *a, const qem_save_options *options,
                                save_setup *setup, qem_error *error);
 void qem_save_setup_free(save_setup *setup);
+/* After the last read: the source_metadata the reads amended (the
+ * narrowing proof, digests) into the writer's header. */
+qem_status qem_save_note_facts(const acquisition *a, qem_writer *writer, qem_error *error);
 
 /* The identity framing of pack notes 2.6 over member digests. */
 qem_status qem_input_identity(const uint8_t *master_sha256, const uint8_t (*data_sha256)[32],

@@ -647,16 +647,6 @@ static qem_status mib_describe(acquisition *a, const char *path, const uint8_t *
     return qem_input_implicit_mask(a, error);
 }
 
-/* Big-endian samples into the host's order. */
-static void to_native_be(void *data, size_t count, size_t item)
-{
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    input_swap(data, count, item);
-#else
-    (void)data, (void)count, (void)item;
-#endif
-}
-
 static qem_status mib_read(acquisition *a, uint64_t first, uint64_t count, void *out,
                            qem_error *error)
 {
@@ -691,7 +681,7 @@ static qem_status mib_read(acquisition *a, uint64_t first, uint64_t count, void 
                             "'%s' changed since it was described: %s", path, local.message);
         QEM_TRY(qem_pread_full(s->fd, dst, fb, at + hb, QEM_E_CHANGED, error));
         qem_input_member_read(m, s->fd, at + hb, dst, fb);
-        to_native_be(dst, fb / s->first.item, s->first.item);
+        input_from_big_endian(dst, fb / s->first.item, s->first.item);
         prev = h.number;
         have_prev = 1;
     }

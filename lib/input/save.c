@@ -37,7 +37,12 @@ static qem_status settle_acquisition(void *source, qem_writer *w, qem_error *err
         QEM_TRY(qem_input_check_unchanged(s->a, error));
     else
         QEM_TRY(qem_input_stream_finish(s->a, s->progress, s->progress_user, error));
-    json_t *facts = qem_input_source_metadata(s->a);
+    return qem_save_note_facts(s->a, w, error);
+}
+
+qem_status qem_save_note_facts(const acquisition *a, qem_writer *w, qem_error *error)
+{
+    json_t *facts = qem_input_source_metadata(a);
     if (!facts)
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     const char *key;

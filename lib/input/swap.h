@@ -24,4 +24,14 @@ static inline void input_swap(void *data, size_t count, size_t item)
     }
 }
 
+/* Big-endian samples (a Merlin's) into the host's order. */
+static inline void input_from_big_endian(void *data, size_t count, size_t item)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    input_swap(data, count, item);
+#else
+    (void)data, (void)count, (void)item;
+#endif
+}
+
 #endif

@@ -114,15 +114,6 @@ static qem_status parse_acquisition_header(uint8_t *text, uint64_t size, const c
     return QEM_OK;
 }
 
-static void to_native_be(void *data, size_t count, size_t item)
-{
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    input_swap(data, count, item);
-#else
-    (void)data, (void)count, (void)item;
-#endif
-}
-
 qem_status qem_live_merlin_session(live_read_fn read, void *reader, const char *where,
                                    live_sink *sink, qem_error *error)
 {
@@ -206,7 +197,7 @@ qem_status qem_live_merlin_session(live_read_fn read, void *reader, const char *
             break;
         }
         uint8_t *samples = buf + first.header_bytes;
-        to_native_be(samples, frame_bytes / first.item, first.item);
+        input_from_big_endian(samples, frame_bytes / first.item, first.item);
         st = qem_live_sink_frame(sink, index, samples, frame_bytes, error);
         prev = h.number;
         index++;

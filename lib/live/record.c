@@ -69,7 +69,8 @@ struct qem_recorder {
     uint64_t received, encoded;
     double last_frame_s;
 
-    int stop;          /* asked to stop (caller, writer failure, every frame in) */
+    int stop;          /* the receiver is to stop (caller, writer failure, writer done) */
+    int stop_asked;    /* by the caller (qem_recorder_stop, the progress callback) */
     int receive_done;  /* the receiver returned */
     qem_status receive_status;
     qem_error receive_error;
@@ -422,18 +423,7 @@ static uint64_t wait_for_frames(qem_recorder *r, double *last)
 static qem_status note_acquisition(qem_recorder *r, qem_writer *w, const char *ended,
                                    uint64_t zero_filled, qem_error *error)
 {
-    json_t *facts = qem_input_source_metadata(r->a);
-    if (!facts)
-        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
-    const char *key;
-    json_t *value;
-    qem_status st = QEM_OK;
-    json_object_foreach(facts, key, value)
-    {
-        if (st == QEM_OK)
-            st = qem_writer_note_source(w, key, json_incref(value), error);
-    }
-    json_decref(facts);
+    QEM_TRY(qem_save_note_facts(r->a, w, error));
     const uint64_t received = r->encoded;
     json_t *live = json_pack(
         "{s:s, s:s, s:b, s:I, s:I, s:I, s:I, s:s, s:I}", "url", r->url, "recorded_by",
@@ -441,11 +431,7 @@ static qem_status note_acquisition(qem_recorder *r, qem_writer *w, const char *e
         (json_int_t)r->expected, "frames_received", (json_int_t)received, "scan_rows_expected",
         (json_int_t)(r->expected / r->a->shape[1]), "zero_filled_scans", (json_int_t)zero_filled,
         "ended", ended, "frames_spilled", (json_int_t)r->spilled_total);
-    if (st == QEM_OK)
-        st = qem_writer_note_source(w, "live_acquisition", live, error);
-    else
-        json_decref(live);
-    return st;
+    return qem_writer_note_source(w, "live_acquisition", live, error);
 }
 
 /* Why the recording ended, for the metadata. */
@@ -459,7 +445,7 @@ static const char *ending_of(const qem_recorder *r, qem_status writer_status)
         return "refused: a message broke the protocol (see the error)";
     if (r->receive_status != QEM_OK)
         return "the connection failed";
-    return r->stop ? "stopped before the scan ended" : "the stream ended before the scan";
+    return r->stop_asked ? "stopped before the scan ended" : "the stream ended before the scan";
 }
 
 /* The writer thread: header, frames, publication. */
@@ -495,6 +481,11 @@ static qem_status record_frames(qem_recorder *r, qem_error *error)
     qem_status st = qem_writer_create(r->dest, stored, a->shape, &setup.options, &w, error);
     if (st == QEM_OK && r->o.live_view)
         st = qem_live_journal_open(&r->journal, r->spill_dir, r->dest, a->shape, stored, error);
+    if (r->o.live_view) { /* a caller may wait for the journal (qem_recorder_container) */
+        pthread_mutex_lock(&r->mu);
+        pthread_cond_broadcast(&r->changed);
+        pthread_mutex_unlock(&r->mu);
+    }
     /* uint32 frames one at a time, so that a value that does not fit
      * loses no frame before it. */
     const uint64_t batch_limit = a->sample_type == QEM_DTYPE_UINT32 ? 1 : UINT64_MAX;
@@ -527,8 +518,8 @@ static qem_status record_frames(qem_recorder *r, qem_error *error)
         fault_slow_writer();
     }
     /* Nothing more is taken: the receiver stops at its next poll. */
-    qem_recorder_stop(r);
     pthread_mutex_lock(&r->mu);
+    r->stop = 1;
     while (!r->receive_done)
         pthread_cond_wait(&r->changed, &r->mu);
     pthread_mutex_unlock(&r->mu);
@@ -618,7 +609,7 @@ void qem_recorder_stop(qem_recorder *r)
     if (!r)
         return;
     pthread_mutex_lock(&r->mu);
-    r->stop = 1;
+    r->stop = r->stop_asked = 1;
     pthread_cond_broadcast(&r->changed);
     pthread_mutex_unlock(&r->mu);
 }
@@ -749,15 +740,11 @@ qem_status qem_recorder_container(qem_recorder *r, qem_container **out, qem_erro
     if (!r->o.live_view)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT,
                         "the recording keeps no frames to view: start it with live_view");
+    /* The journal opens when the writer starts, after the header. */
     pthread_mutex_lock(&r->mu);
-    while (!r->have_header && !r->finished)
+    while (!qem_live_journal_ready(&r->journal) && !r->finished)
         pthread_cond_wait(&r->changed, &r->mu);
     pthread_mutex_unlock(&r->mu);
-    /* The journal opens when the writer starts; wait for it too. */
-    for (int k = 0; k < 1000 && !qem_live_journal_ready(&r->journal) && !r->finished; k++) {
-        struct timespec pause = {0, 1000000L};
-        nanosleep(&pause, NULL);
-    }
     if (!qem_live_journal_ready(&r->journal))
         return qem_fail(error, QEM_E_STREAM,
                         "the recording from %s ended before any frame could be viewed", r->url);

@@ -14,28 +14,7 @@ name=cli_record_merlin
 SIM="$(dirname "$0")/../live/sim_merlin.py"
 D="$QEM_SHARED_DIR/fixtures/detectors/mib"
 
-# serve TAG SIM-ARGS...: starts the simulator; $PORT is its port.
-serve() {
-    tag=$1; shift
-    rm -f "$T/$tag.port"
-    "$PY" "$SIM" "$@" --port-file "$T/$tag.port" 2>"$T/$tag.simerr" &
-    SIMPID=$!
-    for i in $(seq 1 100); do [ -s "$T/$tag.port" ] && break; sleep 0.05; done
-    PORT=$(cat "$T/$tag.port")
-}
-
-# body_equal A.qem B.qem: the bodies (after the headers) are the same bytes.
-body_equal() {
-    if "$PY" - "$QEM" "$1" "$2" <<'PYEOF'
-import json, subprocess, sys
-def body(p):
-    info = json.loads(subprocess.check_output([sys.argv[1], "info", p, "--json"]))
-    d = open(p, "rb").read()
-    return d[len(d) - info["body_bytes"]:]
-sys.exit(0 if body(sys.argv[2]) == body(sys.argv[3]) else 1)
-PYEOF
-    then ok; else bad "the bodies of $1 and $2 differ"; fi
-}
+. "$(dirname "$0")/record_harness.sh"
 
 # live_fact FILE.qem KEY VALUE: source_metadata.live_acquisition[KEY] == VALUE (JSON).
 live_fact() {
@@ -124,6 +103,7 @@ for k in 5 3 4; do
     rows=$(( (k + 3) / 4 ))
     prefix_exact "$T/cut$k.qem" "$D/001_4x2_6bit.file-order.npy" "$k" "$rows,4"
     live_fact "$T/cut$k.qem" complete false
+    live_fact "$T/cut$k.qem" ended '"the stream ended before the scan"'
     live_fact "$T/cut$k.qem" frames_received "$k"
     live_fact "$T/cut$k.qem" zero_filled_scans "$(( rows * 4 - k ))"
     expect 0 "cut $k verify" -- "$QEM" verify "$T/cut$k.qem"
@@ -147,6 +127,8 @@ wait "$RPID"; rc=$?
 kill "$SIMPID" 2>/dev/null; wait "$SIMPID" 2>/dev/null
 if [ "$rc" -eq 130 ]; then ok; else bad "Ctrl-C: exit $rc, wanted 130"; cat "$T/err" >&2; fi
 contains_text "$T/err" "interrupted after"
+live_fact "$T/intr.qem" ended '"stopped before the scan ended"'
+
 kept=$("$PY" - "$QEM" "$T/intr.qem" <<'PYEOF'
 import json, subprocess, sys
 info = json.loads(subprocess.check_output([sys.argv[1], "info", sys.argv[2], "--json"]))
@@ -176,6 +158,16 @@ expect 1 "corrupt prefix" -- "$QEM" record "merlin://127.0.0.1:$PORT" "$T/badpre
 kill "$SIMPID" 2>/dev/null; wait "$SIMPID" 2>/dev/null
 contains_text "$T/err" "message 2"
 absent "$T/badprefix.qem"
+
+# uint32 counts narrowed exactly as a save does: a value above 65535 at an
+# admitted pixel is refused naming it; the frames before it are published.
+serve hot "$D/Single_1_Frame_CounterDepth_24_Rows_256.mib" --repeat 6 --hot 4
+expect 1 "a count above 65535" -- "$QEM" record "merlin://127.0.0.1:$PORT" "$T/hot.qem" \
+    --scan-shape 2,3
+kill "$SIMPID" 2>/dev/null; wait "$SIMPID" 2>/dev/null
+contains_text "$T/err" "scan position (1, 0), detector pixel (0, 1) holds 70000"
+contains_text "$T/err" "the 3 frames before it are published"
+live_fact "$T/hot.qem" frames_received 3
 
 # 8. Refusals before any frame: RAW mode, a scan shape the header contradicts,
 # a bad address, an existing output, nobody listening.

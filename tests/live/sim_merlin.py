@@ -127,6 +127,8 @@ def main():
                     help="the first frame's message prefix is not MPX")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--report", help="write the send times as JSON here at the end")
+    ap.add_argument("--hot", type=int, metavar="FRAME",
+                    help="U32 frames: pixel (0, 1) of frame FRAME (from 1) holds 70000")
     ap.add_argument("--hold", type=float, default=0,
                     help="seconds to keep the connection open after the last frame")
     a = ap.parse_args()
@@ -177,6 +179,10 @@ def main():
                 break
             if bad_frame is not None and k + 1 == bad_frame:
                 record = corrupt(bad_kind, record, header, k + 1)
+            if a.hot is not None and k + 1 == a.hot:
+                if record[:header].split(b",")[6].strip() != b"U32":
+                    raise SystemExit("--hot needs U32 frames")
+                record = record[:header + 4] + (70000).to_bytes(4, "big") + record[header + 8:]
             message = mpx(record)
             if a.prefix_corrupt and k == 0:
                 message = b"MPY" + message[3:]
