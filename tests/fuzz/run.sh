@@ -22,7 +22,7 @@ total=0
 export QEM_FUZZ_SUMS_FIXTURE="$SHARED/fixtures/qem/u16_nonsquare_masked.qem"
 for t in qem_file qem_decode rans pack_file pack_parts npy roundtrip encoded_chunk mib empad raw \
          sums_cache k2is frms6 tvips seq blo mrc csr dm tia velox de_info encode dectris_message \
-         merlin_stream cli_args view_request; do
+         dectris_cbor merlin_stream cli_args view_request; do
     mkdir -p "$BUILD/corpus/$t"
     log="$BUILD/findings/$t.log"
     # The argument parser explains every refusal on stderr: keep it quiet.

@@ -12,6 +12,7 @@
 #include "seeds_blo.h"
 #include "seeds_csr.h"
 #include "seeds_dectris.h"
+#include "seeds_dectris2.h"
 #include "seeds_de_info.h"
 #include "seeds_dm.h"
 #include "seeds_frms6.h"
@@ -526,6 +527,7 @@ int main(int argc, char **argv)
     seeds_velox(shared, HYPERSPY_IO, out);
     /* Issue 32: DECTRIS stream messages, Merlin data port streams. */
     seeds_dectris(shared, out);
+    seeds_dectris2(out);
     merlin_stream_seeds(shared, out);
     return 0;
 }

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Every command pays only for the libraries it uses: libqem.so and the qem
-# command list none of libhdf5, libtiff, libpng, libmicrohttpd, FFTW (nor what
-# they bring: curl, gnutls, Kerberos, LDAP...), and the loader maps them
+# command list none of libhdf5, libtiff, libpng, libmicrohttpd, FFTW, libzmq,
+# libcbor (nor what they bring: curl, gnutls, Kerberos, LDAP...; the live
+# DECTRIS receivers open libzmq and libcbor themselves), and the loader maps them
 # only in the commands that use them, through the modules in qem-modules/
 # (lib/common/module.h). LD_DEBUG=files names every object the loader
 # maps, dlopen'ed ones included.
@@ -10,7 +11,7 @@ set -eu
 QEM=$1
 LIBQEM=$2
 SHARED=$3
-HEAVY='libhdf5|libtiff|libpng|libmicrohttpd|libfftw3|libcurl|libgnutls|libkrb5|libldap|libsz|libaec|libqem-hdf5|libqem-images|qem-view'
+HEAVY='libhdf5|libtiff|libpng|libmicrohttpd|libfftw3|libzmq|libcbor|libcurl|libgnutls|libkrb5|libldap|libsz|libaec|libqem-hdf5|libqem-images|qem-view'
 T=$(mktemp -d "${TMPDIR:-/tmp}/qem-lazy-XXXXXX")
 trap 'rm -rf "$T"' EXIT
 bad=0
@@ -66,4 +67,4 @@ head -c 8 "$T/v.png" | od -An -tx1 | grep -q '89 50 4e 47' ||
 head -c 4 "$T/v.tif" | od -An -tx1 | grep -q '49 49 2a 00' ||
     { echo "lazy: v.tif is not a TIFF" >&2; bad=1; }
 [ "$bad" -eq 0 ] || exit 1
-echo "lazy: libqem.so and qem link no HDF5, image, HTTP or FFT library; --version, info, .npy products and non-HDF5 saves map none; .png/.tif load the image module, HDF5 sources the HDF5 module, iDPC FFTW"
+echo "lazy: libqem.so and qem link no HDF5, image, HTTP, FFT, ZeroMQ or CBOR library; --version, info, .npy products and non-HDF5 saves map none; .png/.tif load the image module, HDF5 sources the HDF5 module, iDPC FFTW"
