@@ -16,6 +16,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t at = 0;
     while (at < size) {
         size_t length = fuzz_u32(data, size, &at);
+        if (at > size)
+            break; /* the input ended inside the length */
         if (length > size - at)
             length = size - at;
         const uint8_t *bytes = data + at;
