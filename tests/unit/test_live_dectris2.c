@@ -499,7 +499,7 @@ static void test_images(void)
     CHECK_EQ_U64(x.s.next_frame, 3);
 
     /* Every image rule, each at frame 3 after three good frames. */
-    uint8_t garbage[40];
+    uint8_t garbage[64];
     memset(garbage, 0xFF, sizeof garbage);
     uint8_t header_only[12] = {0, 0, 0, 0, 0, 0, 0, 24, 0, 0, 0, 16};
     uint8_t other_total[12] = {0, 0, 0, 0, 0, 0, 0, 25, 0, 0, 0, 16};
