@@ -108,14 +108,16 @@ test-asan:
 	cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
 
-# Callers' threads sharing one handle, under ThreadSanitizer. The library
+# Callers' threads sharing one handle, and a recording's receiver and
+# writer threads (the Merlin stream: the DECTRIS one runs inside libzmq's
+# threads, which are not instrumented), under ThreadSanitizer. The library
 # runs its own work on one thread here (OMP_NUM_THREADS=1): GCC's OpenMP
-# runtime is not instrumented, and the test is about the shared handle.
+# runtime is not instrumented, and the tests are about the shared state.
 test-tsan:
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DQEM_TSAN=ON -DQEM_WERROR=ON
-	cmake --build $(TSAN_BUILD) -j $(JOBS) --target unit_concurrency unit_products
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target unit_concurrency unit_products qem
 	cd $(TSAN_BUILD) && OMP_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1 \
-		ctest --output-on-failure -R '^(unit_concurrency|unit_products)$$'
+		ctest --output-on-failure -R '^(unit_concurrency|unit_products|cli_record_merlin)$$'
 
 # libFuzzer targets, built with clang under ASan + UBSan (tests/fuzz).
 fuzz-build:

@@ -3,6 +3,7 @@
 #include "terminal.h"
 
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -162,11 +163,13 @@ int print_summary(const char *command, char *text, const qem_error *e, int json,
 
 /* --- signals ------------------------------------------------------------------- */
 
-/* The signal handler's only state: which signal asked the command to stop. */
-static volatile sig_atomic_t interrupt_signal;
+/* The signal handler's only state: which signal asked the command to stop.
+ * Lock-free atomics, not sig_atomic_t: the library's threads read it too
+ * (a recording's progress callback runs on its writer thread). */
+static atomic_int interrupt_signal;
 /* 1: the first signal gives a grace second, then exits; 0: it only asks
  * (a recording publishes what arrived, however long that takes). */
-static volatile sig_atomic_t grace_exit = 1;
+static atomic_int grace_exit = 1;
 
 static void on_signal(int signal_number)
 {
