@@ -22,6 +22,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         size_t n = 0;
         for (; n < count && at < size; n++) {
             size_t length = fuzz_u32(data, size, &at);
+            if (at > size) /* the input ended inside the length */
+                at = size;
             if (length > size - at)
                 length = size - at;
             parts[n].data = data + at;
