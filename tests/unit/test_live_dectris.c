@@ -3,80 +3,18 @@
  * against the `bitshuffle` Python module's own output; every refusal of
  * the message parsers (QEM_E_STREAM naming the frame); and the receiver
  * end to end over loopback against tests/live/sim_dectris.py serving the
- * Arina fixture and synthetic counts, into a sink of this test's own. */
+ * Arina fixture and synthetic counts, into the tests' own sink
+ * (tests/common/live_test.c). */
 #include <jansson.h>
 #include <lz4.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common/error.h"
 #include "live/dectris_message.h"
 #include "live/live.h"
+#include "live_test.h"
 #include "test_util.h"
-
-extern char **environ;
-
-/* --- a sink of this test's own (record.c's real one is not linked) ------------ */
-
-struct live_sink {
-    int header_calls;
-    uint64_t rows, columns, frames_announced, flagged_count;
-    uint32_t flagged[4];
-    qem_dtype type;
-    json_t *facts;
-    uint8_t *data; /* every frame received, in order */
-    size_t frame_bytes;
-    uint64_t count;
-    uint64_t stop_after; /* > 0: qem_live_sink_stopping once this many came */
-};
-
-qem_status qem_live_sink_header(live_sink *sink, live_header *h, qem_error *error)
-{
-    (void)error;
-    sink->header_calls++;
-    sink->rows = h->detector[0];
-    sink->columns = h->detector[1];
-    sink->type = h->sample_type;
-    sink->frames_announced = h->frames;
-    sink->flagged_count = h->flagged_count;
-    for (uint64_t k = 0; k < h->flagged_count && k < 4; k++)
-        sink->flagged[k] = h->flagged[k];
-    json_decref(sink->facts);
-    sink->facts = h->facts; /* the sink takes it */
-    CHECK(!strcmp(h->protocol, "dectris-stream-v1"));
-    sink->frame_bytes = (size_t)(sink->rows * sink->columns * qem_dtype_size(sink->type));
-    return QEM_OK;
-}
-
-qem_status qem_live_sink_frame(live_sink *sink, uint64_t index, const void *pixels, size_t bytes,
-                               qem_error *error)
-{
-    if (sink->header_calls != 1 || index != sink->count || bytes != sink->frame_bytes)
-        return qem_fail(error, QEM_E_STREAM, "test sink: frame %llu of %zu bytes unexpected",
-                        (unsigned long long)index, bytes);
-    uint8_t *grown = realloc(sink->data, (size_t)(sink->count + 1) * bytes);
-    if (!grown)
-        return QEM_E_NO_MEMORY;
-    sink->data = grown;
-    memcpy(sink->data + sink->count * bytes, pixels, bytes);
-    sink->count++;
-    return QEM_OK;
-}
-
-int qem_live_sink_stopping(const live_sink *sink)
-{
-    return sink->stop_after && sink->count >= sink->stop_after;
-}
-
-static void sink_free(live_sink *sink)
-{
-    json_decref(sink->facts);
-    free(sink->data);
-    memset(sink, 0, sizeof *sink);
-}
 
 /* --- bit-unshuffle ---------------------------------------------------------------- */
 
@@ -280,14 +218,6 @@ static void image_message(message *m, uint64_t frame, const image_spec *spec)
         add_text(m, spec->tail ? spec->tail : "{\"htype\": \"dconfig-1.0\", \"real_time\": 1}");
 }
 
-static int message_names(const qem_error *e, const char *want)
-{
-    if (strstr(e->message, want))
-        return 1;
-    fprintf(stderr, "message '%s' does not name '%s'\n", e->message, want);
-    return 0;
-}
-
 static void test_header_and_images(void)
 {
     qem_error e = {0};
@@ -370,9 +300,9 @@ static void test_header_and_images(void)
         qem_error ek = {0};
         CHECK_STATUS(qem_dectris_parse_image(m.parts, m.count, &copy, &im, &ek), QEM_E_STREAM,
                      &ek);
-        if (!message_names(&ek, bad[k].names))
+        if (!live_test_names(&ek, bad[k].names))
             fprintf(stderr, "  (case: %s)\n", bad[k].what);
-        CHECK(message_names(&ek, bad[k].names));
+        CHECK(live_test_names(&ek, bad[k].names));
         CHECK_EQ_U64(copy.next_frame, 3);
         message_free(&m);
     }
@@ -405,7 +335,7 @@ static void test_header_and_images(void)
         uint16_t out[12], scratch[12];
         CHECK_STATUS(qem_dectris_decode_image(&im, out, sizeof out, scratch, sizeof scratch, &ek),
                      QEM_E_STREAM, &ek);
-        CHECK(message_names(&ek, "frame 3"));
+        CHECK(live_test_names(&ek, "frame 3"));
         message_free(&m);
     }
 
@@ -458,7 +388,7 @@ static void test_header_and_images(void)
             CHECK(!memcmp(out, values, sizeof values));
         } else {
             CHECK_STATUS(st, QEM_E_STREAM, &ek);
-            CHECK(message_names(&ek, "frame 3"));
+            CHECK(live_test_names(&ek, "frame 3"));
         }
     }
 
@@ -472,7 +402,7 @@ static void test_header_and_images(void)
     add_text(&m, "{\"htype\": \"dseries_end-1.0\", \"series\": 6}");
     qem_error ee = {0};
     CHECK_STATUS(qem_dectris_parse_end(m.parts, m.count, &s, &ee), QEM_E_STREAM, &ee);
-    CHECK(message_names(&ee, "frame 3"));
+    CHECK(live_test_names(&ee, "frame 3"));
     message_free(&m);
 
     /* What a message opens with. */
@@ -489,7 +419,7 @@ static void test_header_and_images(void)
         qem_dectris_part p = {unknown[k], strlen(unknown[k])};
         qem_error ek = {0};
         CHECK_STATUS(qem_dectris_message_kind(&p, 3, &kind, &ek), QEM_E_STREAM, &ek);
-        CHECK(message_names(&ek, "frame 3"));
+        CHECK(live_test_names(&ek, "frame 3"));
     }
     qem_dectris_series_free(&s);
 
@@ -503,8 +433,8 @@ static void test_header_and_images(void)
     qem_error ek = {0};
     CHECK_STATUS(qem_dectris_parse_image(early.parts, early.count, &none, &im, &ek),
                  QEM_E_STREAM, &ek);
-    CHECK(message_names(&ek, "before the series header"));
-    CHECK(message_names(&ek, "frame 0"));
+    CHECK(live_test_names(&ek, "before the series header"));
+    CHECK(live_test_names(&ek, "frame 0"));
     message_free(&early);
 }
 
@@ -594,7 +524,7 @@ static void test_header_rules(void)
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         qem_error ek = {0};
         CHECK_STATUS(header_of(bad[k].head, bad[k].config, &s, &ek), QEM_E_STREAM, &ek);
-        if (!message_names(&ek, "series header"))
+        if (!live_test_names(&ek, "series header"))
             fprintf(stderr, "  (case: %s)\n", bad[k].what);
         qem_dectris_series_free(&s);
     }
@@ -637,7 +567,7 @@ static void test_header_rules(void)
         qem_error ek = {0};
         memset(&s, 0, sizeof s);
         CHECK_STATUS(qem_dectris_parse_header(a.parts, a.count, &s, &ek), QEM_E_STREAM, &ek);
-        if (!message_names(&ek, "series header"))
+        if (!live_test_names(&ek, "series header"))
             fprintf(stderr, "  (case: %s)\n", appendix[k].what);
         qem_dectris_series_free(&s);
         message_free(&a);
@@ -659,90 +589,12 @@ static void test_header_rules(void)
 
 /* --- the receiver against the simulator ---------------------------------------- */
 
-typedef struct simulator {
-    pid_t pid;
-    unsigned port;
-} simulator;
-
-/* Starts sim_dectris.py with `args` (NULL-terminated) and reads its port. */
-static int sim_start(simulator *sim, const char *const *args)
-{
-    const char *argv[32] = {"/usr/bin/python3", QEM_SIM_DECTRIS};
-    int n = 2;
-    for (int k = 0; args[k] && n < 30; k++)
-        argv[n++] = args[k];
-    argv[n] = NULL;
-    int out[2];
-    if (pipe(out))
-        return 0;
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-    posix_spawn_file_actions_addclose(&actions, out[0]);
-    const int rc = posix_spawn(&sim->pid, argv[0], &actions, NULL, (char *const *)argv, environ);
-    posix_spawn_file_actions_destroy(&actions);
-    close(out[1]);
-    if (rc) {
-        close(out[0]);
-        return 0;
-    }
-    char line[64] = {0};
-    size_t got = 0;
-    while (got < sizeof line - 1 && read(out[0], line + got, 1) == 1 && line[got] != '\n')
-        got++;
-    close(out[0]);
-    return sscanf(line, "PORT %u", &sim->port) == 1;
-}
-
-static void sim_stop(simulator *sim)
-{
-    if (sim->pid > 0) {
-        kill(sim->pid, SIGTERM);
-        waitpid(sim->pid, NULL, 0);
-    }
-    sim->pid = 0;
-}
-
+/* The receiver run against sim_dectris.py. */
 static qem_status receive(const char *const *args, live_sink *sink, int idle_ms, qem_error *e)
 {
-    simulator sim = {0};
-    if (!sim_start(&sim, args)) {
-        sim_stop(&sim);
-        CHECK(!"the simulator started");
-        return QEM_E_IO;
-    }
-    live_address address = {.protocol = LIVE_DECTRIS, .port = sim.port};
-    snprintf(address.host, sizeof address.host, "127.0.0.1");
-    live_receive_options options = {.connect_timeout_ms = 20000, .idle_ms = idle_ms};
-    const qem_status st = qem_live_receive_dectris(&address, &options, sink, e);
-    sim_stop(&sim);
-    return st;
-}
-
-/* The .npy's data: the whole file read, the data's offset returned. */
-static uint8_t *npy_data(const char *path, size_t *size, size_t *offset)
-{
-    uint8_t *b = read_file(path, size);
-    if (!b || *size < 10) {
-        free(b);
-        return NULL;
-    }
-    *offset = 10 + (size_t)(b[8] | b[9] << 8); /* version 1 header */
-    return b;
-}
-
-static void check_frames_equal(const live_sink *sink, const char *npy, uint64_t frames)
-{
-    size_t size = 0, offset = 0;
-    uint8_t *want = npy_data(npy, &size, &offset);
-    CHECK(want != NULL);
-    if (!want)
-        return;
-    CHECK_EQ_U64(sink->count, frames);
-    CHECK_EQ_U64(size - offset, frames * sink->frame_bytes);
-    if (sink->count == frames && size - offset == frames * sink->frame_bytes)
-        CHECK(!memcmp(sink->data, want + offset, size - offset));
-    free(want);
+    sink->protocol = "dectris-stream-v1";
+    return live_test_receive(QEM_SIM_DECTRIS, LIVE_DECTRIS, qem_live_receive_dectris, args, sink,
+                             idle_ms, e);
 }
 
 static void test_receiver(void)
@@ -763,8 +615,8 @@ static void test_receiver(void)
         CHECK_EQ_U64(sink.type, QEM_DTYPE_UINT32);
         CHECK_EQ_U64(sink.frames_announced, k < 2 ? 16 : 0);
         CHECK_EQ_U64(sink.flagged_count, 0);
-        check_frames_equal(&sink, arina, 16);
-        sink_free(&sink);
+        live_test_frames_equal(&sink, arina, 16);
+        live_test_sink_free(&sink);
     }
 
     /* Synthetic counts (the fixture's are all 0), bitshuffled by the module. */
@@ -782,12 +634,12 @@ static void test_receiver(void)
         CHECK_EQ_U64(sink.flagged_count, 2);
         CHECK_EQ_U64(sink.flagged[0], 0);
         CHECK_EQ_U64(sink.flagged[1], 23 * 20 + 10);
-        check_frames_equal(&sink, expect, 12);
+        live_test_frames_equal(&sink, expect, 12);
         uint64_t nonzero = 0;
         for (size_t i = 0; i < sink.count * sink.frame_bytes; i++)
             nonzero += sink.data[i] != 0;
         CHECK(nonzero > 1000);
-        sink_free(&sink);
+        live_test_sink_free(&sink);
     }
 
     /* A cut stream: no series end; the idle limit ends it. */
@@ -797,7 +649,7 @@ static void test_receiver(void)
         qem_error e = {0};
         CHECK_OK(receive(args, &sink, 700, &e), &e);
         CHECK_EQ_U64(sink.count, 5);
-        sink_free(&sink);
+        live_test_sink_free(&sink);
     }
 
     /* The sink stops the receiver (a slow replay). */
@@ -807,7 +659,7 @@ static void test_receiver(void)
         qem_error e = {0};
         CHECK_OK(receive(args, &sink, 0, &e), &e);
         CHECK(sink.count >= 3 && sink.count < 16);
-        sink_free(&sink);
+        live_test_sink_free(&sink);
     }
 
     /* Corruptions at frame 3: refused, naming the frame, after 3 frames. */
@@ -830,10 +682,10 @@ static void test_receiver(void)
         live_sink sink = {0};
         qem_error e = {0};
         CHECK_STATUS(receive(args, &sink, 0, &e), QEM_E_STREAM, &e);
-        if (!message_names(&e, corrupt[k].names))
+        if (!live_test_names(&e, corrupt[k].names))
             fprintf(stderr, "  (corruption %s)\n", corrupt[k].kind);
         CHECK_EQ_U64(sink.count, corrupt[k].received);
-        sink_free(&sink);
+        live_test_sink_free(&sink);
     }
 
     /* Nothing listening: QEM_E_IO once the connect timeout passes. */
@@ -844,7 +696,7 @@ static void test_receiver(void)
         live_sink sink = {0};
         qem_error e = {0};
         CHECK_STATUS(qem_live_receive_dectris(&address, &options, &sink, &e), QEM_E_IO, &e);
-        CHECK(message_names(&e, "nothing arrived from tcp://127.0.0.1:9"));
+        CHECK(live_test_names(&e, "nothing arrived from tcp://127.0.0.1:9"));
         CHECK_EQ_U64(sink.header_calls, 0);
     }
 }

@@ -4,11 +4,9 @@
  * framing) and bslz4 decoders against data this test compresses itself,
  * and the receiver end to end over loopback against
  * tests/live/sim_dectris2.py serving the Arina fixture and synthetic
- * counts, into a sink of this test's own. */
+ * counts, into the tests' own sink
+ * (tests/common/live_test.c). */
 #include <jansson.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cbor_build.h"
@@ -16,76 +14,8 @@
 #include "common/json.h"
 #include "live/dectris_cbor.h"
 #include "live/live.h"
+#include "live_test.h"
 #include "test_util.h"
-
-extern char **environ;
-
-/* --- a sink of this test's own (record.c's real one is not linked) ------------ */
-
-struct live_sink {
-    int header_calls;
-    uint64_t rows, columns, frames_announced, flagged_count;
-    uint32_t flagged[4];
-    qem_dtype type;
-    json_t *facts;
-    uint8_t *data; /* every frame received, in order */
-    size_t frame_bytes;
-    uint64_t count;
-    uint64_t stop_after; /* > 0: qem_live_sink_stopping once this many came */
-};
-
-qem_status qem_live_sink_header(live_sink *sink, live_header *h, qem_error *error)
-{
-    (void)error;
-    sink->header_calls++;
-    sink->rows = h->detector[0];
-    sink->columns = h->detector[1];
-    sink->type = h->sample_type;
-    sink->frames_announced = h->frames;
-    sink->flagged_count = h->flagged_count;
-    for (uint64_t k = 0; k < h->flagged_count && k < 4; k++)
-        sink->flagged[k] = h->flagged[k];
-    json_decref(sink->facts);
-    sink->facts = h->facts; /* the sink takes it */
-    CHECK(!strcmp(h->protocol, "dectris-stream-v2"));
-    sink->frame_bytes = (size_t)(sink->rows * sink->columns * qem_dtype_size(sink->type));
-    return QEM_OK;
-}
-
-qem_status qem_live_sink_frame(live_sink *sink, uint64_t index, const void *pixels, size_t bytes,
-                               qem_error *error)
-{
-    if (sink->header_calls != 1 || index != sink->count || bytes != sink->frame_bytes)
-        return qem_fail(error, QEM_E_STREAM, "test sink: frame %llu of %zu bytes unexpected",
-                        (unsigned long long)index, bytes);
-    uint8_t *grown = realloc(sink->data, (size_t)(sink->count + 1) * bytes);
-    if (!grown)
-        return QEM_E_NO_MEMORY;
-    sink->data = grown;
-    memcpy(sink->data + sink->count * bytes, pixels, bytes);
-    sink->count++;
-    return QEM_OK;
-}
-
-int qem_live_sink_stopping(const live_sink *sink)
-{
-    return sink->stop_after && sink->count >= sink->stop_after;
-}
-
-static void sink_free(live_sink *sink)
-{
-    json_decref(sink->facts);
-    free(sink->data);
-    memset(sink, 0, sizeof *sink);
-}
-
-static int names(const qem_error *e, const char *want)
-{
-    if (strstr(e->message, want))
-        return 1;
-    fprintf(stderr, "message '%s' does not name '%s'\n", e->message, want);
-    return 0;
-}
 
 /* --- the loader ------------------------------------------------------------------ */
 
@@ -100,7 +30,7 @@ static void refused_load(const cbw *w, const char *want, const char *what)
     qem_error e = {0};
     CHECK_STATUS(load(w, &m, &e), QEM_E_STREAM, &e);
     CHECK(m.root == NULL);
-    if (!names(&e, want) || !names(&e, "frame 3 (expected next)"))
+    if (!live_test_names(&e, want) || !live_test_names(&e, "frame 3 (expected next)"))
         fprintf(stderr, "  (case: %s)\n", what);
 }
 
@@ -249,7 +179,7 @@ static void refused_start(const cbw *w, const char *want, const char *what)
     qem_dectris2_series x;
     qem_error e = {0};
     CHECK_STATUS(start_of(w, &x, &e), QEM_E_STREAM, &e);
-    if (!names(&e, want) || !names(&e, "start message"))
+    if (!live_test_names(&e, want) || !live_test_names(&e, "start message"))
         fprintf(stderr, "  (case: %s)\n", what);
     qem_dectris2_series_free(&x);
 }
@@ -560,7 +490,7 @@ static void test_images(void)
         qem_dectris2_series copy = x; /* shallow: a parse changes only numbers */
         qem_error ek = {0};
         CHECK_STATUS(image_of(&bad[k].o, &copy, out, &ek), QEM_E_STREAM, &ek);
-        if (!names(&ek, bad[k].want))
+        if (!live_test_names(&ek, bad[k].want))
             fprintf(stderr, "  (case: %s)\n", bad[k].what);
         if (strcmp(bad[k].what, "lz4 short") && strncmp(bad[k].what, "lz4 ", 4) &&
             strcmp(bad[k].what, "bslz4 garbage"))
@@ -582,7 +512,7 @@ static void test_images(void)
     CHECK_OK(qem_dectris2_load(w.bytes, w.size, 3, &m, &e), &e);
     qem_error ek = {0};
     CHECK_STATUS(qem_dectris2_parse_end(&m, &x, &ek), QEM_E_STREAM, &ek);
-    CHECK(names(&ek, "the series end after frame 3 belongs to series 8"));
+    CHECK(live_test_names(&ek, "the series end after frame 3 belongs to series 8"));
     qem_dectris2_message_free(&m);
     cbw_free(&w);
     qem_dectris2_series_free(&x);
@@ -594,7 +524,8 @@ static void test_images(void)
     image_over first = {.image_id = 0};
     memset(&ek, 0, sizeof ek);
     CHECK_STATUS(image_of(&first, &none, out, &ek), QEM_E_STREAM, &ek);
-    CHECK(names(&ek, "frame 0 (expected next): an image arrived before the start message"));
+    CHECK(live_test_names(&ek, "frame 0 (expected next): an image arrived before the start "
+                               "message"));
     start_head(&w, 0);
     CHECK_OK(start_of(&w, &none, &e), &e);
     CHECK(!qem_dectris_series_known(&none.s));
@@ -610,80 +541,12 @@ static void test_images(void)
 
 /* --- the receiver against the simulator ---------------------------------------- */
 
-typedef struct simulator {
-    pid_t pid;
-    unsigned port;
-} simulator;
-
-static int sim_start(simulator *sim, const char *const *args)
-{
-    const char *argv[32] = {"/usr/bin/python3", QEM_SIM_DECTRIS2};
-    int n = 2;
-    for (int k = 0; args[k] && n < 30; k++)
-        argv[n++] = args[k];
-    argv[n] = NULL;
-    int out[2];
-    if (pipe(out))
-        return 0;
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-    posix_spawn_file_actions_addclose(&actions, out[0]);
-    const int rc = posix_spawn(&sim->pid, argv[0], &actions, NULL, (char *const *)argv, environ);
-    posix_spawn_file_actions_destroy(&actions);
-    close(out[1]);
-    if (rc) {
-        close(out[0]);
-        return 0;
-    }
-    char line[64] = {0};
-    size_t got = 0;
-    while (got < sizeof line - 1 && read(out[0], line + got, 1) == 1 && line[got] != '\n')
-        got++;
-    close(out[0]);
-    return sscanf(line, "PORT %u", &sim->port) == 1;
-}
-
-static void sim_stop(simulator *sim)
-{
-    if (sim->pid > 0) {
-        kill(sim->pid, SIGTERM);
-        waitpid(sim->pid, NULL, 0);
-    }
-    sim->pid = 0;
-}
-
+/* The receiver run against sim_dectris2.py. */
 static qem_status receive(const char *const *args, live_sink *sink, int idle_ms, qem_error *e)
 {
-    simulator sim = {0};
-    if (!sim_start(&sim, args)) {
-        sim_stop(&sim);
-        CHECK(!"the simulator started");
-        return QEM_E_IO;
-    }
-    live_address address = {.protocol = LIVE_DECTRIS2, .port = sim.port};
-    snprintf(address.host, sizeof address.host, "127.0.0.1");
-    live_receive_options options = {.connect_timeout_ms = 20000, .idle_ms = idle_ms};
-    const qem_status st = qem_live_receive_dectris2(&address, &options, sink, e);
-    sim_stop(&sim);
-    return st;
-}
-
-static void check_frames_equal(const live_sink *sink, const char *npy, uint64_t frames)
-{
-    size_t size = 0;
-    uint8_t *want = read_file(npy, &size);
-    CHECK(want != NULL && size > 10);
-    if (!want || size <= 10) {
-        free(want);
-        return;
-    }
-    const size_t offset = 10 + (size_t)(want[8] | want[9] << 8); /* .npy version 1 */
-    CHECK_EQ_U64(sink->count, frames);
-    CHECK_EQ_U64(size - offset, frames * sink->frame_bytes);
-    if (sink->count == frames && size - offset == frames * sink->frame_bytes)
-        CHECK(!memcmp(sink->data, want + offset, size - offset));
-    free(want);
+    sink->protocol = "dectris-stream-v2";
+    return live_test_receive(QEM_SIM_DECTRIS2, LIVE_DECTRIS2, qem_live_receive_dectris2, args,
+                             sink, idle_ms, e);
 }
 
 static void test_receiver(void)
@@ -704,8 +567,8 @@ static void test_receiver(void)
         CHECK_EQ_U64(sink.type, QEM_DTYPE_UINT32);
         CHECK_EQ_U64(sink.frames_announced, k < 2 ? 16 : 0);
         CHECK_EQ_U64(sink.flagged_count, 0);
-        check_frames_equal(&sink, arina, 16);
-        sink_free(&sink);
+        live_test_frames_equal(&sink, arina, 16);
+        live_test_sink_free(&sink);
     }
 
     /* Synthetic counts, two channels (the second differs): the first's
@@ -726,12 +589,12 @@ static void test_receiver(void)
         CHECK_EQ_U64(sink.flagged[0], 0);
         CHECK_EQ_U64(sink.flagged[1], 23 * 20 + 10);
         CHECK(qem_json_string_is(json_object_get(sink.facts, "channel"), "threshold_1"));
-        check_frames_equal(&sink, expect, 12);
+        live_test_frames_equal(&sink, expect, 12);
         uint64_t nonzero = 0;
         for (size_t i = 0; i < sink.count * sink.frame_bytes; i++)
             nonzero += sink.data[i] != 0;
         CHECK(nonzero > 1000);
-        sink_free(&sink);
+        live_test_sink_free(&sink);
     }
 
     /* A cut stream: no end message; the idle limit ends it. */
@@ -741,7 +604,7 @@ static void test_receiver(void)
         qem_error e = {0};
         CHECK_OK(receive(args, &sink, 700, &e), &e);
         CHECK_EQ_U64(sink.count, 5);
-        sink_free(&sink);
+        live_test_sink_free(&sink);
     }
 
     /* The sink stops the receiver (a slow replay). */
@@ -751,7 +614,7 @@ static void test_receiver(void)
         qem_error e = {0};
         CHECK_OK(receive(args, &sink, 0, &e), &e);
         CHECK(sink.count >= 3 && sink.count < 16);
-        sink_free(&sink);
+        live_test_sink_free(&sink);
     }
 
     /* Corruptions at frame 3: refused, naming the frame, after 3 frames. */
@@ -779,10 +642,10 @@ static void test_receiver(void)
         live_sink sink = {0};
         qem_error e = {0};
         CHECK_STATUS(receive(args, &sink, 0, &e), QEM_E_STREAM, &e);
-        if (!names(&e, corrupt[k].want))
+        if (!live_test_names(&e, corrupt[k].want))
             fprintf(stderr, "  (corruption %s)\n", corrupt[k].kind);
         CHECK_EQ_U64(sink.count, corrupt[k].received);
-        sink_free(&sink);
+        live_test_sink_free(&sink);
     }
 
     /* Nothing listening: QEM_E_IO once the connect timeout passes. */
@@ -793,7 +656,7 @@ static void test_receiver(void)
         live_sink sink = {0};
         qem_error e = {0};
         CHECK_STATUS(qem_live_receive_dectris2(&address, &options, &sink, &e), QEM_E_IO, &e);
-        CHECK(names(&e, "nothing arrived from tcp://127.0.0.1:9"));
+        CHECK(live_test_names(&e, "nothing arrived from tcp://127.0.0.1:9"));
         CHECK_EQ_U64(sink.header_calls, 0);
     }
 
@@ -807,7 +670,7 @@ static void test_receiver(void)
     CHECK_EQ_U64(a.port, 4000);
     CHECK(!strcmp(a.host, "::1"));
     CHECK_STATUS(qem_live_parse_url("dectris2://host:0", &a, &e), QEM_E_INVALID_ARGUMENT, &e);
-    CHECK(names(&e, "dectris2://HOST"));
+    CHECK(live_test_names(&e, "dectris2://HOST"));
 }
 
 int main(void)
