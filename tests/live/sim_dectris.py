@@ -9,6 +9,7 @@ Needs numpy, h5py, pyzmq, bitshuffle and lz4 (scripts/install-deps)."""
 import argparse
 import hashlib
 import json
+import os
 import struct
 import sys
 import time
@@ -109,6 +110,26 @@ def encode(frame, chunk, encoding):
     return "bs%d-lz4<" % bits, chunk if chunk is not None else bitshuffle_lz4(frame)
 
 
+def push_socket(a):
+    """The detector's PUSH socket, bound to a.host:a.port (0: any free
+    port); the port printed ("PORT N") and written to a.port_file."""
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.PUSH)
+    sock.setsockopt(zmq.LINGER, a.linger_ms)
+    sock.setsockopt(zmq.SNDHWM, 16)
+    if a.port:
+        sock.bind("tcp://%s:%d" % (a.host, a.port))
+        port = a.port
+    else:
+        port = sock.bind_to_random_port("tcp://" + a.host)
+    print("PORT %d" % port, flush=True)
+    if a.port_file:
+        with open(a.port_file + ".tmp", "w") as f:
+            f.write("%d\n" % port)
+        os.replace(a.port_file + ".tmp", a.port_file)
+    return ctx, sock
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--master", default=FIXTURE, help="Arina master file (default: the fixture)")
@@ -147,22 +168,7 @@ def main():
     frames_per_pass = config["nimages"] * config.get("ntrigger", 1)
     config["nimages"] = config["nimages"] * a.repeat
 
-    ctx = zmq.Context()
-    sock = ctx.socket(zmq.PUSH)
-    sock.setsockopt(zmq.LINGER, a.linger_ms)
-    sock.setsockopt(zmq.SNDHWM, 16)
-    if a.port:
-        sock.bind("tcp://%s:%d" % (a.host, a.port))
-        port = a.port
-    else:
-        port = sock.bind_to_random_port("tcp://" + a.host)
-    print("PORT %d" % port, flush=True)
-    if a.port_file:
-        with open(a.port_file + ".tmp", "w") as f:
-            f.write("%d\n" % port)
-        import os
-
-        os.replace(a.port_file + ".tmp", a.port_file)
+    ctx, sock = push_socket(a)
 
     def js(obj):
         return json.dumps(obj).encode()

@@ -106,20 +106,7 @@ def main():
     dtype = "uint%d" % config["bit_depth_image"]
     unique = "sim-%d-%d" % (a.series, os.getpid())
 
-    ctx = zmq.Context()
-    sock = ctx.socket(zmq.PUSH)
-    sock.setsockopt(zmq.LINGER, a.linger_ms)
-    sock.setsockopt(zmq.SNDHWM, 16)
-    if a.port:
-        sock.bind("tcp://%s:%d" % (a.host, a.port))
-        port = a.port
-    else:
-        port = sock.bind_to_random_port("tcp://" + a.host)
-    print("PORT %d" % port, flush=True)
-    if a.port_file:
-        with open(a.port_file + ".tmp", "w") as f:
-            f.write("%d\n" % port)
-        os.replace(a.port_file + ".tmp", a.port_file)
+    ctx, sock = sim_dectris.push_socket(a)
 
     start = {"type": "start", "series_id": a.series, "series_unique_id": unique,
              "arm_date": cbor2.CBORTag(0, "2026-01-01T00:00:00Z"),
