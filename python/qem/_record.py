@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Callable, Dict, Optional, Union
+from typing import Any, Dict, Union
 
 from . import _args, _qem
 
@@ -37,8 +37,9 @@ def record(url: str, path: Union[str, os.PathLike], scan_shape=None, progress=No
     file is published.
 
     url: ``"merlin://HOST[:PORT]"`` (a Quantum Detectors Merlin data port,
-        default 6342) or ``"dectris://HOST[:PORT]"`` (a DECTRIS SIMPLON
-        stream interface, V1 over ZeroMQ, default 9999).
+        default 6342), ``"dectris://HOST[:PORT]"`` (a DECTRIS SIMPLON
+        stream interface, V1 over ZeroMQ, default 9999) or
+        ``"dectris2://HOST[:PORT]"`` (its stream V2, CBOR, default 31001).
     scan_shape: (rows, columns); None takes what the stream's header states
         (a Merlin's frames per trigger); required for a DECTRIS stream.
     progress: a callable given a dict (expected, received, encoded, queued,
@@ -61,7 +62,8 @@ def record(url: str, path: Union[str, os.PathLike], scan_shape=None, progress=No
     breaks the protocol raises qem.FormatError naming the frame, after the
     frames before it are published the same way."""
     if not isinstance(url, str):
-        raise TypeError(f"url must be a str such as 'merlin://HOST', not {type(url).__name__}")
+        raise TypeError(f"url must be a str such as 'merlin://HOST', not "
+                        f"{type(url).__name__}")
     shape = None if scan_shape is None else _args.integers(scan_shape, "scan_shape", 2, 1,
                                                            _args.UINT32_MAX)
     if progress is not None and not callable(progress):
