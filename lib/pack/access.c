@@ -4,6 +4,9 @@
  * reconstruction returns retained samples or exclusion constants. */
 #include <omp.h>
 #include <stdlib.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 #include <string.h>
 
 #include "common/bitpack.h"
@@ -11,6 +14,7 @@
 #include "common/threads.h"
 #include "common/transpose.h"
 #include "pack/pack_internal.h"
+#include "rans/rans.h"
 
 void qem_pack_unpack_tile(const uint32_t *words, uint64_t word, unsigned width, unsigned count,
                           uint32_t *values)
@@ -60,6 +64,82 @@ __attribute__((target("avx2"))) static void unpack_tile_avx2(const uint32_t *wor
     qem_bitunpack_inline(words + word, count, width, values, 16);
 }
 
+/* dst[i] += w * t[i] in int32, where sums_fit_int32 says no sum can
+ * overflow: half the bytes of int64 sums, twice the values a vector. */
+#define PACK_ACCUMULATE32_BODY                                                                     \
+    if (w == 1) {                                                                                  \
+        PACK_SIMD for (uint64_t i = 0; i < n; i++) dst[i] += (int32_t)t[i];                        \
+    } else if (w == -1) {                                                                          \
+        PACK_SIMD for (uint64_t i = 0; i < n; i++) dst[i] -= (int32_t)t[i];                        \
+    } else {                                                                                       \
+        PACK_SIMD for (uint64_t i = 0; i < n; i++) dst[i] += w * (int32_t)t[i];                    \
+    }
+
+static void accumulate32_base(int32_t *restrict dst, const uint32_t *restrict t, uint64_t n,
+                              int32_t w)
+{
+    PACK_ACCUMULATE32_BODY
+}
+
+__attribute__((target("avx2"))) static void accumulate32_avx2(int32_t *restrict dst,
+                                                               const uint32_t *restrict t,
+                                                               uint64_t n, int32_t w)
+{
+    PACK_ACCUMULATE32_BODY
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define PACK_AVX512 "avx512f,avx512bw,avx512vl,avx512vbmi"
+
+/* The values of qem_pack_unpack_tile, 16 a step: 16 values of W bits fill
+ * exactly 2W bytes, so each step loads its own 2W bytes (a masked load
+ * never reads past the tile), moves each value's (at most 3) bytes into
+ * its 32-bit lane by one byte permutation, and shifts and masks. The
+ * byte indices and shifts depend on W only. A tail of fewer than 32
+ * values goes through the general code. */
+__attribute__((target(PACK_AVX512))) static void unpack_tile_avx512(const uint32_t *words,
+                                                                     uint64_t word, unsigned width,
+                                                                     unsigned count,
+                                                                     uint32_t *values)
+{
+    const unsigned whole = width && width <= 16 ? count / 32 * 32 : 0;
+    if (whole) {
+        const __m512i bit = _mm512_mullo_epi32(
+            _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+            _mm512_set1_epi32((int)width));
+        /* Lane j takes bytes o, o+1, o+2, o+3 (o = first byte of value j). */
+        const __m512i bytes = _mm512_add_epi32(
+            _mm512_mullo_epi32(_mm512_srli_epi32(bit, 3), _mm512_set1_epi32(0x01010101)),
+            _mm512_set1_epi32(0x03020100));
+        const __m512i shift = _mm512_and_si512(bit, _mm512_set1_epi32(7));
+        const __m512i mask = _mm512_set1_epi32((int)((1u << width) - 1u));
+        const __mmask64 load = (1ull << (2 * width)) - 1u;
+        const uint8_t *src = (const uint8_t *)(words + word);
+        for (unsigned g = 0; g < whole / 16; g++) {
+            const __m512i in = _mm512_maskz_loadu_epi8(load, src + (size_t)g * 2 * width);
+            const __m512i v = _mm512_srlv_epi32(_mm512_permutexvar_epi8(bytes, in), shift);
+            _mm512_storeu_si512(values + 16 * g, _mm512_and_si512(v, mask));
+        }
+    }
+    if (whole < count)
+        qem_bitunpack_inline(words + word + (uint64_t)whole / 32 * width, count - whole, width,
+                             values + whole, 16);
+}
+
+__attribute__((target(PACK_AVX512))) static void accumulate32_avx512(int32_t *restrict dst,
+                                                                      const uint32_t *restrict t,
+                                                                      uint64_t n, int32_t w)
+{
+    PACK_ACCUMULATE32_BODY
+}
+
+static int pack_avx512_supported(void)
+{
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vbmi");
+}
+#endif
+
 /* Start word and width of the tile holding local scan `scan` of `pixel`. */
 static void locate(const qem_pack *p, const pack_shard *sh, uint64_t scan, uint64_t pixel,
                    uint64_t *word, unsigned *width, unsigned *index)
@@ -94,6 +174,42 @@ static inline void next_tile(const qem_pack *p, const pack_shard *sh, uint64_t p
         *word += *width; /* 32 samples a tile */
         *width = pack_v3_width(p, sh->headers, pixel, tile);
     }
+}
+
+typedef void (*pack_accumulate_fn)(int64_t *restrict, const uint32_t *restrict, uint64_t,
+                                   int64_t);
+typedef void (*pack_accumulate32_fn)(int32_t *restrict, const uint32_t *restrict, uint64_t,
+                                     int32_t);
+typedef void (*pack_unpack_fn)(const uint32_t *, uint64_t, unsigned, unsigned, uint32_t *);
+
+/* The kernels of one reduction: the path QEM_RANS_PATH (or the CPU)
+ * selects for decoding selects them too, so the path tests cover each. */
+typedef struct pack_kernels {
+    pack_unpack_fn unpack;
+    pack_accumulate_fn accumulate;
+    pack_accumulate32_fn accumulate32;
+} pack_kernels;
+
+static pack_kernels pack_kernels_select(void)
+{
+    const qem_rans_path path = qem_rans_path_resolve(QEM_RANS_PATH_AUTO);
+    pack_kernels k = {qem_pack_unpack_tile, accumulate_base, accumulate32_base};
+    if (path == QEM_RANS_PATH_SCALAR)
+        return k;
+#ifdef PACK_AVX512
+    if (path == QEM_RANS_PATH_AVX512 && pack_avx512_supported()) {
+        k.unpack = unpack_tile_avx512;
+        k.accumulate = accumulate_avx2;
+        k.accumulate32 = accumulate32_avx512;
+        return k;
+    }
+#endif
+    if (__builtin_cpu_supports("avx2")) {
+        k.unpack = unpack_tile_avx2;
+        k.accumulate = accumulate_avx2;
+        k.accumulate32 = accumulate32_avx2;
+    }
+    return k;
 }
 
 uint64_t qem_pack_read_bound(const qem_pack *p, qem_values values, uint64_t scans)
@@ -156,6 +272,7 @@ qem_status qem_pack_read_scans_threads(qem_pack *p, uint64_t first, uint64_t cou
      * scan rows asked for, one window of scans at a time. */
     enum { GROUP = 64, WINDOW = 512 };
     const uint64_t groups = (P + GROUP - 1) / GROUP;
+    const pack_kernels kernels = pack_kernels_select();
     int nomem = 0;
     threads = qem_threads_resolve(threads);
 #pragma omp parallel num_threads(qem_threads_resolve(threads))
@@ -196,7 +313,7 @@ qem_status qem_pack_read_scans_threads(qem_pack *p, uint64_t first, uint64_t cou
                         /* Whole tiles unpack on the fast path. */
                         const unsigned whole = (unsigned)(stop - (local - index) - 0);
                         const unsigned want = index + (unsigned)n;
-                        qem_pack_unpack_tile(
+                        kernels.unpack(
                             p->shards[s].words, word, w,
                             want % 32 && whole % 32 == 0 && whole >= want ? whole : want, tile);
                         for (uint64_t i = 0; i < n; i++)
@@ -217,17 +334,33 @@ qem_status qem_pack_read_scans_threads(qem_pack *p, uint64_t first, uint64_t cou
     return QEM_OK;
 }
 
-typedef void (*pack_accumulate_fn)(int64_t *restrict, const uint32_t *restrict, uint64_t,
-                                   int64_t);
-typedef void (*pack_unpack_fn)(const uint32_t *, uint64_t, unsigned, unsigned, uint32_t *);
+/* 1 if every plane's sums fit int32 whatever the values (at most 65535:
+ * pack widths are at most 16): sum over the pixels of |weight| times
+ * 65535 stays below 2^31. A detector move (+1/-1 over the changed pixels)
+ * or a virtual detector of up to 32768 pixels does. */
+static int sums_fit_int32(const int32_t *const *weights, unsigned planes, const uint64_t *active,
+                          uint64_t n_active)
+{
+    for (unsigned k = 0; k < planes; k++) {
+        uint64_t total = 0;
+        for (uint64_t j = 0; j < n_active; j++) {
+            const int64_t w = weights[k][active[j]];
+            total += (uint64_t)(w < 0 ? -w : w);
+            if (total > INT32_MAX / 65535)
+                return 0;
+        }
+    }
+    return 1;
+}
 
 /* Adds pixel px's values at shard-local scans [a, b) of shard `sh`, at
- * its weights, into dst[k * stride + i - shift] for local scan i. */
+ * its weights, into dst[k * stride + i - shift] for local scan i: int32
+ * sums into dst32 when given, else int64 sums into dst. */
 static inline void pixel_shard_sums(const qem_pack *p, const pack_shard *sh, uint64_t px,
                                     uint64_t a, uint64_t b, const int32_t *const *weights,
-                                    unsigned planes, int64_t *dst, uint64_t stride,
-                                    uint64_t shift, uint32_t *tile, pack_unpack_fn unpack,
-                                    pack_accumulate_fn accumulate)
+                                    unsigned planes, int64_t *dst, int32_t *dst32,
+                                    uint64_t stride, uint64_t shift, uint32_t *tile,
+                                    const pack_kernels *kernels)
 {
     const uint64_t step = p->profile == QEM_PACK_UINT16_LZ4 ? PACK_V1_TILE : PACK_V3_TILE;
     uint64_t word;
@@ -240,12 +373,17 @@ static inline void pixel_shard_sums(const qem_pack *p, const pack_shard *sh, uin
         if (!width)
             continue;
         const unsigned n = (unsigned)(p->sps - at < step ? p->sps - at : step);
-        unpack(sh->words, word, width, n, tile);
+        kernels->unpack(sh->words, word, width, n, tile);
         const uint64_t lo = at < a ? a - at : 0, hi = at + n > b ? b - at : n;
-        for (unsigned k = 0; k < planes; k++)
-            if (weights[k][px])
-                accumulate(dst + k * stride + at + lo - shift, tile + lo, hi - lo,
-                           weights[k][px]);
+        for (unsigned k = 0; k < planes; k++) {
+            if (!weights[k][px])
+                continue;
+            const uint64_t to = k * stride + at + lo - shift;
+            if (dst32)
+                kernels->accumulate32(dst32 + to, tile + lo, hi - lo, weights[k][px]);
+            else
+                kernels->accumulate(dst + to, tile + lo, hi - lo, weights[k][px]);
+        }
     }
 }
 
@@ -273,27 +411,44 @@ qem_status qem_pack_weighted_sums(const qem_pack *p, uint64_t first, uint64_t co
     }
     int nomem = 0;
     threads = threads > 0 ? threads : 1;
-    const int avx2 = __builtin_cpu_supports("avx2");
-    const pack_accumulate_fn accumulate = avx2 ? accumulate_avx2 : accumulate_base;
-    const pack_unpack_fn unpack = avx2 ? unpack_tile_avx2 : qem_pack_unpack_tile;
+    const pack_kernels kernels = pack_kernels_select();
     const uint64_t s_first = first / p->sps, s_end = (end + p->sps - 1) / p->sps;
     if (s_end - s_first >= 2 * (uint64_t)threads) {
         /* Whole shards per thread: each writes its own scans of `out`, so
          * nothing is merged and no thread waits at each shard (a barrier
-         * per shard was a futex wake apiece, 128 per 512 x 512 move). */
-#pragma omp parallel for schedule(dynamic, 1) num_threads(qem_threads_resolve(threads))
-        for (uint64_t s = s_first; s < s_end; s++) {
+         * per shard was a futex wake apiece, 128 per 512 x 512 move).
+         * Sums that fit int32 go through a shard's int32 buffer. */
+        const int narrow = sums_fit_int32(weights, planes, active, n_active);
+#pragma omp parallel num_threads(qem_threads_resolve(threads))
+        {
             uint32_t tile[PACK_V1_TILE];
-            const uint64_t s0 = s * p->sps;
-            const uint64_t a = first > s0 ? first - s0 : 0;
-            const uint64_t b = end - s0 < p->sps ? end - s0 : p->sps;
-            int64_t *dst = out + (s0 > first ? s0 - first : 0);
-            for (uint64_t j = 0; j < n_active; j++)
-                pixel_shard_sums(p, &p->shards[s], active[j], a, b, weights, planes, dst, count, a,
-                                 tile, unpack, accumulate);
+            int32_t *local = narrow ? malloc((size_t)(p->sps * planes) * sizeof *local) : NULL;
+            if (narrow && !local) {
+#pragma omp atomic write
+                nomem = 1;
+            }
+#pragma omp for schedule(dynamic, 1)
+            for (uint64_t s = s_first; s < s_end; s++) {
+                const uint64_t s0 = s * p->sps;
+                const uint64_t a = first > s0 ? first - s0 : 0;
+                const uint64_t b = end - s0 < p->sps ? end - s0 : p->sps;
+                int64_t *dst = out + (s0 > first ? s0 - first : 0);
+                if (narrow && !local)
+                    continue;
+                if (local)
+                    memset(local, 0, (size_t)(p->sps * planes) * sizeof *local);
+                for (uint64_t j = 0; j < n_active; j++)
+                    pixel_shard_sums(p, &p->shards[s], active[j], a, b, weights, planes,
+                                     local ? NULL : dst, local, local ? p->sps : count, a, tile,
+                                     &kernels);
+                for (unsigned k = 0; local && k < planes; k++)
+                    for (uint64_t i = 0; i < b - a; i++)
+                        dst[k * count + i] = local[k * p->sps + i];
+            }
+            free(local);
         }
         free(active);
-        return QEM_OK;
+        return nomem ? qem_fail(error, QEM_E_NO_MEMORY, "out of memory reducing a pack") : QEM_OK;
     }
     /* Few shards: the threads share each shard's pixels. */
 #pragma omp parallel num_threads(qem_threads_resolve(threads))
@@ -313,8 +468,8 @@ qem_status qem_pack_weighted_sums(const qem_pack *p, uint64_t first, uint64_t co
 #pragma omp for schedule(dynamic, 16)
             for (uint64_t j = 0; j < n_active; j++)
                 if (local)
-                    pixel_shard_sums(p, sh, active[j], a, b, weights, planes, local, p->sps, 0,
-                                     tile, unpack, accumulate);
+                    pixel_shard_sums(p, sh, active[j], a, b, weights, planes, local, NULL,
+                                     p->sps, 0, tile, &kernels);
 #pragma omp critical(qem_pack_sums)
             if (local)
                 for (unsigned k = 0; k < planes; k++)

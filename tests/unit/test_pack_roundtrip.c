@@ -28,6 +28,12 @@ static uint16_t *make_data(const variant *v, const uint8_t *excluded)
         uint32_t x;
         if (!strcmp(v->name, "zeros") || (scan >= 256 && !strcmp(v->name, "zero_shard")))
             x = 0;
+        else if (!strncmp(v->name, "every_width", 11))
+            /* Each pixel's tiles (128 or 32 scans) take the widths in turn:
+             * every unpacking kernel's width, 0 .. 16 (0 .. 8 for uint8). */
+            x = (uint32_t)(r % (1u << ((p + scan / v->spec.sps * 7 +
+                                        scan / (v->spec.profile == QEM_PACK_UINT16_LZ4 ? 128 : 32)) %
+                                       (v->u8_values ? 9 : 17))));
         else if (p % 5 == 0)
             x = (uint32_t)(r % 3); /* narrow */
         else if (p % 5 == 1)
@@ -129,12 +135,18 @@ static void check_sums(const char *name, const uint16_t *data, const uint8_t *ex
     const uint64_t first = scans > 40 ? 37 : 0, count = scans - first - (scans > 80 ? 3 : 0);
     uint64_t *sums = calloc((size_t)P, sizeof *sums);
     int32_t *weight = malloc((size_t)P * sizeof *weight);
+    int32_t *big = malloc((size_t)P * sizeof *big);
     int64_t *image = calloc((size_t)count, sizeof *image);
-    for (uint64_t px = 0; px < P; px++)
-        weight[px] = (int32_t)(px % 3) - 1; /* -1, 0, 1 */
-    const int32_t *planes[1] = {weight};
+    int64_t *both = calloc((size_t)count * 2, sizeof *both);
+    for (uint64_t px = 0; px < P; px++) {
+        weight[px] = (int32_t)(px % 3) - 1; /* -1, 0, 1: sums that fit int32 */
+        big[px] = px % 2 ? -70000 : 3;      /* sums that need int64 */
+    }
+    const int32_t *planes[2] = {weight, big};
     CHECK_OK(qem_products_pixel_sums(pr, first, count, sums, (size_t)P * sizeof *sums, &e), &e);
     CHECK_OK(qem_products_weighted_sums(pr, first, count, planes, 1, image, (size_t)count * sizeof *image, &e), &e);
+    CHECK_OK(qem_products_weighted_sums(pr, first, count, planes, 2, both,
+                                        (size_t)count * 2 * sizeof *both, &e), &e);
     int bad = 0;
     for (uint64_t px = 0; px < P; px++) {
         uint64_t want = 0;
@@ -143,17 +155,22 @@ static void check_sums(const char *name, const uint16_t *data, const uint8_t *ex
         bad += want != sums[px];
     }
     for (uint64_t i = 0; i < count; i++) {
-        int64_t want = 0;
-        for (uint64_t px = 0; px < P; px++)
-            want += excluded[px] ? 0 : (int64_t)weight[px] * data[(first + i) * P + px];
-        bad += want != image[i];
+        int64_t want = 0, want_big = 0;
+        for (uint64_t px = 0; px < P; px++) {
+            const int64_t v = excluded[px] ? 0 : data[(first + i) * P + px];
+            want += weight[px] * v;
+            want_big += big[px] * v;
+        }
+        bad += (want != image[i]) + (want != both[i]) + (want_big != both[count + i]);
     }
     if (bad)
         fprintf(stderr, "%s: %d sums differ\n", name, bad);
     CHECK_EQ_U64(bad, 0);
     free(sums);
     free(weight);
+    free(big);
     free(image);
+    free(both);
     qem_products_close(pr);
     qem_container_close(src);
 }
@@ -292,6 +309,12 @@ int main(void)
                         QEM_DTYPE_UINT16, 0, 0}, 0, 0, QEM_RAW_EXACT_NO_EXCLUSIONS},
         {"zeros", {QEM_PACK_UINT8_BITPACKED, {1, 64, 2, 2}, 32, NULL, NULL, 0, 0,
                    QEM_DTYPE_UINT8, 1, 0}, 1, 0, QEM_RAW_EXACT_NO_EXCLUSIONS},
+        /* Tiles of every width, five shards (whole shards per thread),
+         * tiles ending inside a shard's last tile. */
+        {"every_width_u16", {QEM_PACK_UINT16_LZ4, {2, 640, 4, 5}, 256, NULL, NULL, 0, 0,
+                             QEM_DTYPE_UINT16, 0, 0}, 0, 0, QEM_RAW_EXACT_NO_EXCLUSIONS},
+        {"every_width_u8", {QEM_PACK_UINT8_BITPACKED, {2, 640, 4, 5}, 256, NULL, NULL, 0, 0,
+                            QEM_DTYPE_UINT8, 1, 0}, 1, 0, QEM_RAW_EXACT_NO_EXCLUSIONS},
     };
     for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++)
         check_variant(&variants[i]);
