@@ -212,6 +212,21 @@ static pack_kernels pack_kernels_select(void)
     return k;
 }
 
+/* Value `index` of a tile of `width`-bit values starting at `tile`;
+ * reads no word past the value's last. */
+static inline uint16_t value_at(const uint32_t *tile, unsigned width, unsigned index)
+{
+    if (!width)
+        return 0; /* the tile has no words */
+    const uint64_t bit = (uint64_t)index * width;
+    const uint32_t *q = tile + bit / 32;
+    const unsigned shift = (unsigned)(bit % 32);
+    uint64_t v = q[0];
+    if (shift + width > 32)
+        v |= (uint64_t)q[1] << 32;
+    return (uint16_t)((v >> shift) & ((1u << width) - 1u));
+}
+
 uint64_t qem_pack_read_bound(const qem_pack *p, qem_values values, uint64_t scans)
 {
     const size_t item = values == QEM_VALUES_RAW ? 2 : qem_dtype_size(p->working_dtype);
@@ -310,6 +325,12 @@ qem_status qem_pack_read_scans_threads(qem_pack *p, uint64_t first, uint64_t cou
                         uint64_t word;
                         unsigned w, index;
                         locate(p, &p->shards[s], local, px, &word, &w, &index);
+                        if (n == 1) {
+                            /* A pattern: one value, read where it lies. */
+                            col[scan - w0] = value_at(p->shards[s].words + word, w, index);
+                            scan++;
+                            continue;
+                        }
                         /* Whole tiles unpack on the fast path. */
                         const unsigned whole = (unsigned)(stop - (local - index) - 0);
                         const unsigned want = index + (unsigned)n;
@@ -332,6 +353,31 @@ qem_status qem_pack_read_scans_threads(qem_pack *p, uint64_t first, uint64_t cou
     if (nomem)
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     return QEM_OK;
+}
+
+enum { PREFETCH_PIXELS = 4 };
+
+/* Asks for pixel px's words in shard `sh` (at most 4 KiB of them) and
+ * its tile widths ahead of use: a move reads a few hundred bytes of each
+ * selected pixel in each shard, scattered over the resident, and without
+ * this the unpacker waits on each tile's load in turn. */
+static inline void prefetch_pixel(const qem_pack *p, const pack_shard *sh, uint64_t px)
+{
+    uint64_t start, stop;
+    if (p->profile == QEM_PACK_UINT16_LZ4) {
+        start = sh->pixel_words[px];
+        stop = px + 1 < p->pixels ? sh->pixel_words[px + 1] : sh->decoded_bytes / 4;
+        __builtin_prefetch(sh->tile_widths + px * p->tiles);
+    } else {
+        const uint64_t H = p->checkpoints + p->width_words;
+        start = sh->headers[px * H];
+        stop = px + 1 < p->pixels ? sh->headers[(px + 1) * H] : start;
+        __builtin_prefetch(sh->headers + px * H);
+    }
+    if (stop < start || stop - start > 1024)
+        stop = start + 1024;
+    for (uint64_t w = start; w < stop; w += 16)
+        __builtin_prefetch(sh->words + w);
 }
 
 /* 1 if every plane's sums fit int32 whatever the values (at most 65535:
@@ -437,10 +483,15 @@ qem_status qem_pack_weighted_sums(const qem_pack *p, uint64_t first, uint64_t co
                     continue;
                 if (local)
                     memset(local, 0, (size_t)(p->sps * planes) * sizeof *local);
-                for (uint64_t j = 0; j < n_active; j++)
+                for (uint64_t j = 0; j < PREFETCH_PIXELS && j < n_active; j++)
+                    prefetch_pixel(p, &p->shards[s], active[j]);
+                for (uint64_t j = 0; j < n_active; j++) {
+                    if (j + PREFETCH_PIXELS < n_active)
+                        prefetch_pixel(p, &p->shards[s], active[j + PREFETCH_PIXELS]);
                     pixel_shard_sums(p, &p->shards[s], active[j], a, b, weights, planes,
                                      local ? NULL : dst, local, local ? p->sps : count, a, tile,
                                      &kernels);
+                }
                 for (unsigned k = 0; local && k < planes; k++)
                     for (uint64_t i = 0; i < b - a; i++)
                         dst[k * count + i] = local[k * p->sps + i];

@@ -91,6 +91,18 @@ static void check_loaded(const variant *v, const char *name, const uint16_t *dat
         CHECK_OK(st, &e);
         CHECK(memcmp(raw, data, (size_t)(scans * P) * 2) == 0);
     }
+    /* Single scans (a pattern: one value of each pixel's tile), every
+     * seventh and the last. */
+    int single_wrong = 0;
+    for (uint64_t at = 0; at <= scans / 7; at++) {
+        const uint64_t scan = at < scans / 7 ? at * 7 : scans - 1;
+        CHECK_OK(qem_pack_read_scans(p, scan, 1, QEM_VALUES_WORKING, working, wbytes, &e), &e);
+        for (uint64_t k = 0; k < P; k++) {
+            const uint32_t want = excluded[k] ? 0 : data[scan * P + k];
+            single_wrong += want != (u8 ? working[k] : ((uint16_t *)working)[k]);
+        }
+    }
+    CHECK_EQ_U64(single_wrong, 0);
     /* Windows crossing tiles and shards. */
     for (int t = 0; t < 12; t++) {
         uint64_t first = test_rand(&seed) % scans, count = 1 + test_rand(&seed) % (scans - first);
