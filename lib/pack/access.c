@@ -33,26 +33,26 @@ void qem_pack_unpack_tile(const uint32_t *words, uint64_t word, unsigned width, 
 #else
 #define PACK_SIMD
 #endif
-#define PACK_ACCUMULATE_BODY                                                                       \
+#define PACK_ACCUMULATE_BODY(T)                                                                    \
     if (w == 1) {                                                                                  \
-        PACK_SIMD for (uint64_t i = 0; i < n; i++) dst[i] += t[i];                                 \
+        PACK_SIMD for (uint64_t i = 0; i < n; i++) dst[i] += (T)t[i];                              \
     } else if (w == -1) {                                                                          \
-        PACK_SIMD for (uint64_t i = 0; i < n; i++) dst[i] -= t[i];                                 \
+        PACK_SIMD for (uint64_t i = 0; i < n; i++) dst[i] -= (T)t[i];                              \
     } else {                                                                                       \
-        PACK_SIMD for (uint64_t i = 0; i < n; i++) dst[i] += w * (int64_t)t[i];                    \
+        PACK_SIMD for (uint64_t i = 0; i < n; i++) dst[i] += w * (T)t[i];                          \
     }
 
 static void accumulate_base(int64_t *restrict dst, const uint32_t *restrict t, uint64_t n,
                             int64_t w)
 {
-    PACK_ACCUMULATE_BODY
+    PACK_ACCUMULATE_BODY(int64_t)
 }
 
 __attribute__((target("avx2"))) static void accumulate_avx2(int64_t *restrict dst,
                                                              const uint32_t *restrict t,
                                                              uint64_t n, int64_t w)
 {
-    PACK_ACCUMULATE_BODY
+    PACK_ACCUMULATE_BODY(int64_t)
 }
 
 /* Unpacks a tile in an AVX2 build (the constant-width code vectorises
@@ -64,28 +64,19 @@ __attribute__((target("avx2"))) static void unpack_tile_avx2(const uint32_t *wor
     qem_bitunpack_inline(words + word, count, width, values, 16);
 }
 
-/* dst[i] += w * t[i] in int32, where sums_fit_int32 says no sum can
+/* The same sums in int32, where sums_fit_int32 says no sum can
  * overflow: half the bytes of int64 sums, twice the values a vector. */
-#define PACK_ACCUMULATE32_BODY                                                                     \
-    if (w == 1) {                                                                                  \
-        PACK_SIMD for (uint64_t i = 0; i < n; i++) dst[i] += (int32_t)t[i];                        \
-    } else if (w == -1) {                                                                          \
-        PACK_SIMD for (uint64_t i = 0; i < n; i++) dst[i] -= (int32_t)t[i];                        \
-    } else {                                                                                       \
-        PACK_SIMD for (uint64_t i = 0; i < n; i++) dst[i] += w * (int32_t)t[i];                    \
-    }
-
 static void accumulate32_base(int32_t *restrict dst, const uint32_t *restrict t, uint64_t n,
                               int32_t w)
 {
-    PACK_ACCUMULATE32_BODY
+    PACK_ACCUMULATE_BODY(int32_t)
 }
 
 __attribute__((target("avx2"))) static void accumulate32_avx2(int32_t *restrict dst,
                                                                const uint32_t *restrict t,
                                                                uint64_t n, int32_t w)
 {
-    PACK_ACCUMULATE32_BODY
+    PACK_ACCUMULATE_BODY(int32_t)
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -130,7 +121,7 @@ __attribute__((target(PACK_AVX512))) static void accumulate32_avx512(int32_t *re
                                                                       const uint32_t *restrict t,
                                                                       uint64_t n, int32_t w)
 {
-    PACK_ACCUMULATE32_BODY
+    PACK_ACCUMULATE_BODY(int32_t)
 }
 
 static int pack_avx512_supported(void)
