@@ -6,7 +6,7 @@ code parses (its keyword lists and PyArg format strings; methods that take
 no keywords are positional-only here)."""
 from os import PathLike
 from typing import (Any, Callable, Dict, Iterable, List, Literal, Optional, Sequence,
-                    SupportsIndex, Tuple, Union)
+                    SupportsIndex, Tuple, Union, final)
 
 import numpy as np
 import numpy.typing as npt
@@ -25,6 +25,8 @@ LIBRARY_VERSION: str
 MAX_THREADS: int
 
 
+# The extension's types cannot be subclassed (no Py_TPFLAGS_BASETYPE): @final.
+@final
 class Container:
     """An opened .qem file or pack (use qem.open)."""
 
@@ -73,6 +75,7 @@ class Container:
                       /) -> Tuple[npt.NDArray[Any], Optional[npt.NDArray[Any]]]: ...
 
 
+@final
 class Session:
     """A detector session (use File.session or qem.session)."""
 
@@ -83,6 +86,7 @@ class Session:
     def close(self) -> None: ...
 
 
+@final
 class Writer:
     """The streaming .qem writer (use qem.save). One call at a time: a call
     from another thread while one runs raises RuntimeError."""
