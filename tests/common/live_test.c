@@ -142,3 +142,23 @@ void live_test_frames_equal(const live_sink *sink, const char *npy, uint64_t fra
         CHECK(!memcmp(sink->data, want + offset, size - offset));
     free(want);
 }
+
+void live_test_cut_and_stop(live_test_run receive)
+{
+    {
+        const char *args[] = {"--stop-after", "5", NULL};
+        live_sink sink = {0};
+        qem_error e = {0};
+        CHECK_OK(receive(args, &sink, 700, &e), &e);
+        CHECK_EQ_U64(sink.count, 5);
+        live_test_sink_free(&sink);
+    }
+    {
+        const char *args[] = {"--fps", "20", NULL};
+        live_sink sink = {.stop_after = 3};
+        qem_error e = {0};
+        CHECK_OK(receive(args, &sink, 0, &e), &e);
+        CHECK(sink.count >= 3 && sink.count < 16);
+        live_test_sink_free(&sink);
+    }
+}

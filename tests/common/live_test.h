@@ -42,4 +42,13 @@ qem_status live_test_receive(const char *script, live_protocol protocol,
 /* The sink received exactly `frames` frames, equal to the .npy's data. */
 void live_test_frames_equal(const live_sink *sink, const char *npy, uint64_t frames);
 
+/* A simulator run through one file's receive(args, sink, idle_ms, error). */
+typedef qem_status (*live_test_run)(const char *const *args, live_sink *sink, int idle_ms,
+                                    qem_error *e);
+
+/* What every simulator does alike: a stream cut after 5 frames (no end
+ * message) ends by the idle limit with those 5; a sink that asks to stop
+ * after 3 frames of a slow replay stops the receiver. */
+void live_test_cut_and_stop(live_test_run receive);
+
 #endif

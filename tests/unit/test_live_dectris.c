@@ -642,25 +642,8 @@ static void test_receiver(void)
         live_test_sink_free(&sink);
     }
 
-    /* A cut stream: no series end; the idle limit ends it. */
-    {
-        const char *args[] = {"--stop-after", "5", NULL};
-        live_sink sink = {0};
-        qem_error e = {0};
-        CHECK_OK(receive(args, &sink, 700, &e), &e);
-        CHECK_EQ_U64(sink.count, 5);
-        live_test_sink_free(&sink);
-    }
-
-    /* The sink stops the receiver (a slow replay). */
-    {
-        const char *args[] = {"--fps", "20", NULL};
-        live_sink sink = {.stop_after = 3};
-        qem_error e = {0};
-        CHECK_OK(receive(args, &sink, 0, &e), &e);
-        CHECK(sink.count >= 3 && sink.count < 16);
-        live_test_sink_free(&sink);
-    }
+    /* A cut stream and a sink that stops the receiver. */
+    live_test_cut_and_stop(receive);
 
     /* Corruptions at frame 3: refused, naming the frame, after 3 frames. */
     const struct {
