@@ -7,7 +7,7 @@
  * equal to a computation, within its byte limit; two files side by side
  * and a file replaced or rewritten in place after opening each give their
  * own values, or, mapped, the rewrite is refused; a damaged body is
- * refused while opening, as without resident. */
+ * refused while opening, as without resident, and so is a truncated one. */
 #include <sys/stat.h>
 #include <time.h>
 
@@ -287,6 +287,11 @@ static void refusals(void)
     o.resident = QEM_RESIDENT_MAPPED;
     CHECK_STATUS(qem_container_open(fixture_path("qem/corrupt/flipped_body_byte.qem"), &o, &c, &e),
                  QEM_E_BODY_CHECKSUM, &e);
+    CHECK(c == NULL);
+    /* Mapped, the body is hashed where it lies: a file shorter than its
+     * header says is refused before any byte past its end is touched. */
+    CHECK_STATUS(qem_container_open(fixture_path("qem/corrupt/truncated.qem"), &o, &c, &e),
+                 QEM_E_FILE_LENGTH, &e);
     CHECK(c == NULL);
     o.resident = 3;
     CHECK_STATUS(qem_container_open(fixture_path("qem/u8_sparse_lowdose.qem"), &o, &c, &e),
