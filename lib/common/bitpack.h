@@ -45,6 +45,21 @@ static inline __attribute__((always_inline)) void qem_bitunpack32(const uint32_t
     }
 }
 
+/* Value `index` of LSB-first `width`-bit values (0..32) starting at
+ * `words`; reads no word past that value's last (none for width 0). */
+static inline uint32_t qem_bitunpack_one(const uint32_t *words, uint64_t index, unsigned width)
+{
+    if (width == 0)
+        return 0;
+    const uint64_t bit = index * width;
+    const uint32_t *w = words + (bit >> 5);
+    const unsigned shift = (unsigned)(bit & 31);
+    uint32_t v = w[0] >> shift;
+    if (shift + width > 32)
+        v |= w[1] << (32 - shift);
+    return width == 32 ? v : v & ((1u << width) - 1u);
+}
+
 #define QEM_BITUNPACK_CASE(W)                                                                      \
     case W:                                                                                        \
         for (size_t g = 0; g < groups; g++)                                                        \
@@ -83,15 +98,8 @@ qem_bitunpack_inline(const uint32_t *words, size_t count, unsigned width, uint32
         done = groups * 32;
     }
     const uint32_t *w = words + (done / 32) * width;
-    const uint32_t mask = width == 32 ? 0xffffffffu : (1u << width) - 1u;
-    for (size_t k = done, bit = 0; k < count; k++, bit += width) {
-        const size_t i = bit >> 5;
-        const unsigned shift = (unsigned)(bit & 31);
-        uint32_t v = w[i] >> shift;
-        if (shift + width > 32)
-            v |= w[i + 1] << (32 - shift);
-        values[k] = v & mask;
-    }
+    for (size_t k = done; k < count; k++)
+        values[k] = qem_bitunpack_one(w, k - done, width);
 }
 
 #endif

@@ -203,21 +203,6 @@ static pack_kernels pack_kernels_select(void)
     return k;
 }
 
-/* Value `index` of a tile of `width`-bit values starting at `tile`;
- * reads no word past the value's last. */
-static inline uint16_t value_at(const uint32_t *tile, unsigned width, unsigned index)
-{
-    if (!width)
-        return 0; /* the tile has no words */
-    const uint64_t bit = (uint64_t)index * width;
-    const uint32_t *q = tile + bit / 32;
-    const unsigned shift = (unsigned)(bit % 32);
-    uint64_t v = q[0];
-    if (shift + width > 32)
-        v |= (uint64_t)q[1] << 32;
-    return (uint16_t)((v >> shift) & ((1u << width) - 1u));
-}
-
 uint64_t qem_pack_read_bound(const qem_pack *p, qem_values values, uint64_t scans)
 {
     const size_t item = values == QEM_VALUES_RAW ? 2 : qem_dtype_size(p->working_dtype);
@@ -318,7 +303,7 @@ qem_status qem_pack_read_scans_threads(qem_pack *p, uint64_t first, uint64_t cou
                         locate(p, &p->shards[s], local, px, &word, &w, &index);
                         if (n == 1) {
                             /* A pattern: one value, read where it lies. */
-                            col[scan - w0] = value_at(p->shards[s].words + word, w, index);
+                            col[scan - w0] = (uint16_t)qem_bitunpack_one(p->shards[s].words + word, index, w);
                             scan++;
                             continue;
                         }
