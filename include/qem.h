@@ -191,7 +191,9 @@ typedef enum qem_body_check {
     /* Check every 64 MiB body block's SHA-256 while opening (default). */
     QEM_BODY_CHECK_ON_OPEN = 0,
     /* Check each block the first time a read touches it; every block is
-     * still checked before any decoder sees its bytes. Opening is cheap. */
+     * still checked before any decoder sees its bytes. Opening is cheap,
+     * resident QEM_RESIDENT_MAPPED too; qem_container_load checks every
+     * block left (a viewer does so after its first image). */
     QEM_BODY_CHECK_ON_READ = 1
 } qem_body_check;
 
@@ -392,7 +394,9 @@ QEM_API char *qem_container_details_json(const qem_container *source, qem_error 
 /* Runs the load phase of a source opened with QEM_LOAD_LATER (with the
  * open's threads, expect_sha256 and progress); nothing to do for a loaded
  * source or a format without one. On failure nothing is kept and the
- * source stays unloaded. */
+ * source stays unloaded. A .qem file opened with QEM_BODY_CHECK_ON_READ
+ * has every body block not yet checked checked now (QEM_E_BODY_CHECKSUM
+ * naming the first that fails); safe beside reads on other threads. */
 QEM_API qem_status qem_container_load(qem_container *source, qem_error *error);
 /* Checks everything the format can prove and says what in `report` (may
  * be NULL): a .qem file's body checksums, every stream decoded under every
@@ -804,13 +808,14 @@ typedef struct qem_open_options {
     qem_progress_fn progress;
     void *progress_user;
     /* Hold the encoded body in memory, authenticated once while opening
-     * (whatever body_check says); reads and products then decode from
+     * (whatever body_check says, but for MAPPED, below); reads and products then decode from
      * memory with no copy per read. A qem_resident value:
      * QEM_RESIDENT_COPY (1) reads the body into memory of its own (its
      * size): the file may then change or go without affecting anything.
      * QEM_RESIDENT_MAPPED maps the file read-only instead: nothing is
      * copied or allocated, the pages are the page cache's, so the open
-     * costs only hashing; the file must not be rewritten in place while
+     * costs only hashing (none with QEM_BODY_CHECK_ON_READ: each block is
+     * hashed where it lies before its first read); the file must not be rewritten in place while
      * open (each chunk read checks its size and times first, and a
      * change is refused with QEM_E_CHANGED; truncating it during a read
      * ends the process with SIGBUS). Where the file cannot be mapped,

@@ -26,7 +26,7 @@
 #include "pack/pack_internal.h"
 #include "pack/prepared_write.h"
 #include "input/input.h"
-#include "products/calibration.h"
+#include "common/calibration_estimate.h"
 
 #define RECEIPT_SCHEMA "quantem.gpu.lossless-pack-production/v1"
 #define FORMAT_SCHEMA "quantem.gpu.lossless-pack-format/v1"

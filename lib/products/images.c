@@ -10,7 +10,7 @@
 #include "common/error.h"
 #include "common/options.h"
 #include "common/threads.h"
-#include "products/calibration.h"
+#include "common/calibration_estimate.h"
 #include "products/dpc.h"
 #include "products/products.h"
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/calibration_estimate.h"
 #include "common/error.h"
 #include "common/options.h"
 #include "products/products.h"
@@ -86,16 +87,9 @@ static qem_status mask_of(const qem_products *p, const mask_geometry *geometry, 
         hi *= radius_px / semi;
     }
     const double lo2 = lo * lo, hi2 = isinf(hi) ? INFINITY : hi * hi;
-    uint64_t selected = 0;
-    for (uint64_t row = 0; row < p->det_rows; row++)
-        for (uint64_t col = 0; col < p->det_cols; col++) {
-            const double dr = (double)row - g.center_row, dc = (double)col - g.center_column;
-            const double d2 = dr * dr + dc * dc;
-            const uint64_t px = row * p->det_cols + col;
-            mask[px] = (uint8_t)(p->valid[px] && d2 >= lo2 && d2 <= hi2);
-            selected += mask[px];
-        }
-    (void)selected; /* an empty mask is valid: its image is all zeros */
+    /* An empty mask is valid: its image is all zeros. */
+    qem_ring_mask(p->det_rows, p->det_cols, g.center_row, g.center_column, lo2, hi2, p->valid,
+                  mask);
     return QEM_OK;
 }
 

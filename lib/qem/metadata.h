@@ -22,6 +22,10 @@ qem_status qem_metadata_validate(const json_t *scientific, const json_t *header_
 /* Effective calibration of validated metadata (schema 1 values converted
  * to canonical units). */
 void qem_metadata_calibration(const json_t *scientific, qem_calibration *calibration);
+/* The detector calibration `qem calibrate` records in scientific_metadata
+ * (extension QEM_DETECTOR_CALIBRATION_KEY, doc/products.md): 1 with `c`
+ * filled when it is there with a finite centre and positive radius. */
+int qem_metadata_detector_calibration(const json_t *scientific, qem_detector_calibration *c);
 
 /* A schema-2 object for freshly saved measurements: axes from the shape,
  * `processing: [lossless_storage]`, coverage reader-retained,

@@ -90,3 +90,26 @@ json_t *qem_metadata_new(const uint64_t shape[4], const char *source_format,
                      source_metadata ? json_deep_copy(source_metadata) : json_object(),
                      "source_metadata_coverage", "reader-retained");
 }
+
+/* `qem calibrate` records the detector calibration as a namespaced
+ * extension of the scientific metadata (doc/products.md). */
+int qem_metadata_detector_calibration(const json_t *scientific, qem_detector_calibration *c)
+{
+    const json_t *ext =
+        json_object_get(json_object_get(scientific, "extensions"), QEM_DETECTOR_CALIBRATION_KEY);
+    const json_t *centre = json_object_get(ext, "detector_center_px");
+    const json_t *radius = json_object_get(ext, "bright_field_radius_px");
+    const json_t *method = json_object_get(ext, "method");
+    if (!json_is_array(centre) || json_array_size(centre) != 2 ||
+        !json_is_number(json_array_get(centre, 0)) || !json_is_number(json_array_get(centre, 1)) ||
+        !json_is_number(radius))
+        return 0;
+    memset(c, 0, sizeof *c);
+    c->center_row = json_number_value(json_array_get(centre, 0));
+    c->center_column = json_number_value(json_array_get(centre, 1));
+    c->bright_field_radius = json_number_value(radius);
+    snprintf(c->method, sizeof c->method, "%s",
+             json_is_string(method) ? json_string_value(method) : "");
+    return isfinite(c->center_row) && isfinite(c->center_column) &&
+           isfinite(c->bright_field_radius) && c->bright_field_radius > 0;
+}

@@ -152,6 +152,11 @@ struct qem_file {
     /* Each pixel's sum over every scan as qem's writer recorded it
      * (pixel_sums.h), checked while opening; NULL when not recorded. */
     uint64_t *recorded_sums;
+    /* The default detector's image as the writer recorded it
+     * (detector_image.h), checked while opening: each scan's sum over
+     * recorded_image_mask (pixels bytes, 0/1); NULL when not recorded. */
+    uint64_t *recorded_image;
+    uint8_t *recorded_image_mask;
 
     qem_rans_path rans_path; /* resolved once at open */
     int threads;
@@ -308,6 +313,13 @@ qem_status qem_logical_digest_check(const qem_file *file, const uint8_t digest[3
  * identified is what is read). The handle takes `fd`; on failure it is
  * closed. */
 struct stat;
+/* The file a writer is finishing, over its body alone (body_fd from
+ * offset 0, hashed as written, so no block is checked again), read per
+ * chunk (a mapping would count the whole body in the writer's resident
+ * memory): what the writer computes from its own output. */
+qem_status qem_open_written(const char *path, const char *header_text, size_t header_bytes,
+                            int body_fd, uint64_t body_bytes, int threads, qem_file **out,
+                            qem_error *error);
 qem_status qem_open_descriptor(const char *path, int fd, const struct stat *sb,
                                const qem_open_options *options,
                                const qem_experimental_open_options *experimental,

@@ -18,6 +18,7 @@
 #include "common/options.h"
 #include "common/sha256.h"
 #include "common/threads.h"
+#include "qem/detector_image.h"
 #include "qem/pixel_sums.h"
 #include "qem/qem_internal.h"
 
@@ -48,6 +49,8 @@ void qem_close(qem_file *f)
     free(f->resident_fill);
     free(f->chunk_checked);
     free(f->recorded_sums);
+    free(f->recorded_image);
+    free(f->recorded_image_mask);
     for (int k = 0; k < QEM_PATTERN_BLOCKS; k++)
         free(f->pattern_blocks[k].data);
     pthread_mutex_destroy(&f->pattern_lock);
@@ -255,10 +258,15 @@ static qem_status body_make_resident(qem_file *f, const qem_open_options *option
     if (options->resident == QEM_RESIDENT_MAPPED && body_map(f)) {
         /* Hashed through the mapping: no copy out of the page cache
          * (pread's cost 15-20 % of this open on Linux 6.18, whether the
-         * page cache held the file in 2 MiB folios or 4 KiB pages). */
-        const qem_status st = qem_body_check_range(f, 0, f->body_bytes, 0, NULL,
-                                                   options->progress, options->progress_user,
-                                                   error);
+         * page cache held the file in 2 MiB folios or 4 KiB pages). With
+         * QEM_BODY_CHECK_ON_READ nothing is hashed here: each chunk load
+         * checks the blocks it covers first (decode.c), and
+         * qem_container_load checks the rest. */
+        const qem_status st =
+            options->body_check == QEM_BODY_CHECK_ON_READ
+                ? QEM_OK
+                : qem_body_check_range(f, 0, f->body_bytes, 0, NULL, options->progress,
+                                       options->progress_user, error);
         if (st == QEM_OK)
             f->resident = f->resident_map + f->body_start;
         return st;
@@ -320,6 +328,76 @@ qem_status qem_open_experimental(const char *path, const qem_open_options *optio
     return qem_open_descriptor(path, fd, &sb, &local, &x, out, error);
 }
 
+/* The header text parsed and every rule checked, the writer's records
+ * included. */
+static qem_status header_load(qem_file *f, qem_error *error)
+{
+    QEM_TRY(qem_json_parse_object(f->header_text, (size_t)f->header_bytes, QEM_E_JSON, &f->header,
+                                  error));
+    QEM_TRY(qem_header_load(f, error));
+    QEM_TRY(qem_pixel_sums_load(f, error));
+    return qem_detector_image_load(f, error);
+}
+
+static qem_file *file_new(int fd, const char *path, int threads)
+{
+    qem_file *f = calloc(1, sizeof *f);
+    if (!f)
+        return NULL;
+    f->fd = fd;
+    pthread_mutex_init(&f->pattern_lock, NULL);
+    pthread_mutex_init(&f->plan_lock, NULL);
+    f->path = strdup(path);
+    f->threads = threads;
+    if (!f->path) {
+        f->fd = -1;
+        qem_close(f);
+        return NULL;
+    }
+    return f;
+}
+
+qem_status qem_open_written(const char *path, const char *header_text, size_t header_bytes,
+                            int body_fd, uint64_t body_bytes, int threads, qem_file **out,
+                            qem_error *error)
+{
+    *out = NULL;
+    const int fd = dup(body_fd);
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return qem_fail(error, QEM_E_IO, "cannot reopen the body just written");
+    }
+    qem_file *f = file_new(fd, path, threads);
+    if (!f) {
+        close(fd);
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    }
+    qem_file_stamp_from_stat(&sb, &f->stamp);
+    f->file_size = body_bytes; /* the body alone: it starts at offset 0 */
+    f->rans_path = qem_rans_path_resolve(QEM_DECODE_AUTO);
+    f->header_text = malloc(header_bytes + 1);
+    qem_status st = f->header_text ? QEM_OK : qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    if (st == QEM_OK) {
+        memcpy(f->header_text, header_text, header_bytes);
+        f->header_text[header_bytes] = 0;
+        f->header_bytes = header_bytes;
+        st = header_load(f, error);
+    }
+    if (st == QEM_OK) {
+        /* Hashed by the writer as it wrote them. */
+        for (uint64_t b = 0; b < f->block_count; b++)
+            atomic_store(&f->block_checked[b], 1);
+    }
+    if (st != QEM_OK) {
+        qem_close(f);
+        return st;
+    }
+    *out = f;
+    return QEM_OK;
+}
+
 qem_status qem_open_descriptor(const char *path, int fd, const struct stat *sb,
                                const qem_open_options *options,
                                const qem_experimental_open_options *experimental,
@@ -329,23 +407,14 @@ qem_status qem_open_descriptor(const char *path, int fd, const struct stat *sb,
     qem_open_options local;
     qem_experimental_open_options x;
     qem_status st = open_options_local(options, experimental, &local, &x, error);
-    qem_file *f = st == QEM_OK ? calloc(1, sizeof *f) : NULL;
+    qem_file *f = st == QEM_OK ? file_new(fd, path, local.threads) : NULL;
     if (!f) {
         close(fd);
         return st != QEM_OK ? st : qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     }
     options = &local;
-    f->fd = fd;
-    pthread_mutex_init(&f->pattern_lock, NULL);
-    pthread_mutex_init(&f->plan_lock, NULL);
-    f->path = strdup(path);
-    if (!f->path) {
-        st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
-        goto fail;
-    }
     qem_file_stamp_from_stat(sb, &f->stamp);
     f->file_size = (uint64_t)sb->st_size;
-    f->threads = options->threads;
     qem_decode_path requested = x.decode_path;
     st = requested_decode_path(&requested, error);
     if (st != QEM_OK)
@@ -356,13 +425,7 @@ qem_status qem_open_descriptor(const char *path, int fd, const struct stat *sb,
     if (st != QEM_OK)
         goto fail;
     f->body_start = QEM_PREFIX_BYTES + f->header_bytes;
-    st = qem_json_parse_object(f->header_text, (size_t)f->header_bytes, QEM_E_JSON, &f->header,
-                               error);
-    if (st != QEM_OK)
-        goto fail;
-    st = qem_header_load(f, error);
-    if (st == QEM_OK)
-        st = qem_pixel_sums_load(f, error);
+    st = header_load(f, error);
     if (st == QEM_OK && options->expect_sha256)
         st = qem_file_digest_check(f->fd, f->file_size, options->expect_sha256, path,
                                    options->progress, options->progress_user, error);

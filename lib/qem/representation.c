@@ -9,6 +9,7 @@
 #include "common/json.h"
 #include "common/sha256.h"
 #include "common/representation.h"
+#include "qem/detector_image.h"
 #include "qem/qem_internal.h"
 
 static qem_output output_of(const qem_file *f, qem_values values)
@@ -172,29 +173,10 @@ static int dark_of(const void *impl, float *plane)
     return 1;
 }
 
-/* `qem calibrate` records the detector calibration as a namespaced
- * extension of the scientific metadata (doc/products.md). */
 static int detector_calibration_of(const void *impl, qem_detector_calibration *c)
 {
     const qem_file *f = impl;
-    const json_t *ext = json_object_get(
-        json_object_get(json_object_get(f->header, "scientific_metadata"), "extensions"),
-        QEM_DETECTOR_CALIBRATION_KEY);
-    const json_t *centre = json_object_get(ext, "detector_center_px");
-    const json_t *radius = json_object_get(ext, "bright_field_radius_px");
-    const json_t *method = json_object_get(ext, "method");
-    if (!json_is_array(centre) || json_array_size(centre) != 2 ||
-        !json_is_number(json_array_get(centre, 0)) || !json_is_number(json_array_get(centre, 1)) ||
-        !json_is_number(radius))
-        return 0;
-    memset(c, 0, sizeof *c);
-    c->center_row = json_number_value(json_array_get(centre, 0));
-    c->center_column = json_number_value(json_array_get(centre, 1));
-    c->bright_field_radius = json_number_value(radius);
-    snprintf(c->method, sizeof c->method, "%s",
-             json_is_string(method) ? json_string_value(method) : "");
-    return isfinite(c->center_row) && isfinite(c->center_column) &&
-           isfinite(c->bright_field_radius) && c->bright_field_radius > 0;
+    return qem_metadata_detector_calibration(json_object_get(f->header, "scientific_metadata"), c);
 }
 
 static int semiangle_of(const void *impl, double *mrad)
@@ -226,6 +208,12 @@ static int recorded_pixel_sums_of(const void *impl, uint64_t *sums)
     return 1;
 }
 
+static int prepared_sums_of(const void *impl, uint64_t first, uint64_t count,
+                            const int32_t *const *weights, unsigned planes, int64_t *out)
+{
+    return qem_detector_image_answer(impl, first, count, weights, planes, out);
+}
+
 /* The header's SHA-256: the prefix authenticates the header, the header
  * holds every body block's digest, and no block is decoded unchecked. */
 static int content_identity_of(const void *impl, uint8_t id[32])
@@ -246,6 +234,15 @@ static const char *header_json_of(const void *impl, size_t *length)
     return qem_header_json(impl, length);
 }
 
+/* No load phase: a file opened with QEM_BODY_CHECK_ON_READ has the body
+ * blocks no read has touched yet checked. */
+static qem_status load_of(void *impl, const qem_container_options *options, qem_error *error)
+{
+    qem_file *f = impl;
+    return qem_body_check_range(f, 0, f->body_bytes, 0, NULL, options->progress,
+                                options->progress_user, error);
+}
+
 static qem_status verify_of(void *impl, const qem_container_options *options,
                             const qem_verify_options *verify, qem_verify_report *report,
                             qem_error *error)
@@ -259,7 +256,9 @@ static qem_status verify_of(void *impl, const qem_container_options *options,
              (unsigned long long)report->streams_decoded,
              (unsigned long long)report->samples_decoded,
              (unsigned long long)report->spatial_values_checked,
-             f->recorded_sums ? " and the recorded pixel sums" : "");
+             f->recorded_sums && f->recorded_image ? ", the recorded pixel sums and detector image"
+             : f->recorded_sums                      ? " and the recorded pixel sums"
+                                                     : "");
     return QEM_OK;
 }
 
@@ -303,6 +302,7 @@ const qem_representation_ops qem_file_representation = {
     .export_npy = export_npy,
     .close = close_file,
     .verify = verify_of,
+    .load = load_of,
     .data = data_of,
     .valid = valid_of,
     .weighted_sums = weighted_sums,
@@ -312,6 +312,7 @@ const qem_representation_ops qem_file_representation = {
     .detector_calibration = detector_calibration_of,
     .semiangle_mrad = semiangle_of,
     .recorded_pixel_sums = recorded_pixel_sums_of,
+    .prepared_sums = prepared_sums_of,
     .content_identity = content_identity_of,
     .resident_bytes = resident_of,
     .file_id = file_id_of,

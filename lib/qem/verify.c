@@ -11,6 +11,7 @@
 #include "common/options.h"
 #include "common/progress.h"
 #include "common/sha256.h"
+#include "qem/detector_image.h"
 #include "qem/qem_internal.h"
 
 #define PIXEL_GROUP 64
@@ -294,6 +295,10 @@ static qem_status verify_file(qem_file *f, const qem_verify_options *options,
                           "header was altered or written wrongly",
                           (unsigned long long)p, (unsigned long long)f->recorded_sums[p],
                           (unsigned long long)pixel_totals[p]);
+    /* Spatial sums proved above, so the tiles the recomputation takes are
+     * the counts' own. */
+    if (st == QEM_OK)
+        st = qem_detector_image_verify(f, threads, error);
     free(pixel_totals);
     qem_sha256_free(logical);
     free(sums);

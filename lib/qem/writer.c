@@ -21,6 +21,7 @@
 #include "common/options.h"
 #include "common/sha256.h"
 #include "qem/chunk_blob.h"
+#include "qem/detector_image.h"
 #include "qem/encode.h"
 #include "qem/pixel_sums.h"
 #include "qem/qem_internal.h"
@@ -815,6 +816,7 @@ static qem_status build_header(qem_writer *w, json_t **out, qem_error *error)
                                    ? w->pixel_sums
                                    : NULL,
                                w->scans, w->pixels, body_digest, error));
+    qem_detector_image_drop(w->scientific); /* recorded anew once the header exists */
     json_t *sha = json_array();
     for (size_t i = 0; sha && i < w->hasher.count; i++) {
         char hex[65];
@@ -841,6 +843,28 @@ static qem_status build_header(qem_writer *w, json_t **out, qem_error *error)
     return QEM_OK;
 }
 
+/* The default detector's image (detector_image.h), computed from the body
+ * just written under the header `*text` describes, joins that header
+ * (`header` holds w->scientific), which is then serialised again. */
+static qem_status record_detector_image(qem_writer *w, json_t *header, char **text, size_t *size,
+                                        qem_error *error)
+{
+    if (w->codec != QEM_CODEC_INTEGER || !w->pixel_sums ||
+        !qem_pixel_sums_worth_recording(w->pixels, w->body_bytes))
+        return QEM_OK;
+    qem_file *f = NULL;
+    QEM_TRY(qem_open_written(w->dest, *text, *size, w->body_fd, w->body_bytes, w->threads, &f,
+                             error));
+    qem_status st = qem_detector_image_record(w->scientific, f, w->threads, error);
+    qem_close(f);
+    if (st != QEM_OK ||
+        !json_object_get(json_object_get(w->scientific, "extensions"), QEM_DETECTOR_IMAGE_KEY))
+        return st;
+    free(*text);
+    *text = qem_json_dump_canonical(header, size);
+    return *text ? QEM_OK : qem_fail(error, QEM_E_NO_MEMORY, "out of memory serialising the header");
+}
+
 static qem_status qem_writer_finish_body(qem_writer *w, qem_error *error)
 {
     qem_error_clear(error);
@@ -861,11 +885,15 @@ static qem_status qem_writer_finish_body(qem_writer *w, qem_error *error)
     QEM_TRY(build_header(w, &header, error));
     size_t size = 0;
     char *text = qem_json_dump_canonical(header, &size);
+    qem_status st = text ? record_detector_image(w, header, &text, &size, error)
+                         : qem_fail(error, QEM_E_NO_MEMORY, "out of memory serialising the header");
     json_decref(header);
-    if (!text)
-        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory serialising the header");
+    if (st != QEM_OK) {
+        free(text);
+        return st;
+    }
     uint8_t prefix[QEM_PREFIX_BYTES];
-    qem_status st = qem_envelope_prefix(text, size, prefix, error);
+    st = qem_envelope_prefix(text, size, prefix, error);
     if (st == QEM_OK)
         st = qem_write_full(w->publish.fd, prefix, sizeof prefix, error);
     if (st == QEM_OK)

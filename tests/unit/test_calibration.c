@@ -7,7 +7,7 @@
 #include "common/sha256.h"
 #include "pack/calibrated_copy.h"
 #include "pack/encode.h"
-#include "products/calibration.h"
+#include "common/calibration_estimate.h"
 #include "test_util.h"
 
 #define BLOCK 65536u

@@ -10,7 +10,7 @@
 #include "pack/calibrated_copy.h"
 #include "pack/encode.h"
 #include "pack/prepared.h"
-#include "products/calibration.h"
+#include "common/calibration_estimate.h"
 #include "test_util.h"
 
 #define BLOCK 65536u

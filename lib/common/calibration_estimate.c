@@ -1,4 +1,4 @@
-#include "products/calibration.h"
+#include "common/calibration_estimate.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -102,4 +102,26 @@ qem_status qem_product_calibration_estimate(const float *mean, const uint8_t *va
     out->pixels = count;
     out->maximum = maximum;
     return QEM_OK;
+}
+
+void qem_mean_from_sums(const uint64_t *sums, const uint8_t *valid, uint64_t pixels,
+                        uint64_t scans, float *mean)
+{
+    for (uint64_t px = 0; px < pixels; px++)
+        mean[px] = valid[px] ? (float)((double)sums[px] / (double)scans) : 0.0f;
+}
+
+uint64_t qem_ring_mask(uint64_t rows, uint64_t cols, double center_row, double center_col,
+                       double lo2, double hi2, const uint8_t *valid, uint8_t *mask)
+{
+    uint64_t selected = 0;
+    for (uint64_t row = 0; row < rows; row++)
+        for (uint64_t col = 0; col < cols; col++) {
+            const double dr = (double)row - center_row, dc = (double)col - center_col;
+            const double d2 = dr * dr + dc * dc;
+            const uint64_t px = row * cols + col;
+            mask[px] = (uint8_t)(valid[px] && d2 >= lo2 && d2 <= hi2);
+            selected += mask[px];
+        }
+    return selected;
 }
