@@ -466,18 +466,21 @@ static int measure_files(const char *qem, const char *const *files, int nfiles,
     }
     free(a.body);
     r->detector_ms = now_ms() - t0;
-    /* Two decimals, as the page sends them. */
-    cr = round(cr * 100) / 100;
-    cc = round(cc * 100) / 100;
-    radius = round(radius * 100) / 100;
+    /* The default detector exactly as the server resolved it, as the page
+     * sends it until it is changed. */
     char target[512];
     snprintf(target, sizeof target,
-             "/api/live?client=0123456789abcdef&seq=0&file=0&detector=bf&center=%.2f,%.2f&radius=%.2f",
+             "/api/live?client=0123456789abcdef&seq=0&file=0&detector=bf&center=%.17g,%.17g&radius="
+             "%.17g",
              cr, cc, radius);
     ok = ok && isfinite(cr) && isfinite(cc) && isfinite(radius) && http_get(&h, target, &a) &&
          a.status == 200;
     free(a.body);
     r->first_ms = now_ms() - t0;
+    /* Moves: two decimals, as the page sends a changed detector. */
+    cr = round(cr * 100) / 100;
+    cc = round(cc * 100) / 100;
+    radius = round(radius * 100) / 100;
     r->bf_row = cr;
     r->bf_col = cc;
     r->bf_radius = radius;

@@ -667,8 +667,10 @@ static void route_stats(view_server *s, view_reply *r)
         hits += h;
         misses += m;
     }
-    reply_json(r, json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:I, s:I, s:I, s:I, s:I}",
-                            "requests",
+    reply_json(r, json_pack("{s:b, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:I, s:I, s:I, "
+                            "s:I, s:I}",
+                            "bodies_checked", atomic_load(&s->bodies_checked),
+                            "body_damaged", view_body_failure(s) != NULL, "requests",
                             (json_int_t)atomic_load(&s->requests), "live_updates",
                             (json_int_t)atomic_load(&s->live_updates), "refused",
                             (json_int_t)atomic_load(&s->refused), "failed",
@@ -725,6 +727,23 @@ void view_dispatch(view_server *s, const view_request *q, view_reply *r)
         return;
     case VIEW_ROUTE_STATS: route_stats(s, r); return;
     case VIEW_ROUTE_RECORDING: route_recording(s, r); return;
+    default: break;
+    }
+    /* Data from a file whose body check failed: refused, whatever was kept. */
+    const view_file *damaged = view_body_failure(s);
+    if (damaged) {
+        qem_error e = damaged->body_error;
+        snprintf(e.message, sizeof e.message, "'%.100s' is damaged: %.360s", damaged->name,
+                 damaged->body_error.message);
+        reply_failure(r, &e);
+        return;
+    }
+    switch (q->route) {
+    case VIEW_ROUTE_PAGE:
+    case VIEW_ROUTE_ASSET:
+    case VIEW_ROUTE_INFO:
+    case VIEW_ROUTE_STATS:
+    case VIEW_ROUTE_RECORDING: break;
     case VIEW_ROUTE_MEAN: route_mean(s, q, r); return;
     case VIEW_ROUTE_DP: route_dp(s, q, r); return;
     case VIEW_ROUTE_VIRTUAL: route_image(s, q, r); return;

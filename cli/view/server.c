@@ -190,7 +190,7 @@ static enum MHD_Result send_reply(view_server *s, struct MHD_Connection *connect
  * occurrence of the token masked (whatever key, place or encoding it came
  * in), then escaped for the terminal. The escaped copy is masked again:
  * escapes add hex digits, which must not complete a token either. */
-static void log_line(const view_server *s, const char *text)
+void view_log_line(const view_server *s, const char *text)
 {
     const size_t n = strlen(text);
     char *masked = malloc(n + 1);
@@ -230,7 +230,7 @@ static void log_request(const view_server *s, const char *method, const view_cal
     for (char *t = strstr(line + at, "token="); t; t = strstr(t + 6, "token="))
         for (char *v = t + 6; *v && *v != '&' && *v != ' '; v++)
             *v = 'x';
-    log_line(s, line);
+    view_log_line(s, line);
     free(line);
 }
 
@@ -433,7 +433,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
         const size_t length = strlen(text);
         if (length && text[length - 1] == '\n')
             text[length - 1] = '\0';
-        log_line(s, text);
+        view_log_line(s, text);
     }
     free(text);
     va_end(again);
@@ -475,6 +475,7 @@ qem_status view_server_start(view_server *s, unsigned *port, qem_error *e)
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
     *port = info ? info->port : s->config.port;
+    view_body_check_start(s);
     return QEM_OK;
 }
 
@@ -483,6 +484,7 @@ void view_server_free(view_server *s)
     if (!s)
         return;
     atomic_store(&s->stopping, 1); /* running products cancel at their next window */
+    view_body_check_stop(s);
     if (s->daemon)
         MHD_stop_daemon(s->daemon);
     guard_stop(s); /* after the daemon: no connection is left to guard */

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "qem.h"
+#include "terminal.h"
 #include "view/request.h"
 #include "view/server.h"
 
@@ -45,6 +46,14 @@ typedef struct view_file {
     qem_image mean;
     int have_default;
     view_default_detector defaults;
+    /* Opening's progress (packs: shards loaded) and its cancellation, kept
+     * for the container's later calls: a .qem body is checked after the
+     * server starts (view_body_check_start). */
+    progress_state loading;
+    qem_progress_fn loading_fn;
+    void *loading_user;
+    atomic_int body_failed; /* the check found a damaged block: body_error says which */
+    qem_error body_error;
 } view_file;
 
 typedef struct view_client {
@@ -91,6 +100,10 @@ struct view_server {
     view_conn conns[VIEW_MAX_CONNECTIONS];
     pthread_t guard;
     int guard_running, guard_stop;
+    /* Checks the .qem bodies opened unchecked, after the server starts. */
+    pthread_t body_checker;
+    int body_checker_running;
+    atomic_int bodies_checked; /* 1 once every body has been checked */
     atomic_ullong unauth_evicted, unauth_timed_out;
 };
 
@@ -127,6 +140,16 @@ unsigned view_connections_open(view_server *s);
 qem_status view_state_open(view_server *s, qem_error *error);
 /* Frees what view_state_open made, after the daemon has stopped. */
 void view_state_close(view_server *s);
+/* .qem files open with their bodies unchecked (their first image can come
+ * from values the header records); a thread checks every block now, and a
+ * damaged one fails every later data request (view_body_failure). Stopped
+ * (cancelled, joined) by view_body_check_stop. */
+void view_body_check_start(view_server *s);
+void view_body_check_stop(view_server *s);
+/* The first file whose body check failed, else NULL. */
+const view_file *view_body_failure(view_server *s);
+/* "qem view: " and `text` on stderr as one line, the token masked. */
+void view_log_line(const view_server *s, const char *text);
 
 /* A .npy body in memory: the library's header, then the array; NULL when
  * out of memory or too large. */

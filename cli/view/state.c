@@ -21,6 +21,14 @@ static int cancel_when_stopping(void *user, uint64_t done, uint64_t total)
 
 /* --- files ----------------------------------------------------------------- */
 
+/* Opening's progress on the terminal, cancelled by a stopping server too
+ * (a body checked after the start must not hold the stop up). */
+static int open_progress(void *user, uint64_t done, uint64_t total)
+{
+    view_file *f = user;
+    return atomic_load(&f->server->stopping) || f->loading_fn(f->loading_user, done, total);
+}
+
 static void file_close(view_file *f)
 {
     qem_products_close(f->products);
@@ -61,9 +69,13 @@ qem_status view_state_open(view_server *s, qem_error *error)
             qem_container_options_init(&so);
             so.threads = config->threads;
             so.resident = config->resident;
-            progress_state loading;
-            progress_setup(&loading, "loading shards", "shards", config->quiet, &so.progress,
-                           &so.progress_user);
+            /* Every block is still checked before it is decoded, and all
+             * of them right after the start (view_body_check_start). */
+            so.body_check = QEM_BODY_CHECK_ON_READ;
+            progress_setup(&f->loading, "loading shards", "shards", config->quiet, &f->loading_fn,
+                           &f->loading_user);
+            so.progress = open_progress;
+            so.progress_user = f;
             st = qem_container_open(f->path, &so, &f->source, error);
             if (st != QEM_OK)
                 break;
@@ -114,6 +126,51 @@ qem_status view_state_open(view_server *s, qem_error *error)
     s->limits.files = s->nfiles;
     s->limits.shapes = (const uint64_t(*)[4])s->shapes;
     return st;
+}
+
+static void *body_check_main(void *arg)
+{
+    view_server *s = arg;
+    for (size_t k = 0; k < s->nfiles && !atomic_load(&s->stopping); k++) {
+        view_file *f = &s->files[k];
+        if (f->live)
+            continue;
+        qem_error e = {0};
+        const qem_status st = qem_container_load(f->source, &e);
+        if (st != QEM_OK && st != QEM_E_CANCELLED) {
+            f->body_error = e;
+            atomic_store(&f->body_failed, 1);
+            char line[sizeof e.message + 4200];
+            snprintf(line, sizeof line, "'%s' is damaged: %s", f->path, e.message);
+            view_log_line(s, line);
+        }
+    }
+    atomic_store(&s->bodies_checked, !atomic_load(&s->stopping));
+    return NULL;
+}
+
+void view_body_check_start(view_server *s)
+{
+    s->body_checker_running = pthread_create(&s->body_checker, NULL, body_check_main, s) == 0;
+    if (!s->body_checker_running)
+        body_check_main(s); /* no thread: checked before serving */
+}
+
+void view_body_check_stop(view_server *s)
+{
+    if (!s->body_checker_running)
+        return;
+    atomic_store(&s->stopping, 1);
+    pthread_join(s->body_checker, NULL);
+    s->body_checker_running = 0;
+}
+
+const view_file *view_body_failure(view_server *s)
+{
+    for (size_t k = 0; k < s->nfiles; k++)
+        if (atomic_load(&s->files[k].body_failed))
+            return &s->files[k];
+    return NULL;
 }
 
 static void client_free(view_client *c);

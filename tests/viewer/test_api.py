@@ -694,3 +694,69 @@ def test_trickling_clients_do_not_lock_out_the_owner():
             for s in socks:
                 s.close()
             owner.close()
+
+
+def _disk_counts(seed):
+    """96 x 96 scans of a 48 x 48 detector: a bright disk over a faint
+    background, so that the default detector resolves to it (large enough
+    for qem's writer to record the sums and the image)."""
+    rng = np.random.default_rng(seed)
+    rows, cols = np.mgrid[0:48, 0:48]
+    disk = (rows - 23.3) ** 2 + (cols - 24.6) ** 2 <= 81
+    return rng.poisson(np.where(disk, 20.0, 0.5), (96, 96, 48, 48)).astype(np.uint16)
+
+
+def test_first_image_is_the_recorded_one_then_the_body_is_checked(tmp_path):
+    """A file qem wrote records its default detector's image: the page's
+    first request (that detector, exactly as /api/detector resolved it)
+    is answered from it (X-Qem-From-Recorded 1), equal to `qem virtual
+    --detector bf --reference`; the body is checked after the start
+    (bodies_checked). A copy with one body byte changed still opens (its
+    first image may come before the check ends), then every data request
+    fails naming it."""
+    np.save(tmp_path / "disk.npy", _disk_counts(11))
+    path = str(tmp_path / "disk.qem")
+    subprocess.run([QEM, "save", str(tmp_path / "disk.npy"), path, "-q"], check=True)
+    with open(path, "rb") as f:
+        prefix = f.read(56)
+        header = json.loads(f.read(int.from_bytes(prefix[8:16], "little")))
+    assert "qem.detector_image" in header["scientific_metadata"]["extensions"]
+    want = qem_product(str(tmp_path), "virtual", path, "--detector", "bf", "--reference")
+
+    def first_image(server):
+        got = json.loads(api(server, "/api/detector", detector="bf")[2])
+        centre = "%r,%r" % tuple(got["center"])
+        return live(server, "abcdef0123", 1, detector="bf", center=centre, radius=repr(got["radius"]))
+
+    def stats(server, key):
+        for _ in range(600):
+            got = json.loads(api(server, "/api/stats")[2])
+            if got[key]:
+                return got
+            time.sleep(0.05)
+        raise AssertionError("no %s in 30 s" % key)
+
+    with Server([path]) as server:
+        headers, images = first_image(server)
+        assert headers["x-qem-from-recorded"] == "1" and images == [want]
+        assert not stats(server, "bodies_checked")["body_damaged"]
+        headers, images = live(server, "abcdef0123", 2, detector="bf", center="23.5,24.5", radius="7")
+        assert headers["x-qem-from-recorded"] == "0"
+        assert images == [qem_product(str(tmp_path), "virtual", path, "--detector", "bf", "--center",
+                                      "23.5,24.5", "--radius", "7", "--reference")]
+    damaged = tmp_path / "damaged.qem"
+    data = bytearray(open(path, "rb").read())
+    data[len(data) // 2] ^= 0x10
+    damaged.write_bytes(bytes(data))
+    server = Server([str(damaged)])  # opens: the body is checked after the start
+    try:
+        stats(server, "body_damaged")
+        for target, params in (("/api/live", dict(client="abcdef0123", seq=3, detector="bf",
+                                                   center="23.5,24.5", radius="7")),
+                               ("/api/mean.npy", {}), ("/api/dp.npy", dict(scan="3,4"))):
+            status, _, body = api(server, target, file=0, **params)
+            assert status == 500 and b"'damaged.qem' is damaged" in body, (target, status, body)
+            assert b"checksum" in body
+    finally:
+        err = server.stop()
+    assert "damaged.qem' is damaged" in err

@@ -6,13 +6,20 @@
 const EDGES = { bf: [1], abf: [0.5, 1], adf: [1, 2], haadf: [2, 4], df: [1] };
 
 // Detector coordinates are kept to 1/100 pixel: what is sent, printed and
-// reproduced on the command line is then the same short decimal.
+// reproduced on the command line is then the same short decimal. The
+// file's own default detector is the exception until it is first changed
+// (fileDefault): it is sent exactly as the server resolved it, so that its
+// mask is the one a file qem wrote records the image of (the first image
+// then needs no pass over the data), and on the command line it is plain
+// `--detector bf`, which resolves the same.
 export const round2 = (v) => Math.round(v * 100) / 100;
 
-export function makeDetector(kind, centre, radius, shape) {
+export function makeDetector(kind, centre, radius, shape, fileDefault = false) {
   const [rows, cols] = shape;
-  const r = round2(Math.max(radius, 0.5));
-  const det = { kind, center: [round2(centre[0]), round2(centre[1])], radius: r };
+  const r = fileDefault ? radius : round2(Math.max(radius, 0.5));
+  const det = fileDefault
+    ? { kind, center: [centre[0], centre[1]], radius: r, fileDefault }
+    : { kind, center: [round2(centre[0]), round2(centre[1])], radius: r };
   det.inner = round2(r);
   det.outer = round2(2 * r);
   const half = Math.max(1, Math.round(r));
@@ -27,6 +34,11 @@ export function makeDetector(kind, centre, radius, shape) {
 
 export function withKind(det, kind) {
   return { ...det, kind, center: [...det.center], rect: [...det.rect] };
+}
+
+// A copy to change: no longer the file's default detector.
+export function edited(det) {
+  return { ...withKind(det, det.kind), fileDefault: false };
 }
 
 const num = (v) => String(v);
@@ -48,6 +60,7 @@ export function detectorParams(det) {
 // rectangle, which the command takes as a --mask file).
 export function detectorArgs(det) {
   if (det.kind === 'rect') return null;
+  if (det.fileDefault && det.kind !== 'annulus') return ['--detector', det.kind];
   const args = ['--detector', det.kind, '--center', num(det.center[0]) + ',' + num(det.center[1])];
   if (det.kind === 'annulus') args.push('--inner', num(det.inner), '--outer', num(det.outer));
   else args.push('--radius', num(det.radius));
@@ -59,9 +72,9 @@ export function describe(det) {
     const [r0, r1, c0, c1] = det.rect;
     return `rect rows ${r0}-${r1 - 1}, columns ${c0}-${c1 - 1}`;
   }
-  const c = `centre (${det.center[0]}, ${det.center[1]})`;
+  const c = `centre (${round2(det.center[0])}, ${round2(det.center[1])})`;
   if (det.kind === 'annulus') return `annulus ${c}, ${det.inner} to ${det.outer} px`;
-  return `${det.kind} ${c}, r = ${det.radius} px`;
+  return `${det.kind} ${c}, r = ${round2(det.radius)} px`;
 }
 
 function radii(det) {
@@ -141,7 +154,7 @@ const clamp = (v, lo, hi) => Math.max(lo, Math.min(hi, v));
 // detector and point) to detector position (row, col).
 export function dragTo(from, row, col, shape) {
   const start = from.det;
-  const det = withKind(start, start.kind);
+  const det = edited(start);
   const [rows, cols] = shape;
   const dr = row - from.row;
   const dc = col - from.col;

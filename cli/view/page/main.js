@@ -6,7 +6,7 @@ import { getJson, getNpy, getLive, LatestOnly, tokenUrl } from '/page/api.js';
 import { plainValues } from '/page/npy.js';
 import { drawArray, fit, fillSelect, COLORMAPS, CONTRASTS } from '/page/render.js';
 import {
-  makeDetector, withKind, detectorParams, detectorArgs, describe, drawDetector, grab, dragTo, round2,
+  makeDetector, withKind, edited, detectorParams, detectorArgs, describe, drawDetector, grab, dragTo, round2,
 } from '/page/detector.js';
 
 const $ = (id) => document.getElementById(id);
@@ -602,7 +602,7 @@ function buildFields() {
   box.textContent = '';
   const det = state.det;
   const update = (mutate) => (v) => {
-    const next = withKind(state.det, state.det.kind);
+    const next = edited(state.det);
     mutate(next, v);
     state.det = next;
     detectorChanged();
@@ -613,13 +613,13 @@ function buildFields() {
     });
     return;
   }
-  box.appendChild(numberField('centre row', det.center[0], update((d, v) => { d.center[0] = round2(v); })));
-  box.appendChild(numberField('col', det.center[1], update((d, v) => { d.center[1] = round2(v); })));
+  box.appendChild(numberField('centre row', round2(det.center[0]), update((d, v) => { d.center[0] = round2(v); })));
+  box.appendChild(numberField('col', round2(det.center[1]), update((d, v) => { d.center[1] = round2(v); })));
   if (det.kind === 'annulus') {
     box.appendChild(numberField('inner', det.inner, update((d, v) => { d.inner = round2(v); })));
     box.appendChild(numberField('outer', det.outer, update((d, v) => { d.outer = round2(v); })));
   } else {
-    box.appendChild(numberField('r', det.radius, update((d, v) => { d.radius = round2(v); })));
+    box.appendChild(numberField('r', round2(det.radius), update((d, v) => { d.radius = round2(v); })));
   }
 }
 
@@ -627,8 +627,8 @@ function syncFields() {
   const inputs = $('det-fields').querySelectorAll('input');
   const det = state.det;
   const values = det.kind === 'rect' ? det.rect
-    : det.kind === 'annulus' ? [det.center[0], det.center[1], det.inner, det.outer]
-      : [det.center[0], det.center[1], det.radius];
+    : det.kind === 'annulus' ? [round2(det.center[0]), round2(det.center[1]), det.inner, det.outer]
+      : [round2(det.center[0]), round2(det.center[1]), round2(det.radius)];
   inputs.forEach((input, i) => {
     if (document.activeElement !== input) input.value = String(values[i]);
   });
@@ -768,17 +768,19 @@ async function start() {
     renderMeta();
     let centre = [(state.detShape[0] - 1) / 2, (state.detShape[1] - 1) / 2];
     let radius = Math.min(state.detShape[0], state.detShape[1]) / 6;
+    let defaultFound = false;
     busyStart('the default detector');
     try {
       const d = await getJson('/api/detector', { file: 0, detector: 'bf' }).finally(() => busyEnd('the default detector'));
       centre = d.center;
       radius = d.radius;
+      defaultFound = true;
       const meanFrom = { recorded: 'recorded in the file', cached: 'kept from an earlier open', computed: 'computed from every scan' }[d.mean_from];
       $('origin').textContent = `detector from the ${d.center_radius_from}` + (meanFrom ? `; mean pattern ${meanFrom}` : '');
     } catch (error) {
       setStatus('no detector calibration or estimate (' + error.message + '); starting from the detector centre');
     }
-    state.det = makeDetector('bf', centre, radius, state.detShape);
+    state.det = makeDetector('bf', centre, radius, state.detShape, defaultFound);
     buildFields();
     drawDp();
     live.submit(state.det);
