@@ -120,7 +120,12 @@ struct qem_file {
 
     uint8_t (*block_sha)[32];
     uint64_t block_count;
-    atomic_uchar *block_checked; /* body blocks already authenticated */
+    /* Per body block: 0 not checked, 1 authenticated, 2 being hashed by
+     * one thread, whom another thread needing it waits for (check_done,
+     * under check_lock) rather than hashing it too. */
+    atomic_uchar *block_checked;
+    pthread_mutex_t check_lock;
+    pthread_cond_t check_done;
 
     qem_chunk *chunks;
     uint64_t chunk_count;
@@ -193,6 +198,9 @@ qem_status qem_header_load(qem_file *file, qem_error *error);
  * of blocks hashed in *hashed if non-NULL. `progress` (or NULL) hears the
  * bytes hashed of those to hash, on the calling thread only (a binding
  * checks its signals there); nonzero cancels (QEM_E_CANCELLED). */
+/* A mapped body's pages all mapped now (none faults later); nothing for
+ * a body read per use or copied. */
+void qem_body_populate(qem_file *file);
 qem_status qem_body_check_range(qem_file *file, uint64_t begin, uint64_t end, int again,
                                 uint64_t *hashed, qem_progress_fn progress, void *progress_user,
                                 qem_error *error);

@@ -54,6 +54,8 @@ void qem_close(qem_file *f)
     for (int k = 0; k < QEM_PATTERN_BLOCKS; k++)
         free(f->pattern_blocks[k].data);
     pthread_mutex_destroy(&f->pattern_lock);
+    pthread_mutex_destroy(&f->check_lock);
+    pthread_cond_destroy(&f->check_done);
     qem_select_plan_drop(f);
     pthread_mutex_destroy(&f->plan_lock);
     free(f->chunks);
@@ -103,20 +105,67 @@ static qem_status check_body_block(qem_file *f, uint64_t b, uint8_t *buf, size_t
     return QEM_OK;
 }
 
+static qem_status body_check_claimed(qem_file *f, uint64_t begin, uint64_t end, int again,
+                                     uint64_t *hashed, qem_progress_fn progress,
+                                     void *progress_user, qem_error *error);
+
+/* Marks block b checked (1) or not (0) after a hash, and wakes whoever
+ * waits for it. */
+static void block_settle(qem_file *f, uint64_t b, int ok)
+{
+    pthread_mutex_lock(&f->check_lock);
+    atomic_store(&f->block_checked[b], (unsigned char)(ok ? 1 : 0));
+    pthread_cond_broadcast(&f->check_done);
+    pthread_mutex_unlock(&f->check_lock);
+}
+
+/* Waits until no block of [first, last] is being hashed by another thread;
+ * 1 when every one of them is then authenticated. */
+static int blocks_wait(qem_file *f, uint64_t first, uint64_t last)
+{
+    int all = 1;
+    pthread_mutex_lock(&f->check_lock);
+    for (uint64_t b = first; b <= last; b++) {
+        while (atomic_load(&f->block_checked[b]) == 2)
+            pthread_cond_wait(&f->check_done, &f->check_lock);
+        all &= atomic_load(&f->block_checked[b]) == 1;
+    }
+    pthread_mutex_unlock(&f->check_lock);
+    return all;
+}
+
 /* Each 64 MiB body block has its own digest, so the blocks are hashed on
  * the file's threads (one stream each); the lowest failing block is the
- * one reported, whatever the thread count. */
+ * one reported, whatever the thread count. A block another call is
+ * hashing (the viewer's check after the start, beside a request) is
+ * waited for, not hashed twice; one that call failed is hashed again
+ * here, for this call's own error. */
 qem_status qem_body_check_range(qem_file *f, uint64_t begin, uint64_t end, int again,
                                 uint64_t *hashed, qem_progress_fn progress, void *progress_user,
                                 qem_error *error)
 {
     if (end <= begin)
         return QEM_OK;
+    for (;;) {
+        const qem_status st =
+            body_check_claimed(f, begin, end, again, hashed, progress, progress_user, error);
+        const uint64_t first = begin / QEM_BODY_BLOCK_BYTES, last = (end - 1) / QEM_BODY_BLOCK_BYTES;
+        if (st != QEM_OK || again || blocks_wait(f, first, last))
+            return st;
+    }
+}
+
+/* One pass: hashes the blocks of the range this call claims (0 -> 2);
+ * those checked (1) or claimed elsewhere (2) are left. */
+static qem_status body_check_claimed(qem_file *f, uint64_t begin, uint64_t end, int again,
+                                     uint64_t *hashed, qem_progress_fn progress,
+                                     void *progress_user, qem_error *error)
+{
     enum { PIECE = 256 << 10 };
     const uint64_t first = begin / QEM_BODY_BLOCK_BYTES, last = (end - 1) / QEM_BODY_BLOCK_BYTES;
     uint64_t todo = 0, todo_bytes = 0;
     for (uint64_t b = first; b <= last; b++)
-        if (again || !atomic_load(&f->block_checked[b])) {
+        if (again || atomic_load(&f->block_checked[b]) == 0) {
             todo++;
             todo_bytes += block_bytes(f, b);
         }
@@ -141,13 +190,16 @@ qem_status qem_body_check_range(qem_file *f, uint64_t begin, uint64_t end, int a
         const int caller = omp_get_thread_num() == 0;
 #pragma omp for schedule(dynamic, 1)
         for (uint64_t b = first; b <= last; b++) {
-            if (atomic_load(&cancelled) || (!again && atomic_load(&f->block_checked[b])))
+            unsigned char unchecked = 0;
+            if (atomic_load(&cancelled) ||
+                (!again && !atomic_compare_exchange_strong(&f->block_checked[b], &unchecked, 2)))
                 continue;
             qem_error e = {0};
             const qem_status bst = buf && ctx ? check_body_block(f, b, buf, PIECE, ctx, &e)
                                               : qem_fail(&e, QEM_E_NO_MEMORY, "out of memory");
+            if (!again || bst == QEM_OK)
+                block_settle(f, b, bst == QEM_OK);
             if (bst == QEM_OK) {
-                atomic_store(&f->block_checked[b], 1);
                 count++;
                 const uint64_t done = atomic_fetch_add(&hashed_bytes, block_bytes(f, b)) +
                                       block_bytes(f, b);
@@ -208,9 +260,24 @@ qem_status qem_open(const char *path, const qem_open_options *options, qem_file 
     return qem_open_experimental(path, options, NULL, out, error);
 }
 
+/* Every page of a mapped body mapped now (advice: a kernel without it maps
+ * them on first use), so that no later read faults. */
+void qem_body_populate(qem_file *f)
+{
+#ifdef MADV_POPULATE_READ
+    if (f->resident_map)
+        madvise(f->resident_map, (size_t)f->file_size, MADV_POPULATE_READ);
+#else
+    (void)f;
+#endif
+}
+
 /* Maps the whole file read-only, followed by anonymous zero pages for
- * the decoders' padding; 0 when it cannot be mapped (the caller copies). */
-static int body_map(qem_file *f)
+ * the decoders' padding; 0 when it cannot be mapped (the caller copies).
+ * With `populate`, every page is mapped now; otherwise the caller does so
+ * when it checks the body (a cold file is then read there, not while
+ * opening). */
+static int body_map(qem_file *f, int populate)
 {
     const size_t huge = (size_t)2 << 20, page = (size_t)sysconf(_SC_PAGESIZE);
     if (f->file_size > SIZE_MAX - 2 * huge - QEM_SPAN_PADDING)
@@ -230,18 +297,16 @@ static int body_map(qem_file *f)
         munmap(area, total);
         return 0;
     }
-    /* Advice only: huge entries where the folios allow, and every page
-     * mapped now, so no read faults later; a kernel without them maps
-     * 4 KiB pages on first use. */
+    /* Advice only: huge entries where the folios allow; a kernel without
+     * it maps 4 KiB pages. */
 #ifdef MADV_HUGEPAGE
     madvise(base, (size_t)f->file_size, MADV_HUGEPAGE);
-#endif
-#ifdef MADV_POPULATE_READ
-    madvise(base, (size_t)f->file_size, MADV_POPULATE_READ);
 #endif
     f->resident_map = base;
     f->resident_area = area;
     f->resident_area_bytes = total;
+    if (populate)
+        qem_body_populate(f);
     return 1;
 }
 
@@ -255,7 +320,8 @@ static qem_status body_make_resident(qem_file *f, const qem_open_options *option
     f->chunk_checked = calloc(f->chunk_count ? f->chunk_count : 1, sizeof *f->chunk_checked);
     if (!f->chunk_checked)
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
-    if (options->resident == QEM_RESIDENT_MAPPED && body_map(f)) {
+    if (options->resident == QEM_RESIDENT_MAPPED &&
+        body_map(f, options->body_check != QEM_BODY_CHECK_ON_READ)) {
         /* Hashed through the mapping: no copy out of the page cache
          * (pread's cost 15-20 % of this open on Linux 6.18, whether the
          * page cache held the file in 2 MiB folios or 4 KiB pages). With
@@ -347,6 +413,8 @@ static qem_file *file_new(int fd, const char *path, int threads)
     f->fd = fd;
     pthread_mutex_init(&f->pattern_lock, NULL);
     pthread_mutex_init(&f->plan_lock, NULL);
+    pthread_mutex_init(&f->check_lock, NULL);
+    pthread_cond_init(&f->check_done, NULL);
     f->path = strdup(path);
     f->threads = threads;
     if (!f->path) {

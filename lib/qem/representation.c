@@ -239,6 +239,7 @@ static const char *header_json_of(const void *impl, size_t *length)
 static qem_status load_of(void *impl, const qem_container_options *options, qem_error *error)
 {
     qem_file *f = impl;
+    qem_body_populate(f); /* deferred with the check (reader.c) */
     return qem_body_check_range(f, 0, f->body_bytes, 0, NULL, options->progress,
                                 options->progress_user, error);
 }

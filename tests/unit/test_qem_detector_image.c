@@ -8,8 +8,10 @@
  * record that keeps every rule but lies is found by verify; a re-save and
  * a calibrated copy record their own; a body opened mapped with
  * QEM_BODY_CHECK_ON_READ is checked block by block: the recorded image is
- * served first, and a damaged block fails the load and every read of it. */
+ * served first, and a damaged block fails the load and every read of it,
+ * whichever of several threads checking at once hashes it. */
 #include <math.h>
+#include <pthread.h>
 
 #include "common/base64.h"
 #include "qem_build.h"
@@ -262,6 +264,48 @@ static void check_rules(const char *path, const char *bad, json_t *record)
     }
 }
 
+/* Several threads check one lazily opened body at once (the viewer's
+ * check beside requests): one hashes each block, the others wait for it,
+ * and all of them agree. */
+typedef struct checker {
+    qem_container *c;
+    int read; /* read a pattern rather than load */
+    qem_status st;
+} checker;
+
+static void *check_main(void *arg)
+{
+    checker *k = arg;
+    qem_error e = {0};
+    uint16_t pattern[PIXELS];
+    k->st = k->read ? qem_container_read(k->c, SCANS - 1, 1, QEM_VALUES_WORKING, pattern,
+                                         sizeof pattern, &e)
+                    : qem_container_load(k->c, &e);
+    return NULL;
+}
+
+static void concurrent_checks(const char *path, const qem_container_options *lazy,
+                              qem_status want)
+{
+    for (int round = 0; round < 20; round++) {
+        qem_error e = {0};
+        qem_container *c = NULL;
+        CHECK_OK(qem_container_open(path, lazy, &c, &e), &e);
+        enum { N = 4 };
+        pthread_t t[N];
+        checker k[N];
+        for (int i = 0; i < N; i++) {
+            k[i] = (checker){c, i % 2, QEM_OK};
+            pthread_create(&t[i], NULL, check_main, &k[i]);
+        }
+        for (int i = 0; i < N; i++) {
+            pthread_join(t[i], NULL);
+            CHECK_EQ_U64(k[i].st, want);
+        }
+        qem_container_close(c);
+    }
+}
+
 int main(void)
 {
     uint16_t *data = make_counts(7);
@@ -391,6 +435,7 @@ int main(void)
         CHECK_OK(qem_container_open(path, &lazy, &c, &e), &e);
         CHECK_OK(qem_container_load(c, &e), &e);
         qem_container_close(c);
+        concurrent_checks(path, &lazy, QEM_OK);
     }
     /* A damaged body opened so: the recorded image still comes first (its
      * header is authentic); the load and any read of the block refuse. */
@@ -413,6 +458,7 @@ int main(void)
         CHECK_STATUS(qem_container_load(c, &e), QEM_E_BODY_CHECKSUM, &e);
         CHECK(strstr(e.message, "block 0") != NULL);
         qem_container_close(c);
+        concurrent_checks(bad, &lazy, QEM_E_BODY_CHECKSUM);
     }
     /* A file whose record would weigh more than 1/64 of its body: none. */
     {
