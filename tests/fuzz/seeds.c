@@ -351,10 +351,12 @@ int main(int argc, char **argv)
         free(b);
         encoded_chunk_seed(out, path, qem[i]);
     }
-    /* A file qem wrote, large enough to record its pixel sums. */
+    /* A file qem wrote, large enough to record its pixel sums and its
+     * default detector's image (the half maximum of uniform counts takes
+     * most pixels as the disk). */
     {
-        const uint64_t shape[4] = {32, 48, 8, 8};
-        const size_t count = 32 * 48 * 64;
+        const uint64_t shape[4] = {32, 32, 16, 16};
+        const size_t count = 32 * 32 * 256;
         uint8_t *counts = malloc(count);
         uint64_t state = 7;
         for (size_t k = 0; counts && k < count; k++) {
@@ -366,7 +368,7 @@ int main(int argc, char **argv)
         size_t n = 0;
         uint8_t *b = NULL;
         if (counts && qem_writer_create(path, QEM_DTYPE_UINT8, shape, NULL, &w, NULL) == QEM_OK &&
-            qem_writer_append(w, counts, 32 * 48, NULL) == QEM_OK &&
+            qem_writer_append(w, counts, 32 * 32, NULL) == QEM_OK &&
             qem_writer_finish(w, NULL) == QEM_OK && (b = slurp(path, &n)))
             put(out, "qem_file", "recorded-sums.qem", b, n, NULL, 0);
         qem_writer_free(w);
