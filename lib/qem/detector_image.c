@@ -115,14 +115,11 @@ qem_status qem_detector_image_record(json_t *scientific, qem_file *f, int thread
         char digest[65];
         st = qem_pixel_sums_body_digest((const uint8_t(*)[32])f->block_sha, f->block_count, digest,
                                         error);
-        json_t *ext = json_object_get(scientific, "extensions");
-        if (st == QEM_OK && !ext) {
-            ext = json_object();
-            if (!ext || json_object_set_new(scientific, "extensions", ext) != 0)
-                st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
-        }
+        json_t *ext = NULL;
+        if (st == QEM_OK)
+            st = qem_record_extensions(scientific, &ext, error);
         json_t *record =
-            st == QEM_OK && json_is_object(ext)
+            st == QEM_OK && ext
                 ? json_pack("{s:s, s:s, s:[f,f], s:f, s:I, s:I, s:o*, s:s, s:s, s:o*}", "schema",
                             QEM_DETECTOR_IMAGE_SCHEMA, "detector", "bf", "center_px", row, col,
                             "radius_px", radius, "scans", (json_int_t)N, "pixels", (json_int_t)P,
@@ -130,7 +127,7 @@ qem_status qem_detector_image_record(json_t *scientific, qem_file *f, int thread
                             item == 2 ? "<u2" : item == 4 ? "<u4" : "<u8", "body_digest", digest,
                             "data", base64_string(le, (size_t)(N * item)))
                 : NULL;
-        if (st == QEM_OK && json_is_object(ext) &&
+        if (st == QEM_OK && ext &&
             (!record || !json_object_get(record, "mask") || !json_object_get(record, "data") ||
              json_object_set_new(ext, QEM_DETECTOR_IMAGE_KEY, record) != 0))
             st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory recording the detector image");
@@ -144,16 +141,7 @@ qem_status qem_detector_image_record(json_t *scientific, qem_file *f, int thread
 
 static qem_status refuse(const qem_file *f, const char *why, qem_error *error)
 {
-    return qem_fail(error, QEM_E_METADATA,
-                    "'%s': scientific_metadata.extensions.%s %s; the file was altered after qem "
-                    "wrote it",
-                    f->path, QEM_DETECTOR_IMAGE_KEY, why);
-}
-
-static int integer_equals(const json_t *v, uint64_t want)
-{
-    return json_is_integer(v) && json_integer_value(v) >= 0 &&
-           (uint64_t)json_integer_value(v) == want;
+    return qem_record_refuse(f, QEM_DETECTOR_IMAGE_KEY, why, error);
 }
 
 static int finite_number(const json_t *v)
@@ -178,13 +166,8 @@ static uint8_t *decoded(const json_t *record, const char *key, uint64_t size)
 
 static qem_status load_checked(qem_file *f, const json_t *record, qem_error *error)
 {
-    if (!json_is_object(record))
-        return refuse(f, "is not an object", error);
-    const char *schema = json_string_value(json_object_get(record, "schema"));
-    if (!schema || strcmp(schema, QEM_DETECTOR_IMAGE_SCHEMA) != 0)
-        return refuse(f, "has an unknown schema", error);
-    if (f->codec != QEM_CODEC_INTEGER)
-        return refuse(f, "is in a file of another codec than the integer one", error);
+    QEM_TRY(qem_record_check_head(f, record, QEM_DETECTOR_IMAGE_KEY, QEM_DETECTOR_IMAGE_SCHEMA,
+                                  error));
     const char *detector = json_string_value(json_object_get(record, "detector"));
     if (!detector || strcmp(detector, "bf") != 0)
         return refuse(f, "names a detector other than bf", error);
@@ -194,10 +177,6 @@ static qem_status load_checked(qem_file *f, const json_t *record, qem_error *err
         !finite_number(json_array_get(centre, 0)) || !finite_number(json_array_get(centre, 1)) ||
         !finite_number(radius) || !(json_number_value(radius) > 0))
         return refuse(f, "has no finite centre and positive radius", error);
-    if (!integer_equals(json_object_get(record, "scans"), f->scans))
-        return refuse(f, "counts another number of scans than the file", error);
-    if (!integer_equals(json_object_get(record, "pixels"), f->pixels))
-        return refuse(f, "counts another number of pixels than the file", error);
     const char *dtype = json_string_value(json_object_get(record, "dtype"));
     const unsigned item = !dtype                   ? 0
                           : !strcmp(dtype, "<u2") ? 2
@@ -206,12 +185,6 @@ static qem_status load_checked(qem_file *f, const json_t *record, qem_error *err
                                                   : 0;
     if (!item)
         return refuse(f, "has a dtype other than <u2, <u4 or <u8", error);
-    char hex[65];
-    QEM_TRY(qem_pixel_sums_body_digest((const uint8_t(*)[32])f->block_sha, f->block_count, hex,
-                                       error));
-    const char *digest = json_string_value(json_object_get(record, "body_digest"));
-    if (!digest || strcmp(digest, hex) != 0)
-        return refuse(f, "was recorded for another body", error);
     const uint64_t P = f->pixels, N = f->scans;
     uint8_t *bits = decoded(record, "mask", (P + 7) / 8);
     if (!bits)
@@ -258,9 +231,7 @@ static qem_status load_checked(qem_file *f, const json_t *record, qem_error *err
 
 qem_status qem_detector_image_load(qem_file *f, qem_error *error)
 {
-    const json_t *record = json_object_get(
-        json_object_get(json_object_get(f->header, "scientific_metadata"), "extensions"),
-        QEM_DETECTOR_IMAGE_KEY);
+    const json_t *record = qem_record_get(f, QEM_DETECTOR_IMAGE_KEY);
     return record ? load_checked(f, record, error) : QEM_OK;
 }
 

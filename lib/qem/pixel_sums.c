@@ -29,13 +29,9 @@ qem_status qem_pixel_sums_put(json_t *scientific, const uint64_t *sums, uint64_t
             json_object_del(ext, QEM_PIXEL_SUMS_KEY);
         return QEM_OK;
     }
-    if (!ext) {
-        ext = json_object();
-        if (!ext || json_object_set_new(scientific, "extensions", ext) != 0)
-            return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
-    }
-    if (!json_is_object(ext))
-        return QEM_OK; /* the validator refuses such metadata before this */
+    QEM_TRY(qem_record_extensions(scientific, &ext, error));
+    if (!ext)
+        return QEM_OK;
     uint8_t *le = malloc((size_t)pixels * 8);
     if (!le)
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
@@ -54,47 +50,77 @@ qem_status qem_pixel_sums_put(json_t *scientific, const uint64_t *sums, uint64_t
     return QEM_OK;
 }
 
-static qem_status refuse(const qem_file *f, const char *why, qem_error *error)
+const json_t *qem_record_get(const qem_file *f, const char *key)
+{
+    return json_object_get(
+        json_object_get(json_object_get(f->header, "scientific_metadata"), "extensions"), key);
+}
+
+qem_status qem_record_extensions(json_t *scientific, json_t **out, qem_error *error)
+{
+    json_t *ext = json_object_get(scientific, "extensions");
+    if (!ext) {
+        ext = json_object();
+        if (!ext || json_object_set_new(scientific, "extensions", ext) != 0)
+            return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    }
+    *out = json_is_object(ext) ? ext : NULL;
+    return QEM_OK;
+}
+
+qem_status qem_record_refuse(const qem_file *f, const char *key, const char *why,
+                             qem_error *error)
 {
     return qem_fail(error, QEM_E_METADATA,
                     "'%s': scientific_metadata.extensions.%s %s; the file was altered after qem "
                     "wrote it",
-                    f->path, QEM_PIXEL_SUMS_KEY, why);
+                    f->path, key, why);
 }
 
-static int integer_equals(const json_t *v, uint64_t want)
+int qem_record_integer_equals(const json_t *v, uint64_t want)
 {
     return json_is_integer(v) && json_integer_value(v) >= 0 &&
            (uint64_t)json_integer_value(v) == want;
 }
 
-qem_status qem_pixel_sums_load(qem_file *f, qem_error *error)
+qem_status qem_record_check_head(const qem_file *f, const json_t *record, const char *key,
+                                const char *schema, qem_error *error)
 {
-    const json_t *record = json_object_get(
-        json_object_get(json_object_get(f->header, "scientific_metadata"), "extensions"),
-        QEM_PIXEL_SUMS_KEY);
-    if (!record)
-        return QEM_OK;
     if (!json_is_object(record))
-        return refuse(f, "is not an object", error);
-    const char *schema = json_string_value(json_object_get(record, "schema"));
-    if (!schema || strcmp(schema, QEM_PIXEL_SUMS_SCHEMA) != 0)
-        return refuse(f, "has an unknown schema", error);
+        return qem_record_refuse(f, key, "is not an object", error);
+    const char *named = json_string_value(json_object_get(record, "schema"));
+    if (!named || strcmp(named, schema) != 0)
+        return qem_record_refuse(f, key, "has an unknown schema", error);
     if (f->codec != QEM_CODEC_INTEGER)
-        return refuse(f, "is in a file of another codec than the integer one", error);
-    if (!integer_equals(json_object_get(record, "scans"), f->scans))
-        return refuse(f, "counts another number of scans than the file", error);
-    if (!integer_equals(json_object_get(record, "pixels"), f->pixels))
-        return refuse(f, "counts another number of pixels than the file", error);
-    const char *dtype = json_string_value(json_object_get(record, "dtype"));
-    if (!dtype || strcmp(dtype, "<u8") != 0)
-        return refuse(f, "has a dtype other than <u8", error);
+        return qem_record_refuse(f, key, "is in a file of another codec than the integer one",
+                                 error);
+    if (!qem_record_integer_equals(json_object_get(record, "scans"), f->scans))
+        return qem_record_refuse(f, key, "counts another number of scans than the file", error);
+    if (!qem_record_integer_equals(json_object_get(record, "pixels"), f->pixels))
+        return qem_record_refuse(f, key, "counts another number of pixels than the file", error);
     char hex[65];
     QEM_TRY(qem_pixel_sums_body_digest((const uint8_t(*)[32])f->block_sha, f->block_count, hex,
                                        error));
     const char *digest = json_string_value(json_object_get(record, "body_digest"));
     if (!digest || strcmp(digest, hex) != 0)
-        return refuse(f, "was recorded for another body", error);
+        return qem_record_refuse(f, key, "was recorded for another body", error);
+    return QEM_OK;
+}
+
+static qem_status refuse(const qem_file *f, const char *why, qem_error *error)
+{
+    return qem_record_refuse(f, QEM_PIXEL_SUMS_KEY, why, error);
+}
+
+qem_status qem_pixel_sums_load(qem_file *f, qem_error *error)
+{
+    const json_t *record = qem_record_get(f, QEM_PIXEL_SUMS_KEY);
+    if (!record)
+        return QEM_OK;
+    QEM_TRY(qem_record_check_head(f, record, QEM_PIXEL_SUMS_KEY, QEM_PIXEL_SUMS_SCHEMA, error));
+    const char *dtype = json_string_value(json_object_get(record, "dtype"));
+    if (!dtype || strcmp(dtype, "<u8") != 0)
+        return refuse(f, "has a dtype other than <u8", error);
     const json_t *data = json_object_get(record, "data");
     if (!json_is_string(data))
         return refuse(f, "has no data string", error);

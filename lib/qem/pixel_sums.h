@@ -49,4 +49,22 @@ qem_status qem_pixel_sums_put(json_t *scientific, const uint64_t *sums, uint64_t
 /* Reads and checks the file's record, if any, into file->recorded_sums. */
 qem_status qem_pixel_sums_load(struct qem_file *file, qem_error *error);
 
+/* What the writer's records (this one, detector_image.h) share. */
+/* The record `key` of the file's scientific_metadata.extensions, or NULL. */
+const json_t *qem_record_get(const struct qem_file *file, const char *key);
+/* `scientific`'s extensions object, made if absent; NULL (QEM_OK) where
+ * it is not an object (the validator refuses such metadata before this). */
+qem_status qem_record_extensions(json_t *scientific, json_t **ext, qem_error *error);
+/* QEM_E_METADATA: "the file was altered after qem wrote it", naming the
+ * record and `why`. */
+qem_status qem_record_refuse(const struct qem_file *file, const char *key, const char *why,
+                             qem_error *error);
+/* 1 when `v` is the non-negative integer `want`. */
+int qem_record_integer_equals(const json_t *v, uint64_t want);
+/* The rules every record starts with: an object of schema `schema`, in
+ * an integer-codec file, counting its scans and pixels, recorded for this
+ * body (body_digest). */
+qem_status qem_record_check_head(const struct qem_file *file, const json_t *record,
+                                 const char *key, const char *schema, qem_error *error);
+
 #endif

@@ -78,6 +78,27 @@ qem_status open_status(const char *path, qem_error *error)
     return st;
 }
 
+qem_status record_tampered(const char *src, const char *path, const char *record,
+                           const char *field, json_t *value, qem_error *error)
+{
+    qem_parts parts;
+    if (!qem_parts_load(src, &parts)) {
+        json_decref(value);
+        return QEM_E_IO;
+    }
+    json_t *ext = json_object_get(json_object_get(parts.header, "scientific_metadata"),
+                                  "extensions");
+    if (!field)
+        json_object_set_new(ext, record, value);
+    else if (value)
+        json_object_set_new(json_object_get(ext, record), field, value);
+    else
+        json_object_del(json_object_get(ext, record), field);
+    const int written = qem_parts_write(path, parts.header, parts.body, parts.body_size, 0);
+    qem_parts_free(&parts);
+    return written ? open_status(path, error) : QEM_E_IO;
+}
+
 uint64_t array_offset(json_t *header, size_t c, size_t a)
 {
     json_t *chunk = json_array_get(json_object_get(header, "chunks"), c);

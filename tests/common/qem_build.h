@@ -31,6 +31,13 @@ int qem_raw_write(const char *path, const char *header, size_t header_size, cons
 /* Opens `path` and returns the status; `error` receives the message. */
 qem_status open_status(const char *path, qem_error *error);
 
+/* Writes `path` as `src` with `field` of the writer's record `record`
+ * (scientific_metadata.extensions[record]) set to `value` (stolen; NULL
+ * deletes the field; a NULL field sets the record itself), the header
+ * rehashed so that only that rule can fail; returns the open's status. */
+qem_status record_tampered(const char *src, const char *path, const char *record,
+                           const char *field, json_t *value, qem_error *error);
+
 /* Body-relative byte offset of array `a` of chunk `c` in an integer file. */
 uint64_t array_offset(json_t *header, size_t c, size_t a);
 

@@ -138,20 +138,7 @@ static qem_origin default_image(const char *path, const qem_container_options *c
 static qem_status tampered(const char *src, const char *path, const char *key, json_t *value,
                            qem_error *e)
 {
-    qem_parts parts;
-    CHECK(qem_parts_load(src, &parts));
-    json_t *record = record_of(parts.header);
-    if (!key)
-        json_object_set_new(json_object_get(json_object_get(parts.header, "scientific_metadata"),
-                                            "extensions"),
-                            KEY, value);
-    else if (value)
-        json_object_set_new(record, key, value);
-    else
-        json_object_del(record, key);
-    CHECK(qem_parts_write(path, parts.header, parts.body, parts.body_size, 0));
-    qem_parts_free(&parts);
-    return open_status(path, e);
+    return record_tampered(src, path, KEY, key, value, e);
 }
 
 /* The record's data with scan `scan` set to `value`. */

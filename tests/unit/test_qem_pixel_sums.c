@@ -88,21 +88,10 @@ static void products_equal_reference(const char *path)
     qem_container_close(c);
 }
 
-/* Writes `path` with the record's `key` set to `value` (stolen; NULL
- * deletes the key) and returns the open's status. */
 static qem_status tampered(const char *src, const char *path, const char *key, json_t *value,
                            qem_error *e)
 {
-    qem_parts parts;
-    CHECK(qem_parts_load(src, &parts));
-    json_t *record = record_of(parts.header);
-    if (value)
-        json_object_set_new(record, key, value);
-    else
-        json_object_del(record, key);
-    CHECK(qem_parts_write(path, parts.header, parts.body, parts.body_size, 0));
-    qem_parts_free(&parts);
-    return open_status(path, e);
+    return record_tampered(src, path, "qem.pixel_sums", key, value, e);
 }
 
 /* The record's data with sum `pixel` set to `value`. */
