@@ -22,7 +22,8 @@ import urllib.parse
 import numpy as np
 import pytest
 
-from viewer_util import QEM, Server, fixture, load_npy, qem_product, shared_dir, split_npy, uses_asan
+from viewer_util import (QEM, Server, fixture, load_npy, qem_product, saved_disk_file, shared_dir,
+                         split_npy, uses_asan)
 
 
 def qem_fixtures():
@@ -696,16 +697,6 @@ def test_trickling_clients_do_not_lock_out_the_owner():
             owner.close()
 
 
-def _disk_counts(seed):
-    """96 x 96 scans of a 48 x 48 detector: a bright disk over a faint
-    background, so that the default detector resolves to it (large enough
-    for qem's writer to record the sums and the image)."""
-    rng = np.random.default_rng(seed)
-    rows, cols = np.mgrid[0:48, 0:48]
-    disk = (rows - 23.3) ** 2 + (cols - 24.6) ** 2 <= 81
-    return rng.poisson(np.where(disk, 20.0, 0.5), (96, 96, 48, 48)).astype(np.uint16)
-
-
 def test_first_image_is_the_recorded_one_then_the_body_is_checked(tmp_path):
     """A file qem wrote records its default detector's image: the page's
     first request (that detector, exactly as /api/detector resolved it)
@@ -714,9 +705,7 @@ def test_first_image_is_the_recorded_one_then_the_body_is_checked(tmp_path):
     (bodies_checked). A copy with one body byte changed still opens (its
     first image may come before the check ends), then every data request
     fails naming it."""
-    np.save(tmp_path / "disk.npy", _disk_counts(11))
-    path = str(tmp_path / "disk.qem")
-    subprocess.run([QEM, "save", str(tmp_path / "disk.npy"), path, "-q"], check=True)
+    path = saved_disk_file(tmp_path)
     with open(path, "rb") as f:
         prefix = f.read(56)
         header = json.loads(f.read(int.from_bytes(prefix[8:16], "little")))

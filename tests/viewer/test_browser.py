@@ -17,7 +17,7 @@ import time
 import numpy as np
 import pytest
 
-from viewer_util import QEM, Server, artifacts_dir, fixture, load_npy, qem_product
+from viewer_util import QEM, Server, artifacts_dir, fixture, load_npy, qem_product, saved_disk_file
 
 QEM_FIXTURE = fixture("qem", "u16_dense_highdose.qem")
 PACK_FIXTURE = fixture("pack", "v1_u16_4x32_16x16.h5")
@@ -283,6 +283,29 @@ def test_prepared_values_said(driver, tmp_path):
             readout = driver.find_element("id", "dpc-readout").text
         assert "from the moments the file records" in readout, readout
         finish(driver, server, "viewer-prepared")
+
+
+def test_recorded_first_image_said(driver, tmp_path):
+    """A .qem file qem wrote: the first image is the one its header records
+    (the default detector sent exactly as resolved), the page says so, and
+    it equals `qem virtual` of that detector; once dragged, the detector is
+    computed, still exactly."""
+    path = saved_disk_file(tmp_path)
+    with Server([path], "--verbose") as server:
+        open_page(driver, server)
+        wait_idle(driver, "the first image")
+        latency = driver.find_element("id", "latency").text
+        assert "prepared values the file records" in latency, latency
+        first = check_scan_images(driver, str(tmp_path), [path])
+        assert first.get("fileDefault") is True, first
+        p = js(driver, "return qemView.detectorPoint();")
+        step = max(1, int(round(p["scale"])))
+        drag(driver, "dp-overlay", (p["x"], p["y"]), [(step, 0)] * 2)
+        wait_idle(driver, "the page after a drag")
+        moved = check_scan_images(driver, str(tmp_path), [path])
+        assert not moved.get("fileDefault") and moved["center"] != first["center"], moved
+        assert "prepared values" not in driver.find_element("id", "latency").text
+        finish(driver, server, "viewer-recorded")
 
 
 SLOW_LIVE = """

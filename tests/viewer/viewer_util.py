@@ -272,3 +272,19 @@ class Recording(Server):
                 if p.poll() is None:
                     p.kill()
                     p.wait()
+
+
+def saved_disk_file(tmp, name="disk", seed=11):
+    """A file `qem save` wrote, large enough to record its pixel sums and
+    its default detector's image: 96 x 96 scans of a 48 x 48 detector, a
+    bright disk over a faint background. Returns its path."""
+    rng = np.random.default_rng(seed)
+    rows, cols = np.mgrid[0:48, 0:48]
+    disk = (rows - 23.3) ** 2 + (cols - 24.6) ** 2 <= 81
+    counts = rng.poisson(np.where(disk, 20.0, 0.5), (96, 96, 48, 48)).astype(np.uint16)
+    npy = os.path.join(str(tmp), name + ".npy")
+    path = os.path.join(str(tmp), name + ".qem")
+    np.save(npy, counts)
+    subprocess.run([QEM, "save", npy, path, "-q"], check=True)
+    os.unlink(npy)
+    return path
