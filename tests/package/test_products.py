@@ -241,3 +241,28 @@ def test_prepared_pack_values_answer_without_decoding(fixtures, tmp_path, cli):
         np.testing.assert_array_equal(f.virtual(off),
                                       (a * (off.astype(bool) & valid)).sum(axis=(2, 3)))
         assert f.last_origin == "computed"
+
+
+def test_saved_qem_answers_its_default_detector_from_the_record(tmp_path):
+    """qem.save records the default BF detector's image in the header: the
+    default `virtual(detector="bf")` comes from it ("recorded") and equals a
+    dense numpy sum over that mask; any other mask is computed, also exact."""
+    rng = np.random.default_rng(3)
+    rows, cols = np.mgrid[0:48, 0:48]
+    bright = (rows - 20.4) ** 2 + (cols - 26.2) ** 2 <= 64
+    counts = rng.poisson(np.where(bright, 25.0, 0.4), (96, 96, 48, 48)).astype(np.uint16)
+    path = tmp_path / "disk.qem"
+    qem.save(path, counts)
+    with qem.open(path) as f:
+        assert "qem.detector_image" in f.header["scientific_metadata"]["extensions"]
+        bf = f.virtual(detector="bf")
+        assert f.last_origin == "recorded"
+        mask, _ = f.detector_mask(detector="bf")
+        valid = np.asarray(f.valid, dtype=bool)
+        want = (counts.astype(np.int64) * (mask.astype(bool) & valid)).sum(axis=(2, 3))
+        np.testing.assert_array_equal(bf, want)
+        other = f.virtual(detector="bf", center=(20.0, 26.0), radius=8)
+        assert f.last_origin == "computed"
+        mask, _ = f.detector_mask(detector="bf", center=(20.0, 26.0), radius=8)
+        want = (counts.astype(np.int64) * (mask.astype(bool) & valid)).sum(axis=(2, 3))
+        np.testing.assert_array_equal(other, want)
