@@ -146,10 +146,16 @@ qem_status qem_body_check_range(qem_file *f, uint64_t begin, uint64_t end, int a
 {
     if (end <= begin)
         return QEM_OK;
+    /* Every chunk load asks: blocks already authenticated cost no lock. */
+    const uint64_t first = begin / QEM_BODY_BLOCK_BYTES, last = (end - 1) / QEM_BODY_BLOCK_BYTES;
+    uint64_t b = first;
+    while (!again && b <= last && atomic_load(&f->block_checked[b]) == 1)
+        b++;
+    if (b > last)
+        return QEM_OK;
     for (;;) {
         const qem_status st =
             body_check_claimed(f, begin, end, again, hashed, progress, progress_user, error);
-        const uint64_t first = begin / QEM_BODY_BLOCK_BYTES, last = (end - 1) / QEM_BODY_BLOCK_BYTES;
         if (st != QEM_OK || again || blocks_wait(f, first, last))
             return st;
     }
