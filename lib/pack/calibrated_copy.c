@@ -462,9 +462,10 @@ qem_status qem_pack_write_calibrated_copy(const char *src, const char *dest,
     st = qem_pack_manifest_splice(p->manifest_text, (size_t)p->manifest_bytes, CALIBRATION_KEY,
                                   member_text, &manifest, &manifest_bytes, error);
     /* Products prepared about the old calibration go; new ones follow. */
-    if (st == QEM_OK && json_object_get(p->manifest, PREPARED_PRODUCTS_KEY)) {
+    const char *products_key = qem_pack_products_names(p).key;
+    if (st == QEM_OK && json_object_get(p->manifest, products_key)) {
         char *without = NULL;
-        st = qem_pack_manifest_splice(manifest, manifest_bytes, PREPARED_PRODUCTS_KEY, NULL,
+        st = qem_pack_manifest_splice(manifest, manifest_bytes, products_key, NULL,
                                       &without, &manifest_bytes, error);
         free(manifest);
         manifest = without;

@@ -18,6 +18,15 @@
 
 const char *const qem_prepared_product_names[PREPARED_PRODUCT_COUNT] = {"bf", "abf", "adf"};
 
+pack_products_names qem_pack_products_names(const qem_pack *p)
+{
+    if (p->profile == QEM_PACK_UINT16_LZ4)
+        return (pack_products_names){PREPARED_PRODUCTS_KEY_U16, PREPARED_PRODUCTS_SCHEMA_U16,
+                                     "working_logical_sha256", "working_logical_sha256"};
+    return (pack_products_names){PREPARED_PRODUCTS_KEY, PREPARED_PRODUCTS_SCHEMA,
+                                 "prepared_uint8_sha256", "working_uint8_sha256"};
+}
+
 #define PREP_FAIL(...) qem_fail(error, QEM_E_PACK_PREPARED, __VA_ARGS__)
 
 void qem_pack_prepared_free(pack_prepared *prepared)
@@ -340,20 +349,19 @@ static int number_is(const json_t *v, double want)
 static qem_status check_products_manifest(qem_pack *p, const json_t *m, const json_t *e,
                                           qem_error *error)
 {
-    static const char what[] = PREPARED_PRODUCTS_KEY;
+    const pack_products_names names = qem_pack_products_names(p);
+    const char *what = names.key;
     if (!json_is_object(e))
         return PREP_FAIL("%s must be an object", what);
-    if (p->profile != QEM_PACK_UINT8_BITPACKED)
-        return PREP_FAIL("%s is defined for the uint8 bit-packed profile only", what);
     if (!p->has_calibration)
         return PREP_FAIL("%s requires the manifest's detector_calibration", what);
-    if (!qem_json_string_is(json_object_get(e, "schema"), PREPARED_PRODUCTS_SCHEMA))
-        return PREP_FAIL("%s.schema must be \"%s\"", what, PREPARED_PRODUCTS_SCHEMA);
+    if (!qem_json_string_is(json_object_get(e, "schema"), names.schema))
+        return PREP_FAIL("%s.schema must be \"%s\"", what, names.schema);
     uint8_t d[32], cal[32];
     if (!lower_hex(json_object_get(e, "source_identity_sha256"), d) ||
         memcmp(d, p->identity, 32) != 0)
         return PREP_FAIL("%s.source_identity_sha256 names another source", what);
-    QEM_TRY(same_digest(m, "prepared_uint8_sha256", e, "working_uint8_sha256", what, error));
+    QEM_TRY(same_digest(m, names.manifest_working, e, names.member_working, what, error));
     QEM_TRY(same_digest(m, "detector_mask_sha256", e, "detector_mask_sha256", what, error));
     if (!qem_pack_calibration_digest(json_object_get(m, "detector_calibration"), cal))
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
@@ -488,7 +496,8 @@ static qem_status load_product(qem_pack *p, unsigned k, qem_error *error)
     pack_prepared_product *pp = &p->prepared.products[k];
     const char *name = qem_prepared_product_names[k];
     char what[64];
-    snprintf(what, sizeof what, "%s %s mask", PREPARED_PRODUCTS_KEY, name);
+    const char *key = qem_pack_products_names(p).key;
+    snprintf(what, sizeof what, "%s %s mask", key, name);
     QEM_TRY(read_checked(p, pp->mask_offset, p->pixels, pp->mask_sha256, (void **)&pp->mask, what,
                          error));
     uint8_t *rule = malloc((size_t)p->pixels);
@@ -522,9 +531,9 @@ static qem_status load_product(qem_pack *p, unsigned k, qem_error *error)
         ones += pp->mask[px];
     if (ones != pp->selected)
         return PREP_FAIL("%s %s selects %llu pixels, not the %llu it states",
-                         PREPARED_PRODUCTS_KEY, name, (unsigned long long)ones,
+                         key, name, (unsigned long long)ones,
                          (unsigned long long)pp->selected);
-    snprintf(what, sizeof what, "%s %s values", PREPARED_PRODUCTS_KEY, name);
+    snprintf(what, sizeof what, "%s %s values", key, name);
     uint8_t *bytes = NULL;
     QEM_TRY(read_checked(p, pp->values_offset, 4 * p->scans, pp->values_sha256, (void **)&bytes,
                          what, error));
@@ -543,7 +552,14 @@ qem_status qem_pack_prepared_check(qem_pack *p, uint64_t metadata_end, qem_error
 {
     const json_t *m = p->manifest;
     const json_t *dpc = json_object_get(m, PREPARED_DPC_KEY);
-    const json_t *products = json_object_get(m, PREPARED_PRODUCTS_KEY);
+    const int u16 = p->profile == QEM_PACK_UINT16_LZ4;
+    const json_t *products = json_object_get(m, qem_pack_products_names(p).key);
+    /* Each profile's products under its own key only. */
+    const char *other = u16 ? PREPARED_PRODUCTS_KEY : PREPARED_PRODUCTS_KEY_U16;
+    const json_t *misplaced = json_object_get(m, other);
+    if (misplaced && !json_is_null(misplaced))
+        return PREP_FAIL("%s is defined for the %s profile only", other,
+                         u16 ? "uint8 bit-packed" : "uint16/LZ4");
     if (dpc && !json_is_null(dpc))
         QEM_TRY(check_moments_manifest(p, m, dpc, error));
     if (products && !json_is_null(products))
@@ -663,7 +679,7 @@ qem_status qem_pack_prepared_verify(const qem_pack *p, int threads, qem_error *e
             for (uint64_t s = 0; st == QEM_OK && s < p->scans; s++)
                 if (qem_get_le32(d[k].values + 4 * s) != pr->products[k].values[s])
                     st = PREP_FAIL("%s %s scan %llu differs from the sum of the data",
-                                   PREPARED_PRODUCTS_KEY, qem_prepared_product_names[k],
+                                   qem_pack_products_names(p).key, qem_prepared_product_names[k],
                                    (unsigned long long)s);
             free(d[k].mask);
             free(d[k].values);

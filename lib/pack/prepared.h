@@ -2,9 +2,12 @@
  * `prepared_dpc_moments` (exact per-scan total, row and column moments of
  * every admitted pixel) and, for the uint8 profile, `prepared_detector_
  * products` (BF, ABF and ADF masks and their per-scan sums about the
- * recorded calibration). Readers refuse any broken rule while opening
- * (QEM_E_PACK_PREPARED); products then answer matching requests from them
- * without decoding. */
+ * recorded calibration). The uint16 profile has no upstream products;
+ * qem writes the same member under its own key and schema there
+ * (`qem_prepared_detector_products`, bound to `working_logical_sha256`),
+ * which other readers ignore as an unknown key. Readers refuse any broken
+ * rule while opening (QEM_E_PACK_PREPARED); products then answer matching
+ * requests from them without decoding. */
 #ifndef QEM_PACK_PREPARED_H
 #define QEM_PACK_PREPARED_H
 
@@ -20,6 +23,8 @@ typedef struct qem_pack qem_pack;
 #define PREPARED_DPC_SCHEMA_U8 "quantem.gpu.prepared-dpc-moments/v1"
 #define PREPARED_DPC_SCHEMA_U16 "quantem.gpu.prepared-dpc-moments/v2"
 #define PREPARED_PRODUCTS_SCHEMA "quantem.gpu.prepared-detector-products/v1"
+#define PREPARED_PRODUCTS_KEY_U16 "qem_prepared_detector_products"
+#define PREPARED_PRODUCTS_SCHEMA_U16 "qem.prepared-detector-products/v1"
 #define PREPARED_DIGEST_ENCODING "canonical-json-numbers-as-f64be-hex/v1"
 #define PREPARED_PRODUCT_COUNT 3
 
@@ -42,6 +47,13 @@ typedef struct pack_prepared {
 } pack_prepared;
 
 extern const char *const qem_prepared_product_names[PREPARED_PRODUCT_COUNT]; /* bf, abf, adf */
+
+/* The products member's key, schema, and the manifest's working-value
+ * identity it repeats (manifest key, member key), for p's profile. */
+typedef struct pack_products_names {
+    const char *key, *schema, *manifest_working, *member_working;
+} pack_products_names;
+pack_products_names qem_pack_products_names(const qem_pack *p);
 
 /* Validates both extensions of the open pack's manifest (every rule of the
  * notes), that their ranges lie inside the file and overlap nothing else,

@@ -45,10 +45,13 @@ static const char *moments_refusal(const qem_pack *p)
 
 static const char *products_refusal(const qem_pack *p)
 {
-    if (p->profile != QEM_PACK_UINT8_BITPACKED)
-        return "prepared detector products exist for the uint8 profile only";
     if (!p->has_calibration)
         return "the file records no detector calibration";
+    if (p->profile == QEM_PACK_UINT8_BITPACKED &&
+        !json_is_string(json_object_get(p->manifest, "prepared_uint8_sha256")))
+        return "its manifest has no working-value identity";
+    if (!json_is_string(json_object_get(p->manifest, "detector_mask_sha256")))
+        return "its manifest has no detector_mask_sha256";
     return NULL;
 }
 
@@ -151,9 +154,10 @@ static json_t *products_member(const qem_pack *p, const pack_product_data d[PREP
         json_array_append_new(list, r);
         json_array_append_new(order, json_string(qem_prepared_product_names[k]));
     }
-    json_object_set_new(e, "schema", json_string(PREPARED_PRODUCTS_SCHEMA));
+    const pack_products_names names = qem_pack_products_names(p);
+    json_object_set_new(e, "schema", json_string(names.schema));
     json_object_set_new(e, "source_identity_sha256", qem_pack_digest_json(p->identity));
-    json_object_set(e, "working_uint8_sha256", json_object_get(p->manifest, "prepared_uint8_sha256"));
+    json_object_set(e, names.member_working, json_object_get(p->manifest, names.manifest_working));
     json_object_set(e, "detector_mask_sha256", json_object_get(p->manifest, "detector_mask_sha256"));
     json_object_set_new(e, "detector_calibration_sha256", qem_pack_digest_json(cal));
     json_object_set_new(e, "detector_calibration_digest_encoding",
@@ -254,7 +258,9 @@ qem_status qem_pack_write_prepared(int fd, const char *label, uint64_t user_bloc
     const char *no_moments = moments_refusal(p), *no_products = products_refusal(p);
     if (!no_products && !products)
         no_products = "memory cannot hold the loaded pack beside the production";
-    const int add_identity = !no_moments && p->working_dtype == QEM_DTYPE_UINT16 &&
+    /* Both are bound to a uint16 pack's working identity. */
+    const int add_identity = (!no_moments || !no_products) &&
+                             p->working_dtype == QEM_DTYPE_UINT16 &&
                              !json_object_get(p->manifest, "working_logical_sha256");
     /* Loaded (every shard digest checked) only when something needs the
      * data. */
@@ -312,7 +318,20 @@ qem_status qem_pack_write_prepared(int fd, const char *label, uint64_t user_bloc
     }
     if (st == QEM_OK && !no_products) {
         st = qem_pack_prepared_products(p, t, d, error);
-        for (unsigned k = 0; st == QEM_OK && k < PREPARED_PRODUCT_COUNT; k++) {
+        if (st == QEM_E_LIMIT) {
+            /* uint16 sums of a wide ring may pass 32 bits: no products. */
+            snprintf(report->products_skipped, sizeof report->products_skipped,
+                     "a prepared value exceeds 32 bits");
+            qem_error_clear(error);
+            st = QEM_OK;
+            for (unsigned k = 0; k < PREPARED_PRODUCT_COUNT; k++) {
+                free(d[k].mask);
+                free(d[k].values);
+                d[k].mask = NULL;
+                d[k].values = NULL;
+            }
+        }
+        for (unsigned k = 0; st == QEM_OK && d[0].values && k < PREPARED_PRODUCT_COUNT; k++) {
             snprintf(paths[2 * k], sizeof paths[0], "detector_products_v1/%s_mask_u8",
                      qem_prepared_product_names[k]);
             snprintf(paths[2 * k + 1], sizeof paths[0], "detector_products_v1/%s_values_u32",
@@ -344,7 +363,7 @@ qem_status qem_pack_write_prepared(int fd, const char *label, uint64_t user_bloc
             values_at[k] = items[base + 2 * k + 1].offset;
         }
         json_t *e = products_member(p, d, mask_at, values_at);
-        st = e ? set_member(&manifest, &manifest_bytes, PREPARED_PRODUCTS_KEY, e, error)
+        st = e ? set_member(&manifest, &manifest_bytes, qem_pack_products_names(p).key, e, error)
                : qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
         json_decref(e);
         report->products_written = st == QEM_OK;

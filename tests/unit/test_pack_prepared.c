@@ -16,6 +16,8 @@
 #define BLOCK 65536u
 #define DPC "prepared_dpc_moments"
 #define PRODUCTS "prepared_detector_products"
+/* qem's member of the same form for the uint16 profile. */
+#define PRODUCTS_U16 "qem_prepared_detector_products"
 
 static const char *const fixtures[] = {
     "v1_u16_4x32_16x16",
@@ -159,7 +161,8 @@ static json_t *dpc_of(const packfile *f)
 
 static json_t *products_of(const packfile *f)
 {
-    return json_object_get(f->m, PRODUCTS);
+    json_t *upstream = json_object_get(f->m, PRODUCTS);
+    return upstream ? upstream : json_object_get(f->m, PRODUCTS_U16);
 }
 
 static json_t *product_of(const packfile *f, size_t k)
@@ -364,6 +367,15 @@ static void check_prepared_copy(const char *path, int want_moments, int want_pro
         CHECK(qem_pack_calibration_digest(json_object_get(f.m, "detector_calibration"), cd));
         qem_sha256_hex(cd, chex);
         CHECK(strcmp(str_of(prod, "detector_calibration_sha256"), chex) == 0);
+        /* Each profile's member under its own key, schema and identity. */
+        const int u8 = fx.info.profile == QEM_PACK_UINT8_BITPACKED;
+        CHECK(json_object_get(f.m, u8 ? PRODUCTS : PRODUCTS_U16) == prod);
+        CHECK(json_object_get(f.m, u8 ? PRODUCTS_U16 : PRODUCTS) == NULL);
+        CHECK(strcmp(str_of(prod, "schema"), u8 ? "quantem.gpu.prepared-detector-products/v1"
+                                                : "qem.prepared-detector-products/v1") == 0);
+        const char *working = u8 ? "prepared_uint8_sha256" : "working_logical_sha256";
+        CHECK(strcmp(str_of(prod, u8 ? "working_uint8_sha256" : "working_logical_sha256"),
+                     str_of(f.m, working)) == 0);
         for (unsigned k = 0; k < 3; k++) {
             const json_t *r = product_of(&f, k);
             double inner, outer;
@@ -691,19 +703,17 @@ static void test_fixture_copies(void)
                rep.moments_written ? "written" : "skipped", rep.moments_skipped[0] ? ": " : "",
                rep.moments_skipped, rep.products_written ? "written" : "skipped",
                rep.products_skipped[0] ? ": " : "", rep.products_skipped);
-        /* Moments need the working identity (a uint16 pack gains one) and
-         * the mask digest, as the source manifest says; products need the
-         * uint8 profile. */
+        /* Moments and products need the working identity (a uint16 pack
+         * gains one) and the mask digest, as the source manifest says;
+         * products the calibration too, which the copy records. */
         const int can_moments =
             (!v3 || json_is_string(json_object_get(orig.m, "prepared_uint8_sha256"))) &&
             json_is_string(json_object_get(orig.m, "detector_mask_sha256"));
         CHECK(rep.moments_written == can_moments);
         CHECK((rep.moments_skipped[0] == '\0') == can_moments);
-        CHECK(rep.products_written == v3);
-        CHECK((rep.products_skipped[0] == '\0') == v3);
-        if (!v3)
-            CHECK(strstr(rep.products_skipped, "uint8") != NULL);
-        check_prepared_copy(copies[k], can_moments, v3);
+        CHECK(rep.products_written == can_moments);
+        CHECK((rep.products_skipped[0] == '\0') == can_moments);
+        check_prepared_copy(copies[k], can_moments, can_moments);
         if (is_hdf5(src))
             check_h5py(copies[k]);
 
@@ -714,11 +724,11 @@ static void test_fixture_copies(void)
                                     .radius = fmin(rows, cols) * 0.45 + 0.1,
                                     .method = "manual"};
         CHECK_OK(qem_pack_write_calibrated_copy(copies[k], again, &cal2, NULL, &err), &err);
-        check_prepared_copy(again, can_moments, v3);
+        check_prepared_copy(again, can_moments, can_moments);
         packfile first, second;
         CHECK(pf_read(copies[k], &first));
         CHECK(pf_read(again, &second));
-        if (v3 && first.m && second.m) {
+        if (can_moments && first.m && second.m) {
             const json_t *c = json_object_get(product_of(&second, 0), "center_px");
             CHECK(json_number_value(json_array_get(c, 0)) == cal2.center_row);
             CHECK(json_number_value(json_array_get(c, 1)) == cal2.center_col);
@@ -759,8 +769,47 @@ static void test_skipped_moments(void)
     CHECK_OK(qem_pack_write_calibrated_copy(src, dest, &cal, &rep, &err), &err);
     CHECK(!rep.moments_written && !rep.products_written);
     CHECK(strstr(rep.moments_skipped, "detector_mask_sha256") != NULL);
+    CHECK(strstr(rep.products_skipped, "detector_mask_sha256") != NULL);
     printf("  no mask digest: moments skipped: %s\n", rep.moments_skipped);
     check_prepared_copy(dest, 0, 0);
+}
+
+/* uint16 sums of a wide ring can pass the members' 32 bits: the copy is
+ * written without products, says why, and keeps the moments. */
+static void test_products_past_32_bits(void)
+{
+    const uint64_t shape[4] = {2, 2, 384, 384}, n = 2 * 2 * 384 * 384;
+    uint16_t *data = malloc((size_t)n * 2);
+    if (!data)
+        return;
+    for (uint64_t i = 0; i < n; i++)
+        data[i] = 65535;
+    char npy[768], pack[768], copy[768];
+    snprintf(npy, sizeof npy, "%s", test_path("saturated.npy"));
+    snprintf(pack, sizeof pack, "%s", test_path("saturated.h5"));
+    snprintf(copy, sizeof copy, "%s", test_path("saturated.prepared.h5"));
+    CHECK(write_npy4(npy, QEM_DTYPE_UINT16, shape, data));
+    free(data);
+    qem_error err;
+    qem_pack_inspection *in = NULL;
+    CHECK_OK(qem_pack_inspect(npy, NULL, &in, &err), &err);
+    if (!in)
+        return;
+    qem_pack_plan_options po;
+    qem_pack_plan_options_init(&po);
+    po.profile = QEM_PACK_UINT16_LZ4;
+    po.destination = pack;
+    CHECK_OK(qem_pack_produce(in, &po, pack, NULL, &err), &err);
+    qem_pack_inspection_free(in);
+    /* ADF 90..180 px: about 76000 pixels of 65535 each. */
+    pack_calibration_in cal = {.center_row = 192, .center_col = 192, .radius = 90,
+                               .method = "manual"};
+    pack_prepared_report rep;
+    CHECK_OK(qem_pack_write_calibrated_copy(pack, copy, &cal, &rep, &err), &err);
+    CHECK(rep.moments_written && !rep.products_written);
+    CHECK(strstr(rep.products_skipped, "32 bits") != NULL);
+    printf("  saturated 384 x 384 detector: products skipped: %s\n", rep.products_skipped);
+    check_prepared_copy(copy, 1, 0);
 }
 
 /* --- 4. one refusal per reader rule -------------------------------------------------- */
@@ -805,38 +854,39 @@ enum { V3 = 1, V1 = 2, BOTH = 3 };
     X(D_ROW_HIGH, BOTH, "moments: row moment above total*(rows-1)", "no detector position")        \
     X(D_COL_HIGH, BOTH, "moments: column moment above total*(cols-1)", "no detector position")     \
     X(D_ZERO_TOTAL, BOTH, "moments: nonzero moment with zero total", "no detector position")       \
-    X(P_NOT_OBJECT, V3, "products: not an object", "must be an object")                            \
-    X(P_ON_V1, V1, "products: on a uint16 file", "profile only")                                   \
-    X(P_NO_CAL, V3, "products: without detector_calibration", "requires the manifest")             \
-    X(P_SCHEMA, V3, "products: schema", ".schema must be")                                         \
-    X(P_SOURCE, V3, "products: source_identity_sha256 other", "names another source")              \
-    X(P_WORKING, V3, "products: working_uint8_sha256 other", "working_uint8_sha256 must equal")    \
-    X(P_MASK_SHA, V3, "products: detector_mask_sha256 other", "detector_mask_sha256 must equal")   \
-    X(P_CAL_SHA, V3, "products: detector_calibration_sha256 other", "another calibration")         \
-    X(P_CAL_CHANGED, V3, "products: calibration changed under them", "another calibration")        \
-    X(P_ENCODING, V3, "products: digest encoding", "digest_encoding")                              \
-    X(P_SCAN_SHAPE, V3, "products: scan_shape", "disagree with the file")                          \
-    X(P_DET_SHAPE, V3, "products: detector_shape", "disagree with the file")                       \
-    X(P_PRODUCT_DTYPE, V3, "products: product_dtype", "inclusive mask rule")                       \
-    X(P_MASK_DTYPE, V3, "products: mask_dtype", "inclusive mask rule")                             \
-    X(P_MASK_RULE, V3, "products: mask_rule", "inclusive mask rule")                               \
-    X(P_ORDER, V3, "products: product_order reversed", "product_order")                            \
-    X(P_TWO, V3, "products: two entries", "three products")                                        \
-    X(P_NAME, V3, "products: a product name wrong", "must be the")                                 \
-    X(P_CENTER, V3, "products: center_px changed", "geometry disagrees")                           \
-    X(P_INNER, V3, "products: inner_radius_px changed", "geometry disagrees")                      \
-    X(P_OUTER, V3, "products: outer_radius_px changed", "geometry disagrees")                      \
-    X(P_SELECTED, V3, "products: selected_detector_pixels wrong", "selects")                       \
-    X(P_MASK_BYTES, V3, "products: mask_file_bytes wrong", "the shape needs")                      \
-    X(P_VALUES_BYTES, V3, "products: values_file_bytes wrong", "the shape needs")                  \
-    X(P_MASK_PAST_END, V3, "products: mask range past the end", "outside the")                     \
-    X(P_MASK_OVERLAP, V3, "products: bf mask overlapping the abf values", "overlap")               \
-    X(P_OVER_MOMENTS, V3, "products: adf values overlapping the moments", "overlap")               \
-    X(P_MASK_SHA_BAD, V3, "products: mask_sha256 malformed", "64 lowercase hex")                   \
-    X(P_MASK_FLIP, V3, "products: mask byte flipped (SHA mismatch)", "do not match their SHA-256") \
-    X(P_MASK_NOT_RULE, V3, "products: mask byte flipped, SHA updated", "not the inclusive rule")   \
-    X(P_VALUE_HIGH, V3, "products: value above selected*255", "can sum to")                        \
-    X(P_VALUES_FLIP, V3, "products: values byte flipped (SHA mismatch)",                           \
+    X(P_NOT_OBJECT, BOTH, "products: not an object", "must be an object")                            \
+    X(P_ON_V1, V1, "products: the upstream member on a uint16 file", "profile only")           \
+    X(P_ON_V3, V3, "products: qem's uint16 member on a uint8 file", "profile only")                                   \
+    X(P_NO_CAL, BOTH, "products: without detector_calibration", "requires the manifest")             \
+    X(P_SCHEMA, BOTH, "products: schema", ".schema must be")                                         \
+    X(P_SOURCE, BOTH, "products: source_identity_sha256 other", "names another source")              \
+    X(P_WORKING, BOTH, "products: working identity other", ".working_")    \
+    X(P_MASK_SHA, BOTH, "products: detector_mask_sha256 other", "detector_mask_sha256 must equal")   \
+    X(P_CAL_SHA, BOTH, "products: detector_calibration_sha256 other", "another calibration")         \
+    X(P_CAL_CHANGED, BOTH, "products: calibration changed under them", "another calibration")        \
+    X(P_ENCODING, BOTH, "products: digest encoding", "digest_encoding")                              \
+    X(P_SCAN_SHAPE, BOTH, "products: scan_shape", "disagree with the file")                          \
+    X(P_DET_SHAPE, BOTH, "products: detector_shape", "disagree with the file")                       \
+    X(P_PRODUCT_DTYPE, BOTH, "products: product_dtype", "inclusive mask rule")                       \
+    X(P_MASK_DTYPE, BOTH, "products: mask_dtype", "inclusive mask rule")                             \
+    X(P_MASK_RULE, BOTH, "products: mask_rule", "inclusive mask rule")                               \
+    X(P_ORDER, BOTH, "products: product_order reversed", "product_order")                            \
+    X(P_TWO, BOTH, "products: two entries", "three products")                                        \
+    X(P_NAME, BOTH, "products: a product name wrong", "must be the")                                 \
+    X(P_CENTER, BOTH, "products: center_px changed", "geometry disagrees")                           \
+    X(P_INNER, BOTH, "products: inner_radius_px changed", "geometry disagrees")                      \
+    X(P_OUTER, BOTH, "products: outer_radius_px changed", "geometry disagrees")                      \
+    X(P_SELECTED, BOTH, "products: selected_detector_pixels wrong", "selects")                       \
+    X(P_MASK_BYTES, BOTH, "products: mask_file_bytes wrong", "the shape needs")                      \
+    X(P_VALUES_BYTES, BOTH, "products: values_file_bytes wrong", "the shape needs")                  \
+    X(P_MASK_PAST_END, BOTH, "products: mask range past the end", "outside the")                     \
+    X(P_MASK_OVERLAP, BOTH, "products: bf mask overlapping the abf values", "overlap")               \
+    X(P_OVER_MOMENTS, BOTH, "products: adf values overlapping the moments", "overlap")               \
+    X(P_MASK_SHA_BAD, BOTH, "products: mask_sha256 malformed", "64 lowercase hex")                   \
+    X(P_MASK_FLIP, BOTH, "products: mask byte flipped (SHA mismatch)", "do not match their SHA-256") \
+    X(P_MASK_NOT_RULE, BOTH, "products: mask byte flipped, SHA updated", "not the inclusive rule")   \
+    X(P_VALUE_HIGH, BOTH, "products: value above selected*maximum", "can sum to")                        \
+    X(P_VALUES_FLIP, BOTH, "products: values byte flipped (SHA mismatch)",                           \
       "do not match their SHA-256")
 
 #define AS_ENUM(id, bases, text, words) id,
@@ -878,7 +928,7 @@ static void rewrite_scan(packfile *f, json_t *dpc, uint64_t scans, uint64_t s, u
 
 /* Applies one rule's mutation to `f` (a clone of b->f); 0 when the rule
  * has nothing to break in this base. */
-static int mutate(int rule, const base *b, const base *v3, packfile *f)
+static int mutate(int rule, const base *b, const base *v3, const base *v1, packfile *f)
 {
     json_t *d = dpc_of(f), *pr = products_of(f);
     json_t *p0 = product_of(f, 0), *p1 = product_of(f, 1), *p2 = product_of(f, 2);
@@ -988,12 +1038,17 @@ static int mutate(int rule, const base *b, const base *v3, packfile *f)
             return 0;
         rewrite_scan(f, d, S, 2, 0, 1, 0);
         return 1;
-    case P_NOT_OBJECT: json_object_set_new(f->m, PRODUCTS, json_string("bf")); return 1;
+    case P_NOT_OBJECT:
+        json_object_set_new(f->m, b->v3 ? PRODUCTS : PRODUCTS_U16, json_string("bf"));
+        return 1;
     case P_ON_V1: json_object_set(f->m, PRODUCTS, products_of(&v3->f)); return 1;
+    case P_ON_V3: json_object_set(f->m, PRODUCTS_U16, products_of(&v1->f)); return 1;
     case P_NO_CAL: json_object_del(f->m, "detector_calibration"); return 1;
     case P_SCHEMA: set_str(pr, "schema", "quantem.gpu.prepared-detector-products/v2"); return 1;
     case P_SOURCE: set_str(pr, "source_identity_sha256", other_hex); return 1;
-    case P_WORKING: set_str(pr, "working_uint8_sha256", other_hex); return 1;
+    case P_WORKING:
+        set_str(pr, b->v3 ? "working_uint8_sha256" : "working_logical_sha256", other_hex);
+        return 1;
     case P_MASK_SHA: set_str(pr, "detector_mask_sha256", other_hex); return 1;
     case P_CAL_SHA: set_str(pr, "detector_calibration_sha256", other_hex); return 1;
     case P_CAL_CHANGED:
@@ -1012,8 +1067,8 @@ static int mutate(int rule, const base *b, const base *v3, packfile *f)
     }
     case P_DET_SHAPE:
         json_object_set_new(pr, "detector_shape",
-                            json_pack("[II]", (json_int_t)b->cols, (json_int_t)b->rows));
-        return b->rows != b->cols;
+                            json_pack("[II]", (json_int_t)b->rows, (json_int_t)b->cols + 1));
+        return 1;
     case P_PRODUCT_DTYPE: set_str(pr, "product_dtype", "big-endian-u32"); return 1;
     case P_MASK_DTYPE: set_str(pr, "mask_dtype", "uint8-binary-column-major"); return 1;
     case P_MASK_RULE: set_str(pr, "mask_rule", "quantem.gpu.detector-mask-exclusive/v1"); return 1;
@@ -1067,8 +1122,10 @@ static int mutate(int rule, const base *b, const base *v3, packfile *f)
     }
     case P_VALUE_HIGH: {
         const uint64_t vo = u64_of(p0, "values_file_offset");
-        put_le32(f->bytes + vo + 4 * (S / 2),
-                 (uint32_t)(u64_of(p0, "selected_detector_pixels") * 255 + 1));
+        const uint64_t high = u64_of(p0, "selected_detector_pixels") * (b->v3 ? 255 : 65535) + 1;
+        if (high > UINT32_MAX)
+            return 0;
+        put_le32(f->bytes + vo + 4 * (S / 2), (uint32_t)high);
         update_sha(f, p0, "values_sha256", vo, 4 * S);
         return 1;
     }
@@ -1141,8 +1198,7 @@ static void test_refusals(void)
         qem_pack_info info = {.struct_size = sizeof info};
         if (p)
             qem_pack_get_info(p, &info, NULL);
-        CHECK(p && info.has_prepared_dpc_moments &&
-              info.has_prepared_detector_products == (which == 0));
+        CHECK(p && info.has_prepared_dpc_moments && info.has_prepared_detector_products);
         qem_pack_close(p);
     }
     int cases = 0;
@@ -1152,7 +1208,7 @@ static void test_refusals(void)
                 continue;
             const base *b = &bases[which];
             packfile f = pf_clone(&b->f);
-            const int applied = mutate(rule, b, &bases[0], &f);
+            const int applied = mutate(rule, b, &bases[0], &bases[1], &f);
             if (!applied)
                 fprintf(stderr, "rule '%s' (%s): nothing to mutate\n", rule_names[rule],
                         which ? "v1" : "v3");
@@ -1241,8 +1297,8 @@ static void test_verify(void)
         CHECK_STATUS(verify_path(path, &err), QEM_E_PACK_PREPARED, &err);
         CHECK(strstr(err.message, "differs") != NULL);
 
-        /* A product value one lower where it is positive (v3). */
-        if (!which) {
+        /* A product value one lower where it is positive. */
+        {
             f = pf_clone(&b.f);
             json_t *p0 = product_of(&f, 0);
             const uint64_t vo = u64_of(p0, "values_file_offset");
@@ -1253,7 +1309,8 @@ static void test_verify(void)
             if (i < b.scans) {
                 put_le32(f.bytes + vo + 4 * i, get_le32(f.bytes + vo + 4 * i) - 1);
                 update_sha(&f, p0, "values_sha256", vo, 4 * b.scans);
-                snprintf(path, sizeof path, "%s", test_path("verify-products.h5"));
+                snprintf(path, sizeof path, "%s",
+                         test_path(which ? "verify-products-v1.h5" : "verify-products-v3.h5"));
                 CHECK(pf_write(&f, path));
                 p = NULL;
                 CHECK_OK(qem_pack_open(path, NULL, &p, &err), &err);
@@ -1272,6 +1329,7 @@ int main(void)
     test_digest_vector();
     test_fixture_copies();
     test_skipped_moments();
+    test_products_past_32_bits();
     test_refusals();
     test_verify();
     return test_finish("unit_pack_prepared");

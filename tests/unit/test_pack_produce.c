@@ -202,8 +202,9 @@ static void produce_and_check(source_case *sc, qem_pack_profile profile)
         qem_container_close(c);
     }
 
-    /* The prepared extensions: the moments (and for uint8 the BF/ABF/ADF
-     * images about the recorded calibration) read straight from the
+    /* The prepared extensions: the moments and the BF/ABF/ADF images
+     * about the recorded calibration (qem's own member for uint16) read
+     * straight from the
      * ranges the manifest names equal a dense computation over the
      * working values; products take them without decoding and agree with
      * the reference path. */
@@ -227,8 +228,12 @@ static void produce_and_check(source_case *sc, qem_pack_profile profile)
             memcpy(got, file + at + 32 * s, 32);
             CHECK(got[0] == t && got[1] == rm && got[2] == cm && got[3] == 0);
         }
-        const json_t *prod = json_object_get(pm, "prepared_detector_products");
-        CHECK(json_is_object(prod) == (profile == QEM_PACK_UINT8_BITPACKED));
+        const int u8 = profile == QEM_PACK_UINT8_BITPACKED;
+        const json_t *prod = json_object_get(
+            pm, u8 ? "prepared_detector_products" : "qem_prepared_detector_products");
+        CHECK(json_is_object(prod));
+        CHECK(!json_object_get(pm, u8 ? "qem_prepared_detector_products"
+                                      : "prepared_detector_products"));
         for (size_t k = 0; file && json_is_object(prod) && k < 3; k++) {
             const json_t *r = json_array_get(json_object_get(prod, "products"), k);
             const uint64_t mat = (uint64_t)json_integer_value(json_object_get(r, "mask_file_offset"));
@@ -240,7 +245,9 @@ static void produce_and_check(source_case *sc, qem_pack_profile profile)
             for (uint64_t s = 0; s < SCANS; s++) {
                 uint32_t sum = 0, got;
                 for (uint64_t px = 0; px < PIXELS; px++)
-                    sum += file[mat + px] ? working8[s * PIXELS + px] : 0;
+                    sum += file[mat + px] ? (u8 ? working8[s * PIXELS + px]
+                                                : working16[s * PIXELS + px])
+                                          : 0;
                 memcpy(&got, file + vat + 4 * s, 4);
                 CHECK(got == sum);
             }
