@@ -240,7 +240,13 @@ typedef struct qem_calibration {
  * shard read, decoded and authenticated into the compact resident). */
 typedef enum qem_load {
     QEM_LOAD_ON_OPEN = 0, /* ready to read when open returns */
-    QEM_LOAD_LATER = 1    /* nothing decoded yet; reads refused until loaded */
+    QEM_LOAD_LATER = 1,   /* nothing decoded yet; reads refused until loaded */
+    /* Nothing decoded yet; the caller runs qem_container_load (typically on
+     * another thread), and reads issued meanwhile wait for it, failing with
+     * its error if it fails. What needs no decoded data (the recorded
+     * calibration, prepared values) answers at once. A .qem file opens as
+     * with QEM_LOAD_ON_OPEN. */
+    QEM_LOAD_AWAITED = 2
 } qem_load;
 
 /* ------------------------------------------------------------------------ */
@@ -312,7 +318,8 @@ typedef struct qem_container_options {
     qem_body_check body_check;
     /* When a format with a load phase (packs) loads: default while
      * opening; QEM_LOAD_LATER opens cheaply for describing, summarising
-     * and verifying, and qem_container_load makes the source readable. */
+     * and verifying, and qem_container_load makes the source readable;
+     * QEM_LOAD_AWAITED opens as cheaply and lets reads wait for that load. */
     qem_load load;
     /* .qem: as qem_open_options.resident (a pack is always resident). */
     int resident;

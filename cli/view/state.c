@@ -70,8 +70,10 @@ qem_status view_state_open(view_server *s, qem_error *error)
             so.threads = config->threads;
             so.resident = config->resident;
             /* Every block is still checked before it is decoded, and all
-             * of them right after the start (view_body_check_start). */
+             * of them right after the start (view_body_check_start); a
+             * pack loads then too, and what needs its data waits for it. */
             so.body_check = QEM_BODY_CHECK_ON_READ;
+            so.load = QEM_LOAD_AWAITED;
             progress_setup(&f->loading, "loading shards", "shards", config->quiet, &f->loading_fn,
                            &f->loading_user);
             so.progress = open_progress;

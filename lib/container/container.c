@@ -33,10 +33,10 @@ qem_status qem_container_open(const char *path, const qem_container_options *opt
     qem_container_options_init(&o);
     QEM_TRY(qem_options_overlay(&o, sizeof o, options, "qem_container_options", error));
     QEM_TRY(qem_threads_check(o.threads, "qem_container_options.threads", error));
-    if (o.load != QEM_LOAD_ON_OPEN && o.load != QEM_LOAD_LATER)
+    if (o.load != QEM_LOAD_ON_OPEN && o.load != QEM_LOAD_LATER && o.load != QEM_LOAD_AWAITED)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT,
-                        "qem_container_options.load must be QEM_LOAD_ON_OPEN or QEM_LOAD_LATER, "
-                        "not %d", (int)o.load);
+                        "qem_container_options.load must be QEM_LOAD_ON_OPEN, QEM_LOAD_LATER or "
+                        "QEM_LOAD_AWAITED, not %d", (int)o.load);
     /* The path is opened once: identified, then read, through one
      * descriptor, so what was identified is what is read. */
     int fd = -1;
@@ -79,6 +79,8 @@ qem_status qem_container_open(const char *path, const qem_container_options *opt
         st = qem_pack_open_descriptor(path, fd, &sb, &p, error);
         if (st == QEM_OK && o.load == QEM_LOAD_ON_OPEN)
             st = qem_pack_representation.load(p, &s->options, error);
+        if (st == QEM_OK && o.load == QEM_LOAD_AWAITED)
+            qem_pack_await_load(p);
         s->ops = &qem_pack_representation;
         s->impl = p;
         if (st != QEM_OK)

@@ -236,9 +236,7 @@ qem_status qem_pack_read_scans_threads(qem_pack *p, uint64_t first, uint64_t cou
     qem_error_clear(error);
     if (!p || (!out && count))
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_pack_read_scans: NULL argument");
-    if (!p->loaded)
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
-                        "the pack is not loaded; load it first (qem_container_load)");
+    QEM_TRY(qem_pack_ready(p, error));
     if (values == QEM_VALUES_RAW && p->raw_access == QEM_RAW_MASK_APPLIED_ONLY)
         return qem_fail(error, QEM_E_NOT_RECORDED,
                         "raw reconstruction needs retained excluded payloads (uint16/LZ4 with "
@@ -413,8 +411,7 @@ qem_status qem_pack_weighted_sums(const qem_pack *p, uint64_t first, uint64_t co
                                   const int32_t *const *weights, unsigned planes, int64_t *out,
                                   int threads, qem_error *error)
 {
-    if (!p->loaded)
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "load the pack before reducing it");
+    QEM_TRY(qem_pack_ready(p, error));
     if (first > p->scans || count > p->scans - first || !planes || !weights || !out)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT,
                         "qem_pack_weighted_sums: bad range or argument");
@@ -515,8 +512,7 @@ qem_status qem_pack_weighted_sums(const qem_pack *p, uint64_t first, uint64_t co
 qem_status qem_pack_pixel_sums(const qem_pack *p, uint64_t first, uint64_t count, uint64_t *sums,
                                uint32_t *max, int threads, qem_error *error)
 {
-    if (!p->loaded)
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "load the pack before reducing it");
+    QEM_TRY(qem_pack_ready(p, error));
     if (first > p->scans || count > p->scans - first || !sums)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT,
                         "qem_pack_pixel_sums: bad range or argument");

@@ -573,11 +573,57 @@ static qem_status load_shards(load_state *L, const qem_pack_options *o, qem_erro
     return st;
 }
 
+void qem_pack_await_load(qem_pack *p)
+{
+    p->load_awaited = 1;
+}
+
+qem_status qem_pack_ready(const qem_pack *p, qem_error *error)
+{
+    if (atomic_load(&p->loaded))
+        return QEM_OK;
+    if (!p->load_awaited)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "the pack is not loaded; load it first (qem_container_load)");
+    qem_pack *q = (qem_pack *)p; /* the wait's lock is not the pack's content */
+    pthread_mutex_lock(&q->ready_lock);
+    while (!q->load_finished)
+        pthread_cond_wait(&q->ready_cond, &q->ready_lock);
+    const qem_status st = q->load_status;
+    const qem_error e = q->load_error;
+    pthread_mutex_unlock(&q->ready_lock);
+    if (st != QEM_OK && error)
+        *error = e;
+    return st;
+}
+
+static qem_status pack_load(qem_pack *p, const qem_pack_options *options, qem_error *error);
+
 qem_status qem_pack_load(qem_pack *p, const qem_pack_options *options, qem_error *error)
 {
     qem_error_clear(error);
     if (!p)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_pack_load: NULL pack");
+    qem_error own = {0};
+    const qem_status st = pack_load(p, options, &own);
+    if (p->load_awaited) {
+        /* The first outcome stands: waiting readers take it. */
+        pthread_mutex_lock(&p->ready_lock);
+        if (!p->load_finished) {
+            p->load_finished = 1;
+            p->load_status = st;
+            p->load_error = own;
+            pthread_cond_broadcast(&p->ready_cond);
+        }
+        pthread_mutex_unlock(&p->ready_lock);
+    }
+    if (error && st != QEM_OK)
+        *error = own;
+    return st;
+}
+
+static qem_status pack_load(qem_pack *p, const qem_pack_options *options, qem_error *error)
+{
     qem_pack_options o;
     qem_pack_options_init(&o);
     QEM_TRY(qem_options_overlay(&o, sizeof o, options, "qem_pack_options", error));

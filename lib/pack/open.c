@@ -53,6 +53,8 @@ void qem_pack_close(qem_pack *p)
     free(p->raw_constants);
     free(p->max_width);
     qem_pack_prepared_free(&p->prepared);
+    pthread_mutex_destroy(&p->ready_lock);
+    pthread_cond_destroy(&p->ready_cond);
     free(p);
 }
 
@@ -684,6 +686,8 @@ qem_status qem_pack_open_descriptor(const char *path, int fd, const struct stat 
         close(fd);
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     }
+    pthread_mutex_init(&p->ready_lock, NULL);
+    pthread_cond_init(&p->ready_cond, NULL);
     qem_pack_now(&p->opened_at);
     p->timings = (qem_pack_timings){sizeof(qem_pack_timings), -1, -1, -1, -1, -1, -1, -1, -1,
                                     -1, -1, -1, 0, 0};

@@ -6,6 +6,8 @@
 #define QEM_PACK_INTERNAL_H
 
 #include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -86,13 +88,28 @@ struct qem_pack {
     qem_detector_calibration calibration;
     pack_prepared prepared; /* optional extensions, authenticated at open */
 
-    int loaded;
+    atomic_int loaded;
+    /* QEM_LOAD_AWAITED: reads wait for the load another thread runs
+     * (qem_pack_ready) rather than being refused. The outcome is set once,
+     * under ready_lock, by the first load to end. */
+    int load_awaited;
+    pthread_mutex_t ready_lock;
+    pthread_cond_t ready_cond;
+    int load_finished;
+    qem_status load_status;
+    qem_error load_error;
     uint8_t *max_width; /* per pixel, over every tile and shard, once loaded */
     qem_pack_timings timings;
     struct timespec opened_at;
     int first_diffraction_taken;
     int first_detector_taken;
 };
+
+/* QEM_OK once the pack is loaded; while an awaited load runs, waits for
+ * it and gives its outcome; otherwise refuses (not loaded). */
+qem_status qem_pack_ready(const qem_pack *p, qem_error *error);
+/* From now on reads wait for the load (QEM_LOAD_AWAITED). */
+void qem_pack_await_load(qem_pack *p);
 
 /* A byte range of the file, named for messages. */
 typedef struct pack_range {

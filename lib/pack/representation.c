@@ -177,7 +177,7 @@ static uint64_t resident_of(const void *impl)
 static int content_identity_of(const void *impl, uint8_t id[32])
 {
     const qem_pack *p = impl;
-    if (!p->loaded || p->profile != QEM_PACK_UINT16_LZ4)
+    if (p->profile != QEM_PACK_UINT16_LZ4 || qem_pack_ready(p, NULL) != QEM_OK)
         return 0;
     qem_sha256 *ctx = qem_sha256_new();
     int ok = ctx && qem_sha256_update(ctx, "qem.pack-content/v1", 20) == 0 &&

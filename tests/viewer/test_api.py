@@ -749,3 +749,50 @@ def test_first_image_is_the_recorded_one_then_the_body_is_checked(tmp_path):
     finally:
         err = server.stop()
     assert "damaged.qem' is damaged" in err
+
+
+def test_pack_opens_before_its_load_on_its_prepared_image(tmp_path):
+    """A uint16 pack qem calibrated records its BF/ABF/ADF images
+    (qem_prepared_detector_products): the viewer serves it before loading
+    it, answers the default BF from that record (X-Qem-From-Recorded 1,
+    equal to the dense reference), then loads it (bodies_checked). A pack
+    with a damaged shard still opens, then every data request fails
+    naming it."""
+    src = fixture("pack", "v1_u16_4x32_16x16.h5")
+    copy = str(tmp_path / "prepared-u16.h5")
+    subprocess.run([QEM, "calibrate", src, "-o", copy, "-q"], check=True)
+    want = qem_product(str(tmp_path), "virtual", copy, "--detector", "bf", "--reference")
+
+    def stats(server, key):
+        for _ in range(600):
+            got = json.loads(api(server, "/api/stats")[2])
+            if got[key]:
+                return got
+            time.sleep(0.05)
+        raise AssertionError("no %s in 30 s" % key)
+
+    with Server([copy]) as server:
+        got = json.loads(api(server, "/api/detector", detector="bf")[2])
+        centre = "%r,%r" % tuple(got["center"])
+        headers, images = live(server, "abcdef0123", 1, detector="bf", center=centre,
+                               radius=repr(got["radius"]))
+        assert headers["x-qem-from-recorded"] == "1" and images == [want]
+        assert not stats(server, "bodies_checked")["body_damaged"]
+        headers, images = live(server, "abcdef0123", 2, detector="bf", center="7.5,8.5", radius="3")
+        assert headers["x-qem-from-recorded"] == "0"
+        assert images == [qem_product(str(tmp_path), "virtual", copy, "--detector", "bf", "--center",
+                                      "7.5,8.5", "--radius", "3", "--reference")]
+    damaged = fixture("pack", os.path.join("corrupt", "v1_payload_byte_flipped_compressed_rehashed.h5"))
+    server = Server([damaged])  # opens: the shards load after the start
+    try:
+        stats(server, "body_damaged")
+        name = os.path.basename(damaged).encode()
+        for target, params in (("/api/live", dict(client="abcdef0123", seq=3, detector="bf",
+                                                   center="7.5,8.5", radius="3")),
+                               ("/api/mean.npy", {}), ("/api/dp.npy", dict(scan="3,4"))):
+            status, _, body = api(server, target, file=0, **params)
+            assert status == 500 and b"'" + name + b"' is damaged" in body, (target, status, body)
+            assert b"SHA-256" in body
+    finally:
+        err = server.stop()
+    assert "is damaged" in err
