@@ -402,8 +402,9 @@ int main(int argc, char **argv)
         snprintf(path, sizeof path, "%s/fixtures/pack/%s.h5", shared, packs[i]);
         snprintf(name, sizeof name, "%s.h5", packs[i]);
         pack_seeds(out, name, path);
-        /* A calibrated copy carries the prepared extensions (DPC moments;
-         * for uint8 packs BF/ABF/ADF), whose rules the open applies. */
+        /* A calibrated copy carries the prepared extensions (DPC moments
+         * and BF/ABF/ADF: the upstream's member for uint8 packs, qem's for
+         * uint16), whose rules the open applies. */
         char copy[1024];
         snprintf(copy, sizeof copy, "%s/prepared-%s.h5", out, packs[i]);
         remove(copy);
