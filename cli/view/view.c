@@ -341,9 +341,12 @@ const command_spec view_commands[] = {
      "signal). A .qem file's encoded body is mapped read-only (the page cache's\n"
      "pages; packs are held whole anyway), so detector moves decode from memory;\n"
      "a file rewritten in place while served is refused (--copy-body allows it).\n"
-     "Each page keeps\n"
-     "the images of its recent detectors (--keep-masks), so a detector dragged\n"
-     "back is a copy. The API the page uses (also for scripts) is in\n"
-     "doc/viewer.md.\n",
+     "Files are served at once and authenticated after the start (a pack loads\n"
+     "then): what a file records, such as the default detector's image of a file\n"
+     "qem wrote, is shown first; a request needing the data checks the .qem\n"
+     "blocks it reads, or waits for the pack's load, and once a damaged block or\n"
+     "shard is found every data request fails. Each page keeps the images of its\n"
+     "recent detectors (--keep-masks), so a detector dragged back is a copy. The\n"
+     "API the page uses (also for scripts) is in doc/viewer.md.\n",
      1, VIEW_MAX_FILES, "at least one FILE", view_options, run_view},
     {NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, NULL}};

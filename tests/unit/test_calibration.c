@@ -237,7 +237,7 @@ static void check_copy(const char *orig, const char *copy, const pack_calibratio
      * (every fixture here has its working identity and mask digest). */
     CHECK(ib.file_bytes >= ia.file_bytes);
     CHECK(ib.has_prepared_dpc_moments);
-    CHECK(ib.has_prepared_detector_products == (ib.profile == QEM_PACK_UINT8_BITPACKED));
+    CHECK(ib.has_prepared_detector_products); /* qem's member for uint16 */
     CHECK(ia.raw_access == ib.raw_access && ia.working_dtype == ib.working_dtype);
     CHECK_OK(qem_pack_load(a, NULL, &err), &err);
     CHECK_OK(qem_pack_load(b, NULL, &err), &err);
@@ -288,12 +288,13 @@ static void check_copy(const char *orig, const char *copy, const pack_calibratio
         CHECK(json_is_real(json_object_get(k, "bright_field_radius_px")));
         CHECK(json_array_size(json_object_get(k, "detector_center_px")) == 2);
         /* A uint16 pack without its working identity gains one, to which
-         * the moments are bound. */
+         * the moments and products are bound. */
         if (!json_object_get(ma, "working_logical_sha256"))
             json_object_del(mb, "working_logical_sha256");
         static const char *const added[] = {"detector_calibration", "prepared_dpc_moments",
-                                            "prepared_detector_products"};
-        for (size_t i = 0; i < 3; i++) {
+                                            "prepared_detector_products",
+                                            "qem_prepared_detector_products"};
+        for (size_t i = 0; i < 4; i++) {
             json_object_del(ma, added[i]);
             json_object_del(mb, added[i]);
         }
@@ -434,13 +435,17 @@ static void test_manifest_splice(void)
     const char *ta = qem_pack_manifest_json(a, &na), *tb0 = qem_pack_manifest_json(b, &nb);
     /* Less the members the prepared values add (their own test is
      * unit_pack_prepared), the calibration is the only change. */
-    char *tb = NULL, *tb1 = NULL;
+    char *tb = NULL, *tb1 = NULL, *tb2 = NULL;
     const size_t nb_full = nb;
     CHECK_OK(qem_pack_manifest_splice(tb0, nb, "prepared_dpc_moments", NULL, &tb1, &nb, &err),
              &err);
-    CHECK_OK(qem_pack_manifest_splice(tb1, nb, "working_logical_sha256", NULL, &tb, &nb, &err),
+    CHECK_OK(qem_pack_manifest_splice(tb1, nb, "qem_prepared_detector_products", NULL, &tb2, &nb,
+                                      &err),
+             &err);
+    CHECK_OK(qem_pack_manifest_splice(tb2, nb, "working_logical_sha256", NULL, &tb, &nb, &err),
              &err);
     free(tb1);
+    free(tb2);
     if (!tb) {
         qem_pack_close(a);
         qem_pack_close(b);
