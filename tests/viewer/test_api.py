@@ -697,6 +697,16 @@ def test_trickling_clients_do_not_lock_out_the_owner():
             owner.close()
 
 
+def stats_when(server, key):
+    """/api/stats once `key` is true (30 s at most)."""
+    for _ in range(600):
+        got = json.loads(api(server, "/api/stats")[2])
+        if got[key]:
+            return got
+        time.sleep(0.05)
+    raise AssertionError("no %s in 30 s" % key)
+
+
 def test_first_image_is_the_recorded_one_then_the_body_is_checked(tmp_path):
     """A file qem wrote records its default detector's image: the page's
     first request (that detector, exactly as /api/detector resolved it)
@@ -717,18 +727,10 @@ def test_first_image_is_the_recorded_one_then_the_body_is_checked(tmp_path):
         centre = "%r,%r" % tuple(got["center"])
         return live(server, "abcdef0123", 1, detector="bf", center=centre, radius=repr(got["radius"]))
 
-    def stats(server, key):
-        for _ in range(600):
-            got = json.loads(api(server, "/api/stats")[2])
-            if got[key]:
-                return got
-            time.sleep(0.05)
-        raise AssertionError("no %s in 30 s" % key)
-
     with Server([path]) as server:
         headers, images = first_image(server)
         assert headers["x-qem-from-recorded"] == "1" and images == [want]
-        assert not stats(server, "bodies_checked")["body_damaged"]
+        assert not stats_when(server, "bodies_checked")["body_damaged"]
         headers, images = live(server, "abcdef0123", 2, detector="bf", center="23.5,24.5", radius="7")
         assert headers["x-qem-from-recorded"] == "0"
         assert images == [qem_product(str(tmp_path), "virtual", path, "--detector", "bf", "--center",
@@ -739,7 +741,7 @@ def test_first_image_is_the_recorded_one_then_the_body_is_checked(tmp_path):
     damaged.write_bytes(bytes(data))
     server = Server([str(damaged)])  # opens: the body is checked after the start
     try:
-        stats(server, "body_damaged")
+        stats_when(server, "body_damaged")
         for target, params in (("/api/live", dict(client="abcdef0123", seq=3, detector="bf",
                                                    center="23.5,24.5", radius="7")),
                                ("/api/mean.npy", {}), ("/api/dp.npy", dict(scan="3,4"))):
@@ -763,21 +765,13 @@ def test_pack_opens_before_its_load_on_its_prepared_image(tmp_path):
     subprocess.run([QEM, "calibrate", src, "-o", copy, "-q"], check=True)
     want = qem_product(str(tmp_path), "virtual", copy, "--detector", "bf", "--reference")
 
-    def stats(server, key):
-        for _ in range(600):
-            got = json.loads(api(server, "/api/stats")[2])
-            if got[key]:
-                return got
-            time.sleep(0.05)
-        raise AssertionError("no %s in 30 s" % key)
-
     with Server([copy]) as server:
         got = json.loads(api(server, "/api/detector", detector="bf")[2])
         centre = "%r,%r" % tuple(got["center"])
         headers, images = live(server, "abcdef0123", 1, detector="bf", center=centre,
                                radius=repr(got["radius"]))
         assert headers["x-qem-from-recorded"] == "1" and images == [want]
-        assert not stats(server, "bodies_checked")["body_damaged"]
+        assert not stats_when(server, "bodies_checked")["body_damaged"]
         headers, images = live(server, "abcdef0123", 2, detector="bf", center="7.5,8.5", radius="3")
         assert headers["x-qem-from-recorded"] == "0"
         assert images == [qem_product(str(tmp_path), "virtual", copy, "--detector", "bf", "--center",
@@ -785,7 +779,7 @@ def test_pack_opens_before_its_load_on_its_prepared_image(tmp_path):
     damaged = fixture("pack", os.path.join("corrupt", "v1_payload_byte_flipped_compressed_rehashed.h5"))
     server = Server([damaged])  # opens: the shards load after the start
     try:
-        stats(server, "body_damaged")
+        stats_when(server, "body_damaged")
         name = os.path.basename(damaged).encode()
         for target, params in (("/api/live", dict(client="abcdef0123", seq=3, detector="bf",
                                                    center="7.5,8.5", radius="3")),
