@@ -733,8 +733,8 @@ void view_dispatch(view_server *s, const view_request *q, view_reply *r)
     const view_file *damaged = view_body_failure(s);
     if (damaged) {
         qem_error e = damaged->body_error;
-        snprintf(e.message, sizeof e.message, "'%.100s' is damaged: %.360s", damaged->name,
-                 damaged->body_error.message);
+        snprintf(e.message, sizeof e.message, "'%.100s' %s: %.360s", damaged->name,
+                 view_body_failure_words(damaged->body_error.status), damaged->body_error.message);
         reply_failure(r, &e);
         return;
     }

@@ -140,14 +140,18 @@ unsigned view_connections_open(view_server *s);
 qem_status view_state_open(view_server *s, qem_error *error);
 /* Frees what view_state_open made, after the daemon has stopped. */
 void view_state_close(view_server *s);
-/* .qem files open with their bodies unchecked (their first image can come
- * from values the header records); a thread checks every block now, and a
- * damaged one fails every later data request (view_body_failure). Stopped
- * (cancelled, joined) by view_body_check_stop. */
+/* Files open with their bodies unchecked and packs unloaded (their first
+ * image can come from values the file records); a thread checks every
+ * .qem block and loads every pack now, and a failure fails every later
+ * data request (view_body_failure). Stopped (cancelled, joined) by
+ * view_body_check_stop. */
 void view_body_check_start(view_server *s);
 void view_body_check_stop(view_server *s);
-/* The first file whose body check failed, else NULL. */
+/* The first file whose body check or load failed, else NULL. */
 const view_file *view_body_failure(view_server *s);
+/* How such a failure is said: "is damaged" when the file's bytes failed
+ * a check, else (memory, a read, a changed file) "could not be loaded". */
+const char *view_body_failure_words(qem_status status);
 /* "qem view: " and `text` on stderr as one line, the token masked. */
 void view_log_line(const view_server *s, const char *text);
 

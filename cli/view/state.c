@@ -143,7 +143,8 @@ static void *body_check_main(void *arg)
             f->body_error = e;
             atomic_store(&f->body_failed, 1);
             char line[sizeof e.message + 4200];
-            snprintf(line, sizeof line, "'%s' is damaged: %s", f->path, e.message);
+            snprintf(line, sizeof line, "'%s' %s: %s", f->path, view_body_failure_words(st),
+                     e.message);
             view_log_line(s, line);
         }
     }
@@ -165,6 +166,18 @@ void view_body_check_stop(view_server *s)
     atomic_store(&s->stopping, 1);
     pthread_join(s->body_checker, NULL);
     s->body_checker_running = 0;
+}
+
+const char *view_body_failure_words(qem_status status)
+{
+    switch (status) {
+    case QEM_E_NO_MEMORY:
+    case QEM_E_INSUFFICIENT_MEMORY:
+    case QEM_E_IO:
+    case QEM_E_CHANGED:
+    case QEM_E_LIMIT: return "could not be loaded";
+    default: return "is damaged";
+    }
 }
 
 const view_file *view_body_failure(view_server *s)
