@@ -674,8 +674,9 @@ static qem_status pack_load(qem_pack *p, const qem_pack_options *options, qem_er
     }
     free(L.staged);
     p->max_width = L.max_width;
-    p->loaded = 1;
     L.t.resident_ready = qem_pack_elapsed_ms(&p->opened_at);
     p->timings = L.t;
+    /* Last: a reader that sees it loaded sees everything above. */
+    atomic_store(&p->loaded, 1);
     return QEM_OK;
 }
