@@ -122,8 +122,9 @@ const option_spec option_specs[OPT_COUNT] = {
                        "instead of mapping the file (slower to open, but the file may\n"
                        "then be rewritten in place while it is served)"},
     [OPT_CACHE_DIR] = {"--cache-dir", NULL, ARG_PATH, "DIR", 0, 0, 0, 0, 0, NULL,
-                       "where mean patterns of files that do not record them are kept\n"
-                       "between opens (default $XDG_CACHE_HOME/qem, else ~/.cache/qem)"},
+                       "where mean patterns and first images of files that do not record\n"
+                       "them are kept between opens (default $XDG_CACHE_HOME/qem, else\n"
+                       "~/.cache/qem)"},
     [OPT_NO_CACHE] = {"--no-cache", NULL, ARG_FLAG, NULL, 0, 0, 0, 0, 0, NULL,
                       "keep nothing between opens"},
     [OPT_QUEUE_MB] = {"--queue-mb", NULL, ARG_INT, "MIB", 1, 1 << 20, 0, 0, 0, NULL,

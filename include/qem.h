@@ -718,6 +718,10 @@ typedef struct qem_session_stats {
     /* Last update: sources that summed the pixels left out of the mask and
      * took them from the recorded totals (fewer pixels to decode). */
     uint64_t complement_sources;
+    /* Last update: every source answered without decoding, at least one
+     * from its default detector's image kept by an earlier open of the
+     * same content (qem_products_options.cache_dir). */
+    int from_cached;
 } qem_session_stats;
 
 /* Refuses duplicate sources (the same file twice) and differing detector

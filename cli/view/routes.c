@@ -653,6 +653,7 @@ static void route_live(view_server *s, const view_request *q, view_reply *r)
     reply_header(r, "X-Qem-Full-Recomputation", "%d", stats.full_recomputation);
     reply_header(r, "X-Qem-From-Kept", "%d", stats.from_kept);
     reply_header(r, "X-Qem-From-Recorded", "%d", stats.from_recorded);
+    reply_header(r, "X-Qem-From-Cached", "%d", stats.from_cached);
     reply_header(r, "X-Qem-Mask-Pixels", "%llu", (unsigned long long)res.pixels);
 }
 

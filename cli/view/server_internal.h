@@ -108,7 +108,7 @@ struct view_server {
 };
 
 /* An answer being built: status, content type, body and extra headers. */
-#define VIEW_REPLY_HEADERS 8
+#define VIEW_REPLY_HEADERS 10
 
 typedef struct view_reply {
     unsigned status;

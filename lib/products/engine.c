@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "common/options.h"
+#include "common/sha256.h"
 #include "common/threads.h"
 #include "products/products.h"
 
@@ -313,23 +314,12 @@ static qem_status reference_window(void *user, uint64_t first, uint64_t count, c
     return QEM_OK;
 }
 
-qem_status qem_prod_weighted_sums(qem_products *p, uint64_t first, uint64_t count,
-                                  const int32_t *const *weights, unsigned planes, int64_t *out,
-                                  qem_error *error)
+/* Computes them: the representation's own reduction in pieces on the fast
+ * path, else the dense reference over windows. */
+static qem_status computed_sums(qem_products *p, uint64_t first, uint64_t count,
+                                const int32_t *const *weights, unsigned planes, int64_t *out,
+                                qem_error *error)
 {
-    if (p->data == QEM_DATA_FLOAT)
-        return qem_fail(error, QEM_E_WRONG_CODEC,
-                        "float32 data have no exact sums; products use compensated sums");
-    if (first > p->scans || count > p->scans - first || !weights || !planes || !out)
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "weighted sums: bad range or argument");
-    /* Values the file records answer without decoding; the reference
-     * path always computes, so tests can compare the two. */
-    if (p->path != QEM_PATH_REFERENCE && p->ops->prepared_sums &&
-        p->ops->prepared_sums(p->impl, first, count, weights, planes, out)) {
-        p->last_origin = QEM_ORIGIN_RECORDED;
-        return QEM_OK;
-    }
-    p->last_origin = QEM_ORIGIN_COMPUTED;
     if (p->path == QEM_PATH_REFERENCE || !p->ops->weighted_sums) {
         reference_sums r = {weights, planes, first, count, out, p};
         memset(out, 0, (size_t)(count * planes) * sizeof *out);
@@ -355,6 +345,85 @@ qem_status qem_prod_weighted_sums(qem_products *p, uint64_t first, uint64_t coun
             st = qem_fail(error, QEM_E_CANCELLED, "cancelled");
     }
     free(piece);
+    return st;
+}
+
+/* The plane as a 0/1 mask over valid pixels (invalid ones cleared), its
+ * SHA-256 and pixel count; 0 when a valid pixel's weight is not 0 or 1. */
+static int plane_mask(const qem_products *p, const int32_t *w, uint8_t *mask, uint8_t digest[32],
+                      uint64_t *selected)
+{
+    *selected = 0;
+    for (uint64_t px = 0; px < p->pixels; px++) {
+        const int32_t v = p->valid[px] ? w[px] : 0;
+        if (v != 0 && v != 1)
+            return 0;
+        mask[px] = (uint8_t)v;
+        *selected += (uint64_t)v;
+    }
+    return qem_sha256_oneshot(mask, (size_t)p->pixels, digest) == 0;
+}
+
+/* Whether `mask` is the default detector's (what a plain BF request
+ * resolves), decided only where that costs no pass over the scans: the
+ * file records its calibration or pixel sums, or an earlier open kept
+ * the sums. */
+static int is_default_mask(qem_products *p, const uint8_t id[32], const uint8_t *mask)
+{
+    qem_detector_calibration cal = {.struct_size = sizeof cal};
+    int cheap = qem_products_file_calibration(p, &cal, NULL) == QEM_OK;
+    uint64_t *sums = cheap ? NULL : malloc((size_t)p->pixels * sizeof *sums);
+    cheap = cheap || (sums && p->ops->recorded_pixel_sums &&
+                      p->ops->recorded_pixel_sums(p->impl, sums)) ||
+            (sums && qem_prod_sums_cache_load(p, id, sums));
+    free(sums);
+    uint8_t *def = cheap ? malloc((size_t)p->pixels) : NULL;
+    qem_detector_request rq;
+    qem_detector_request_init(&rq);
+    const int same = def &&
+                     qem_products_resolve_detector(p, &rq, def, (size_t)p->pixels, NULL, NULL) ==
+                         QEM_OK &&
+                     memcmp(def, mask, (size_t)p->pixels) == 0;
+    free(def);
+    return same;
+}
+
+qem_status qem_prod_weighted_sums(qem_products *p, uint64_t first, uint64_t count,
+                                  const int32_t *const *weights, unsigned planes, int64_t *out,
+                                  qem_error *error)
+{
+    if (p->data == QEM_DATA_FLOAT)
+        return qem_fail(error, QEM_E_WRONG_CODEC,
+                        "float32 data have no exact sums; products use compensated sums");
+    if (first > p->scans || count > p->scans - first || !weights || !planes || !out)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "weighted sums: bad range or argument");
+    /* Values the file records answer without decoding; the reference
+     * path always computes, so tests can compare the two. */
+    if (p->path != QEM_PATH_REFERENCE && p->ops->prepared_sums &&
+        p->ops->prepared_sums(p->impl, first, count, weights, planes, out)) {
+        p->last_origin = QEM_ORIGIN_RECORDED;
+        return QEM_OK;
+    }
+    p->last_origin = QEM_ORIGIN_COMPUTED;
+    /* A whole image over a 0/1 mask: the default detector's may be kept
+     * from an earlier open of the same content (cache_dir). */
+    uint8_t id[32], digest[32];
+    uint64_t selected = 0;
+    uint8_t *mask = p->path == QEM_PATH_FAST && p->cache_dir && planes == 1 && first == 0 &&
+                            count == p->scans && p->ops->content_identity
+                        ? malloc((size_t)p->pixels)
+                        : NULL;
+    const int keyed = mask && plane_mask(p, weights[0], mask, digest, &selected) &&
+                      p->ops->content_identity(p->impl, id);
+    if (keyed && qem_prod_image_cache_load(p, id, digest, selected, out)) {
+        p->last_origin = QEM_ORIGIN_CACHED;
+        free(mask);
+        return QEM_OK;
+    }
+    const qem_status st = computed_sums(p, first, count, weights, planes, out, error);
+    if (st == QEM_OK && keyed && is_default_mask(p, id, mask))
+        qem_prod_image_cache_store(p, id, digest, selected, out);
+    free(mask);
     return st;
 }
 

@@ -36,6 +36,14 @@ qem_status qem_prod_whole_sums(qem_products *p, uint64_t *sums, qem_error *error
  * filled); the store is best effort. */
 int qem_prod_sums_cache_load(const qem_products *p, const uint8_t id[32], uint64_t *sums);
 void qem_prod_sums_cache_store(const qem_products *p, const uint8_t id[32], const uint64_t *sums);
+/* The default detector's image of `id` over the mask whose digest is
+ * `mask_digest` (mask_pixels selected): 1 when kept and every check passed
+ * (out filled, scans values); the store is best effort. */
+int qem_prod_image_cache_load(const qem_products *p, const uint8_t id[32],
+                              const uint8_t mask_digest[32], uint64_t mask_pixels, int64_t *out);
+void qem_prod_image_cache_store(const qem_products *p, const uint8_t id[32],
+                                const uint8_t mask_digest[32], uint64_t mask_pixels,
+                                const int64_t *values);
 
 /* Largest integer a count (or code) can take: from the working dtype. */
 uint32_t qem_prod_max_value(const qem_products *p);

@@ -171,6 +171,7 @@ static int take_kept(qem_detector_session *s, const uint8_t *mask, uint64_t hash
         s->stats.ffts = 0;
         s->stats.from_kept = 1;
         s->stats.from_recorded = 0;
+        s->stats.from_cached = 0;
         s->stats.complement_sources = 0;
         return 1;
     }
@@ -281,7 +282,8 @@ static int recorded(qem_products *p, const int32_t *plane)
  * has the whole mask's; else the cheapest exact way of three (upstream's
  * modes): the mask from scratch, signed deltas of the pixels that changed,
  * or the recorded totals less the pixels left out. `how` is 1 for the
- * recorded values, 2 for the complement, else 0. */
+ * recorded values, 2 for the complement, 3 for an image kept by an
+ * earlier open, else 0. */
 static qem_status update_one(qem_detector_session *s, size_t i, const uint8_t *mask,
                              int64_t **new_sums, qem_image *new_image, uint64_t *changed,
                              int *how, qem_error *error)
@@ -337,6 +339,8 @@ static qem_status update_one(qem_detector_session *s, size_t i, const uint8_t *m
         delta = 0;
     } else if (st == QEM_OK) {
         st = qem_prod_weighted_sums(p, 0, p->scans, planes, 1, sums, error);
+        if (st == QEM_OK && p->last_origin == QEM_ORIGIN_CACHED)
+            *how = 3;
     }
     if (st == QEM_OK && delta)
         add_current_sums(s, i, sums);
@@ -370,11 +374,13 @@ qem_status qem_detector_session_set_mask(qem_detector_session *s, const uint8_t 
     qem_status st = sums && images && kept ? QEM_OK
                                            : qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
     uint64_t changed = 0, complements = 0;
-    int all_recorded = 1;
+    int all_recorded = 1, all_undecoded = 1, any_cached = 0;
     for (size_t i = 0; st == QEM_OK && i < s->count; i++) {
         int how = 0;
         st = update_one(s, i, mask, &sums[i], &images[i], &changed, &how, error);
         all_recorded &= how == 1;
+        all_undecoded &= how == 1 || how == 3;
+        any_cached |= how == 3;
         complements += how == 2;
     }
     if (st != QEM_OK) {
@@ -391,11 +397,12 @@ qem_status qem_detector_session_set_mask(qem_detector_session *s, const uint8_t 
     int any_float = 0;
     for (size_t i = 0; i < s->count; i++)
         any_float |= s->sources[i]->data == QEM_DATA_FLOAT;
-    s->stats.full_recomputation = (s->mask == NULL || any_float) && !all_recorded;
+    s->stats.full_recomputation = (s->mask == NULL || any_float) && !all_undecoded;
     s->stats.pixels_changed = changed;
     s->stats.ffts = 0;
     s->stats.from_kept = 0;
     s->stats.from_recorded = all_recorded;
+    s->stats.from_cached = all_undecoded && any_cached;
     s->stats.complement_sources = complements;
     if (s->keep_limit)
         keep_current(s); /* the old results stay for a move back */

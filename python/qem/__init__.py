@@ -60,11 +60,12 @@ def open(path, *, threads=None, verify=True, raw=False, expect_sha256=None,
         file must then not be rewritten in place while open (a change is
         refused with qem.ChangedError on the next read). Packs are always
         held whole.
-    cache_dir: a folder where the mean pattern's exact pixel sums of a file
-        that does not record them are kept between opens, keyed by the
-        file's content (a changed file is another key), so the second
-        open's mean and calibration estimate are immediate. None keeps
-        nothing. Files qem writes record them; see ``f.sums_origin``.
+    cache_dir: a folder where the mean pattern's exact pixel sums and the
+        default detector's image of a file that does not record them are
+        kept between opens, keyed by the file's content (a changed file is
+        another key), so the second open's mean, calibration estimate and
+        default BF image are immediate. None keeps nothing. Files qem
+        writes record them; see ``f.sums_origin`` and ``f.last_origin``.
     """
     return File(path, threads=threads, verify=verify, raw=raw, expect_sha256=expect_sha256,
                 progress=progress, resident=resident, cache_dir=cache_dir)

@@ -160,7 +160,7 @@ static PyObject *session_stats(ext_session *self, PyObject *noargs)
     qem_error e = {0};
     if (qem_detector_session_stats(self->session, &s, &e) != QEM_OK)
         return ext_raise(&e);
-    return Py_BuildValue("{s:K, s:K, s:K, s:O, s:K, s:O, s:O, s:K}", "sources",
+    return Py_BuildValue("{s:K, s:K, s:K, s:O, s:K, s:O, s:O, s:K, s:O}", "sources",
                          (unsigned long long)s.sources, "resident_bytes",
                          (unsigned long long)s.resident_bytes, "pixels_changed",
                          (unsigned long long)s.pixels_changed, "full_recomputation",
@@ -168,7 +168,8 @@ static PyObject *session_stats(ext_session *self, PyObject *noargs)
                          (unsigned long long)s.ffts, "from_kept",
                          s.from_kept ? Py_True : Py_False, "from_recorded",
                          s.from_recorded ? Py_True : Py_False, "complement_sources",
-                         (unsigned long long)s.complement_sources);
+                         (unsigned long long)s.complement_sources, "from_cached",
+                         s.from_cached ? Py_True : Py_False);
 }
 
 static PyObject *session_close(ext_session *self, PyObject *noargs)

@@ -212,6 +212,21 @@ def test_mean_kept_between_opens(fixtures, tmp_path):
         assert f.sums_origin == "computed"
 
 
+def test_default_image_kept_between_opens(fixtures, tmp_path):
+    """cache_dir keeps the default detector's image of a file that does
+    not record it: the second open's f.virtual(detector="bf") comes from
+    there ("cached") and equals a dense numpy sum over the same mask."""
+    path = fixtures / "qem" / "u16_dense_highdose.qem"
+    cache = tmp_path / "cache"
+    for want in ("computed", "cached"):
+        with qem.open(path, cache_dir=cache) as f:
+            image = f.virtual(detector="bf")
+            assert f.last_origin == want
+            mask = f.detector_mask("bf")[0].astype(bool)
+            dense = f[:, :].astype(np.int64)
+            np.testing.assert_array_equal(image, (dense * mask).sum(axis=(2, 3)))
+
+
 def test_prepared_pack_values_answer_without_decoding(fixtures, tmp_path, cli):
     """A calibrated copy of a uint8 pack carries the upstream's prepared
     DPC moments and BF/ABF/ADF images: the CoM over every pixel and the BF

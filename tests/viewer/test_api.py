@@ -238,6 +238,31 @@ def test_mean_kept_between_opens(tmp_path):
     assert len(list(cache.glob("pixel-sums-*.bin"))) == 1
 
 
+def test_first_image_kept_between_opens(tmp_path):
+    """Files that record neither a calibration nor a detector image (an
+    upstream .qem file, a uint16 pack written elsewhere): the first server
+    computes the default detector's image and keeps it in --cache-dir; the
+    second answers the page's first request from it (X-Qem-From-Cached 1,
+    no decoding; the pack before its load), equal to the CLI's dense
+    reference. A moved detector is computed."""
+    cache = tmp_path / "cache"
+    for path in (fixture("qem", "u16_dense_highdose.qem"), fixture("pack", "v1_u16_4x32_16x16.h5")):
+        want = qem_product(str(tmp_path), "virtual", path, "--detector", "bf", "--reference")
+        for cached in ("0", "1"):
+            with Server([path], "--cache-dir", str(cache)) as server:
+                got = json.loads(api(server, "/api/detector", detector="bf")[2])
+                centre = "%r,%r" % tuple(got["center"])
+                headers, images = live(server, "abcdef0123", 1, detector="bf", center=centre,
+                                       radius=repr(got["radius"]))
+                assert headers["x-qem-from-cached"] == cached, path
+                assert headers["x-qem-full-recomputation"] == ("0" if cached == "1" else "1")
+                assert images == [want]
+                headers, images = live(server, "abcdef0123", 2, detector="bf", center=centre,
+                                       radius=repr(got["radius"] + 1))
+                assert headers["x-qem-from-cached"] == "0"
+    assert len(list(cache.glob("detector-image-*.bin"))) == 2
+
+
 def test_prepared_pack_values(tmp_path):
     """A calibrated copy of a uint8 pack carries the upstream's prepared
     values: the CoM over every pixel and a live BF at the file's calibration

@@ -308,6 +308,23 @@ def test_recorded_first_image_said(driver, tmp_path):
         finish(driver, server, "viewer-recorded")
 
 
+def test_kept_first_image_said(driver, tmp_path):
+    """A file that records no detector image (an upstream .qem file): the
+    first open computes the default detector's image and keeps it in
+    --cache-dir; the second opens on that image, the page says so, and it
+    equals `qem virtual` of the detector the page holds."""
+    path = QEM_FIXTURE
+    cache = str(tmp_path / "cache")
+    for kept in (False, True):
+        with Server([path], "--cache-dir", cache) as server:
+            open_page(driver, server)
+            wait_idle(driver, "the first image")
+            latency = driver.find_element("id", "latency").text
+            assert ("kept from an earlier open" in latency) == kept, latency
+            check_scan_images(driver, str(tmp_path), [path])
+            finish(driver, server, "viewer-kept-%d" % kept)
+
+
 SLOW_LIVE = """
 const original = window.fetch;
 window.fetch = (url, options) => String(url).startsWith('/api/live')

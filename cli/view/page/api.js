@@ -60,6 +60,7 @@ export async function getLive(params) {
     fullRecomputation: header('X-Qem-Full-Recomputation') === '1',
     fromKept: header('X-Qem-From-Kept') === '1',
     fromRecorded: header('X-Qem-From-Recorded') === '1',
+    fromCached: header('X-Qem-From-Cached') === '1',
     roundTripMs: performance.now() - started,
   };
 }

@@ -132,6 +132,7 @@ const live = new LatestOnly(
     qemView.counts.liveDrawn++;
     const work = result.fromKept ? `a kept image, ${result.pixelsChanged} pixels changed`
       : result.fromRecorded ? 'prepared values the file records, no decoding'
+      : result.fromCached ? 'the image kept from an earlier open of this file, no decoding'
       : result.fullRecomputation ? 'full computation' : `${result.pixelsChanged} pixels changed`;
     $('latency').textContent = `update ${result.roundTripMs.toFixed(1)} ms (server ${result.computeMs.toFixed(1)} ms; `
       + `${work}, ${result.maskPixels} in the detector)`;
