@@ -62,15 +62,16 @@ static int entries(const char *dir)
     return count_entries(dir, "pixel-sums-");
 }
 
-/* The one entry's path in `dir`. */
-static const char *the_entry(const char *dir)
+/* The path of the one entry of `kind` ("pixel-sums-", "detector-image-")
+ * in `dir`. */
+static const char *the_entry(const char *dir, const char *kind)
 {
     static char path[4096];
     DIR *d = opendir(dir);
     struct dirent *x;
     path[0] = 0;
     while (d && (x = readdir(d)))
-        if (!strncmp(x->d_name, "pixel-sums-", 11))
+        if (!strncmp(x->d_name, kind, strlen(kind)))
             snprintf(path, sizeof path, "%s/%s", dir, x->d_name);
     if (d)
         closedir(d);
@@ -130,21 +131,6 @@ static qem_origin image_checked(const char *path, const char *cache, qem_load lo
     return origin;
 }
 
-/* The one "detector-image-" entry in `dir`. */
-static const char *image_entry(const char *dir)
-{
-    static char path[4096];
-    DIR *d = opendir(dir);
-    struct dirent *x;
-    path[0] = 0;
-    while (d && (x = readdir(d)))
-        if (!strncmp(x->d_name, "detector-image-", 15))
-            snprintf(path, sizeof path, "%s/%s", dir, x->d_name);
-    if (d)
-        closedir(d);
-    return path;
-}
-
 static void default_image_kept(void)
 {
     char *cache = strdup(test_path("image-cache"));
@@ -186,7 +172,7 @@ static void default_image_kept(void)
     /* Damaged (a value byte flipped: the digest fails), then a value past
      * its bound with the digest made good: ignored, computed, replaced. */
     char entry[4096];
-    snprintf(entry, sizeof entry, "%s", image_entry(cache));
+    snprintf(entry, sizeof entry, "%s", the_entry(cache, "detector-image-"));
     size_t n = 0;
     uint8_t *ent = read_file(entry, &n);
     CHECK(ent && n > 96 + 8);
@@ -244,7 +230,7 @@ int main(void)
      * matches): ignored, recomputed, replaced. */
     {
         char entry[4096];
-        snprintf(entry, sizeof entry, "%s", the_entry(cache));
+        snprintf(entry, sizeof entry, "%s", the_entry(cache, "pixel-sums-"));
         size_t n = 0;
         uint8_t *e = read_file(entry, &n);
         CHECK(e && n > 100);
@@ -257,7 +243,7 @@ int main(void)
     /* Truncated: ignored too. */
     {
         char entry[4096];
-        snprintf(entry, sizeof entry, "%s", the_entry(cache));
+        snprintf(entry, sizeof entry, "%s", the_entry(cache, "pixel-sums-"));
         CHECK(truncate(entry, 40) == 0);
         CHECK(mean_checked(copy, cache) == QEM_ORIGIN_COMPUTED);
     }
