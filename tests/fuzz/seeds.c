@@ -376,8 +376,9 @@ int main(int argc, char **argv)
         free(b);
         free(counts);
     }
-    /* A products cache entry (lib/products/sums_cache.c) for the fixture
-     * the sums_cache target reads. */
+    /* The products cache entries (lib/products/sums_cache.c) for the
+     * fixture the sums_cache target reads: its pixel sums and default
+     * detector's image. */
     {
         snprintf(path, sizeof path, "%s/fixtures/qem/u16_nonsquare_masked.qem", shared);
         char dir[1024];
@@ -388,9 +389,16 @@ int main(int argc, char **argv)
         o.cache_dir = dir;
         qem_products *p = NULL;
         qem_image im = {0};
+        uint8_t mask[4096];
+        qem_detector_request rq;
+        qem_detector_request_init(&rq);
         if (qem_container_open(path, NULL, &c, NULL) == QEM_OK &&
-            qem_products_open(c, &o, &p, NULL) == QEM_OK)
-            qem_products_mean(p, &im, NULL); /* writes dir/pixel-sums-<id>.bin */
+            qem_products_open(c, &o, &p, NULL) == QEM_OK &&
+            qem_products_mean(p, &im, NULL) == QEM_OK && /* dir/pixel-sums-<id>.bin */
+            qem_products_resolve_detector(p, &rq, mask, sizeof mask, NULL, NULL) == QEM_OK) {
+            qem_image_free(&im);
+            qem_products_virtual(p, mask, &im, NULL); /* dir/detector-image-<id>.bin */
+        }
         qem_image_free(&im);
         qem_products_close(p);
         qem_container_close(c);
