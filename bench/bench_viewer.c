@@ -38,7 +38,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
+#include "common/fileio.h"
+#include "common/sha256.h"
 #include "dense.h"
+#include "pack/calibrated_copy.h"
+#include "pack/encode.h"
 #include "synth.h"
 
 extern char **environ;
@@ -54,7 +60,9 @@ static const char *const help =
     "Latency of qem view on synthetic uint16 sets: 256 = 256 x 256 scans x\n"
     "128 x 128 detector (2.1 GB raw), 512 = 512 x 512 scans x 192 x 192\n"
     "(19.3 GB raw), each as .qem and as a pack (plus copies recording their\n"
-    "detector calibration). Prints a markdown section. Defaults: --sets 256\n"
+    "detector calibration, and copies recording no prepared values, whose\n"
+    "first image is timed on a first and a second open over one fresh cache\n"
+    "folder). Prints a markdown section. Defaults: --sets 256\n"
     "--runs 3 --moves 200 --workdir /tmp/qem-bench-viewer.\n"
     "  --shape R,C,H,W  one set of that shape (H, W >= 16) instead of --sets (files\n"
     "                   viewRxCxHxW.*), e.g. a small one for testing\n"
@@ -233,9 +241,10 @@ typedef struct server {
     char token[33];
 } server;
 
-/* Starts `qem view --no-open --port 0 FILE` and reads its address. */
-/* qem view over `files` (a series when several). */
-static int server_start(const char *qem, const char *const *files, int nfiles, server *s)
+/* Starts `qem view --no-open --port 0 FILE...` (a series when several)
+ * and reads its address; `cache_dir` NULL keeps the server's default. */
+static int server_start(const char *qem, const char *const *files, int nfiles,
+                        const char *cache_dir, server *s)
 {
     int out[2];
     if (pipe(out))
@@ -246,8 +255,13 @@ static int server_start(const char *qem, const char *const *files, int nfiles, s
     posix_spawn_file_actions_addclose(&actions, out[0]);
     posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
     char *argv[8 + 4] = {(char *)qem, "view", "--no-open", "--port", "0"};
+    int at = 5;
+    if (cache_dir) {
+        argv[at++] = "--cache-dir";
+        argv[at++] = (char *)cache_dir;
+    }
     for (int k = 0; k < nfiles && k < 4; k++)
-        argv[5 + k] = (char *)files[k];
+        argv[at++] = (char *)files[k];
     const int rc = posix_spawn(&s->pid, qem, &actions, NULL, argv, environ);
     posix_spawn_file_actions_destroy(&actions);
     close(out[1]);
@@ -297,6 +311,9 @@ typedef struct run_result {
     double move_computed, move_cp50, move_cmax, adf_computed, adf_cp50, adf_cmax;
     double rect_computed, rect_cp50, rect_cmax;
     double rss_peak_mib; /* the server's VmHWM before it stopped */
+    /* a copy recording no prepared values: first image on the first and
+     * the second open over one fresh cache folder */
+    double bare_first_ms, bare_second_ms;
     double bf_row, bf_col, bf_radius; /* the default BF detector */
 } run_result;
 
@@ -439,14 +456,14 @@ static double json_number_after(const char *json, const char *key)
  * together), measures the first image and (unless first_only) the moves
  * and patterns, stops it. */
 static int measure_files(const char *qem, const char *const *files, int nfiles,
-                         const uint64_t shape[4], int moves, int first_only, int more,
-                         run_result *r)
+                         const char *cache_dir, const uint64_t shape[4], int moves,
+                         int first_only, int more, run_result *r)
 {
     memset(r, 0, sizeof *r);
     r->load_before = load_average();
     server s;
     const double t0 = now_ms();
-    if (!server_start(qem, files, nfiles, &s)) {
+    if (!server_start(qem, files, nfiles, cache_dir, &s)) {
         fprintf(stderr, "qem-bench-viewer: qem view did not start on %s\n", files[0]);
         return 0;
     }
@@ -602,7 +619,141 @@ static int measure_files(const char *qem, const char *const *files, int nfiles,
 static int measure(const char *qem, const char *file, const uint64_t shape[4], int moves,
                    int first_only, int more, run_result *r)
 {
-    return measure_files(qem, &file, 1, shape, moves, first_only, more, r);
+    return measure_files(qem, &file, 1, NULL, shape, moves, first_only, more, r);
+}
+
+/* --- files that record no prepared values ---------------------------------------- */
+
+/* A copy of the .qem file `src` without what qem's writer records (pixel
+ * sums, the default detector's image, a calibration), as an upstream
+ * writer makes it: the header rewritten with its checksum, the body as is. */
+static int bare_qem(const char *src, const char *dest)
+{
+    qem_error e = {0};
+    uint8_t prefix[56];
+    const int in = open(src, O_RDONLY | O_CLOEXEC);
+    if (in < 0 || qem_pread_full(in, prefix, sizeof prefix, 0, QEM_E_IO, &e) != QEM_OK) {
+        if (in >= 0)
+            close(in);
+        return 0;
+    }
+    uint64_t len = 0;
+    for (int i = 7; i >= 0; i--)
+        len = (len << 8) | prefix[8 + i];
+    char *text = malloc((size_t)len);
+    json_t *header = NULL;
+    if (text && qem_pread_full(in, text, (size_t)len, 56, QEM_E_IO, &e) == QEM_OK)
+        header = json_loadb(text, (size_t)len, 0, NULL);
+    free(text);
+    json_t *ext = json_object_get(json_object_get(header, "scientific_metadata"), "extensions");
+    json_object_del(ext, "qem.pixel_sums");
+    json_object_del(ext, "qem.detector_image");
+    json_object_del(ext, "qem.detector_calibration");
+    char *out_text = header ? json_dumps(header, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(header);
+    const int out = out_text ? open(dest, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : -1;
+    int ok = out >= 0;
+    if (ok) {
+        const uint64_t n = strlen(out_text);
+        for (int i = 0; i < 8; i++) {
+            prefix[8 + i] = (uint8_t)(n >> (8 * i));
+            prefix[16 + i] = (uint8_t)((56 + n) >> (8 * i));
+        }
+        struct stat sb;
+        ok = qem_sha256_oneshot(out_text, (size_t)n, prefix + 24) == 0 && fstat(in, &sb) == 0 &&
+             qem_write_full(out, prefix, sizeof prefix, &e) == QEM_OK &&
+             qem_write_full(out, out_text, (size_t)n, &e) == QEM_OK &&
+             qem_copy_range(in, 56 + len, out, (uint64_t)sb.st_size - 56 - len, &e) == QEM_OK;
+        ok = close(out) == 0 && ok;
+    }
+    free(out_text);
+    close(in);
+    return ok;
+}
+
+/* A copy of the pack `src` without its detector calibration and prepared
+ * values, as a producer that writes none makes it: the user block's
+ * manifest without those members, everything else as is. */
+static int bare_pack(const char *src, const char *dest)
+{
+    qem_error e = {0};
+    const int in = open(src, O_RDONLY | O_CLOEXEC);
+    uint8_t prelude[24];
+    if (in < 0 || qem_pread_full(in, prelude, sizeof prelude, 0, QEM_E_IO, &e) != QEM_OK) {
+        if (in >= 0)
+            close(in);
+        return 0;
+    }
+    struct stat sb;
+    uint64_t block_bytes = 512;
+    uint8_t sig[8];
+    int ok = fstat(in, &sb) == 0;
+    while (ok && block_bytes < (uint64_t)sb.st_size &&
+           (qem_pread_full(in, sig, 8, block_bytes, QEM_E_IO, &e) != QEM_OK ||
+            memcmp(sig, "\x89HDF\r\n\x1a\n", 8) != 0))
+        block_bytes *= 2;
+    uint8_t *block = ok ? malloc((size_t)block_bytes) : NULL;
+    ok = block && qem_pread_full(in, block, (size_t)block_bytes, 0, QEM_E_IO, &e) == QEM_OK;
+    const uint32_t manifest_bytes = ok ? (uint32_t)block[8] | (uint32_t)block[9] << 8 |
+                                             (uint32_t)block[10] << 16 | (uint32_t)block[11] << 24
+                                       : 0;
+    const uint32_t index_at = ok ? (uint32_t)block[16] | (uint32_t)block[17] << 8 |
+                                       (uint32_t)block[18] << 16 | (uint32_t)block[19] << 24
+                                 : 0;
+    const uint32_t index_bytes = ok ? (uint32_t)block[20] | (uint32_t)block[21] << 8 |
+                                          (uint32_t)block[22] << 16 | (uint32_t)block[23] << 24
+                                    : 0;
+    ok = ok && 24 + (uint64_t)manifest_bytes <= block_bytes &&
+         (uint64_t)index_at + index_bytes <= block_bytes;
+    char *manifest = ok ? malloc(manifest_bytes) : NULL;
+    size_t n = manifest_bytes;
+    if (manifest)
+        memcpy(manifest, block + 24, manifest_bytes);
+    static const char *const members[] = {"detector_calibration", "prepared_dpc_moments",
+                                          "prepared_detector_products",
+                                          "qem_prepared_detector_products"};
+    for (size_t k = 0; manifest && k < sizeof members / sizeof members[0]; k++) {
+        char *without = NULL;
+        if (qem_pack_manifest_splice(manifest, n, members[k], NULL, &without, &n, &e) != QEM_OK)
+            without = NULL;
+        free(manifest);
+        manifest = without;
+    }
+    uint8_t *rebuilt = NULL;
+    ok = manifest && qem_pack_user_block(manifest, n, block + index_at, index_bytes, block_bytes,
+                                         &rebuilt, &e) == QEM_OK;
+    const int out = ok ? open(dest, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : -1;
+    ok = out >= 0 && qem_write_full(out, rebuilt, (size_t)block_bytes, &e) == QEM_OK &&
+         qem_copy_range(in, block_bytes, out, (uint64_t)sb.st_size - block_bytes, &e) == QEM_OK;
+    if (out >= 0)
+        ok = close(out) == 0 && ok;
+    free(manifest);
+    free(rebuilt);
+    free(block);
+    close(in);
+    return ok;
+}
+
+/* The first image of `path` (a file recording no prepared values) on its
+ * first open and on a second open over the same fresh cache folder: ms. */
+static int measure_reopen(const char *qem, const char *path, const char *workdir,
+                          const uint64_t shape[4], double ms[2])
+{
+    char cache[700];
+    snprintf(cache, sizeof cache, "%s/bench-cache-XXXXXX", workdir);
+    if (!mkdtemp(cache))
+        return 0;
+    run_result r;
+    int ok = 1;
+    for (int k = 0; ok && k < 2; k++) {
+        ok = measure_files(qem, &path, 1, cache, shape, 0, 1, 0, &r);
+        ms[k] = r.first_ms;
+    }
+    char command[800];
+    snprintf(command, sizeof command, "rm -rf '%s'", cache);
+    if (system(command) != 0)
+        ok = 0;
+    return ok;
 }
 
 /* --- the data ------------------------------------------------------------------------ */
@@ -611,6 +762,7 @@ typedef struct set {
     const char *name;
     uint64_t shape[4];
     char npy[600], qem[600], pack[600], qem_cal[600], pack_cal[600];
+    char qem_bare[600], pack_bare[600]; /* copies recording no prepared values */
     char pack_refused[480]; /* why the producer refused this set, or "" */
 } set;
 
@@ -723,14 +875,23 @@ static int prepare(set *t, int keep)
         return 0;
     }
     fprintf(stderr, "calibrated copies of %s\n", t->name);
-    return calibrated_copy(t->qem, t->qem_cal) &&
-           (t->pack_refused[0] || calibrated_copy(t->pack, t->pack_cal));
+    if (!calibrated_copy(t->qem, t->qem_cal) ||
+        (!t->pack_refused[0] && !calibrated_copy(t->pack, t->pack_cal)))
+        return 0;
+    const int qem_ok = exists(t->qem_bare) || bare_qem(t->qem, t->qem_bare);
+    const int pack_ok = t->pack_refused[0] || exists(t->pack_bare) ||
+                        bare_pack(t->pack, t->pack_bare);
+    if (!qem_ok || !pack_ok)
+        fprintf(stderr, "qem-bench-viewer: cannot write %s\n",
+                qem_ok ? t->pack_bare : t->qem_bare);
+    return qem_ok && pack_ok;
 }
 
 static void cleanup(set *t)
 {
     char extra[700];
-    const char *all[] = {t->npy, t->qem, t->pack, t->qem_cal, t->pack_cal};
+    const char *all[] = {t->npy, t->qem, t->pack, t->qem_cal, t->pack_cal, t->qem_bare,
+                         t->pack_bare};
     for (size_t k = 0; k < sizeof all / sizeof all[0]; k++)
         unlink(all[k]);
     snprintf(extra, sizeof extra, "%s.receipt.json", t->pack);
@@ -918,6 +1079,8 @@ static void json_file(FILE *j, int first, const char *set_name, const uint64_t s
     JF(bf_row);
     JF(bf_col);
     JF(bf_radius);
+    JF(bare_first_ms);
+    JF(bare_second_ms);
     fprintf(j, ", \"calibrated_first_ms\": %.3f, \"calibrated_rss_peak_mib\": %.3f",
             median_of(c, runs, offsetof(run_result, first_ms)),
             median_of(c, runs, offsetof(run_result, rss_peak_mib)));
@@ -998,9 +1161,9 @@ int main(int argc, char **argv)
         return 2;
     }
     mkdir(workdir, 0755);
-    set all[3] = {{"256", {256, 256, 128, 128}, "", "", "", "", "", ""},
-                  {"512", {512, 512, 192, 192}, "", "", "", "", "", ""},
-                  {"", {0, 0, 0, 0}, "", "", "", "", "", ""}};
+    set all[3] = {{"256", {256, 256, 128, 128}, "", "", "", "", "", "", "", ""},
+                  {"512", {512, 512, 192, 192}, "", "", "", "", "", "", "", ""},
+                  {"", {0, 0, 0, 0}, "", "", "", "", "", "", "", ""}};
     char custom[128] = "";
     if (shape_arg) {
         unsigned long long v[4];
@@ -1048,13 +1211,17 @@ int main(int argc, char **argv)
         snprintf(t->pack, sizeof t->pack, "%s/view%s.h5", workdir, t->name);
         snprintf(t->qem_cal, sizeof t->qem_cal, "%s/view%s-calibrated.qem", workdir, t->name);
         snprintf(t->pack_cal, sizeof t->pack_cal, "%s/view%s-calibrated.h5", workdir, t->name);
+        snprintf(t->qem_bare, sizeof t->qem_bare, "%s/view%s-bare.qem", workdir, t->name);
+        snprintf(t->pack_bare, sizeof t->pack_bare, "%s/view%s-bare.h5", workdir, t->name);
         if (!prepare(t, keep || prepare_only))
             return 1;
         if (prepare_only) {
-            printf("%s\n%s\n%s\n%s\n%s\n", t->npy, t->qem, t->pack, t->qem_cal, t->pack_cal);
+            printf("%s\n%s\n%s\n%s\n%s\n%s\n%s\n", t->npy, t->qem, t->pack, t->qem_cal,
+                   t->pack_cal, t->qem_bare, t->pack_bare);
             continue;
         }
         const char *files[2][2] = {{t->qem, t->qem_cal}, {t->pack, t->pack_cal}};
+        const char *bare[2] = {t->qem_bare, t->pack_bare};
         for (int f = 0; f < 2; f++) {
             if (f == 1 && t->pack_refused[0]) {
                 printf("| %llu x %llu x %llu x %llu | pack (u16-LZ4) | not produced: %s | | | | "
@@ -1078,9 +1245,13 @@ int main(int argc, char **argv)
             run_result r[MAX_RUNS], c[MAX_RUNS];
             for (int n = 0; n < runs; n++) {
                 fprintf(stderr, "set %s, %s, run %d\n", t->name, files[f][0], n + 1);
+                double reopen[2];
                 if (!measure(qem, files[f][0], t->shape, moves, 0, more, &r[n]) ||
-                    !measure(qem, files[f][1], t->shape, moves, 1, 0, &c[n]))
+                    !measure(qem, files[f][1], t->shape, moves, 1, 0, &c[n]) ||
+                    !measure_reopen(qem, bare[f], workdir, t->shape, reopen))
                     return 1;
+                r[n].bare_first_ms = reopen[0];
+                r[n].bare_second_ms = reopen[1];
             }
             if (json) {
                 json_file(json, json_first, t->name, t->shape, f ? "pack" : "qem", files[f][0],
@@ -1119,7 +1290,7 @@ int main(int argc, char **argv)
             run_result r[MAX_RUNS];
             for (int n = 0; n < runs; n++) {
                 fprintf(stderr, "set %s, series of three, run %d\n", t->name, n + 1);
-                if (!measure_files(qem, three, 3, t->shape, moves, 0, 1, &r[n]))
+                if (!measure_files(qem, three, 3, NULL, t->shape, moves, 0, 1, &r[n]))
                     return 1;
             }
             if (json) {
