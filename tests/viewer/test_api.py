@@ -250,10 +250,8 @@ def test_first_image_kept_between_opens(tmp_path):
         want = qem_product(str(tmp_path), "virtual", path, "--detector", "bf", "--reference")
         for cached in ("0", "1"):
             with Server([path], "--cache-dir", str(cache)) as server:
-                got = json.loads(api(server, "/api/detector", detector="bf")[2])
+                got, headers, images = default_live(server)
                 centre = "%r,%r" % tuple(got["center"])
-                headers, images = live(server, "abcdef0123", 1, detector="bf", center=centre,
-                                       radius=repr(got["radius"]))
                 assert headers["x-qem-from-cached"] == cached, path
                 assert headers["x-qem-full-recomputation"] == ("0" if cached == "1" else "1")
                 assert images == [want]
@@ -722,6 +720,16 @@ def test_trickling_clients_do_not_lock_out_the_owner():
             owner.close()
 
 
+def default_live(server):
+    """The page's first request: the default BF detector exactly as
+    /api/detector resolved it. (That detector, headers, images.)"""
+    got = json.loads(api(server, "/api/detector", detector="bf")[2])
+    centre = "%r,%r" % tuple(got["center"])
+    headers, images = live(server, "abcdef0123", 1, detector="bf", center=centre,
+                           radius=repr(got["radius"]))
+    return got, headers, images
+
+
 def stats_when(server, key):
     """/api/stats once `key` is true (30 s at most)."""
     for _ in range(600):
@@ -747,13 +755,8 @@ def test_first_image_is_the_recorded_one_then_the_body_is_checked(tmp_path):
     assert "qem.detector_image" in header["scientific_metadata"]["extensions"]
     want = qem_product(str(tmp_path), "virtual", path, "--detector", "bf", "--reference")
 
-    def first_image(server):
-        got = json.loads(api(server, "/api/detector", detector="bf")[2])
-        centre = "%r,%r" % tuple(got["center"])
-        return live(server, "abcdef0123", 1, detector="bf", center=centre, radius=repr(got["radius"]))
-
     with Server([path]) as server:
-        headers, images = first_image(server)
+        _, headers, images = default_live(server)
         assert headers["x-qem-from-recorded"] == "1" and images == [want]
         assert not stats_when(server, "bodies_checked")["body_damaged"]
         headers, images = live(server, "abcdef0123", 2, detector="bf", center="23.5,24.5", radius="7")
@@ -791,10 +794,7 @@ def test_pack_opens_before_its_load_on_its_prepared_image(tmp_path):
     want = qem_product(str(tmp_path), "virtual", copy, "--detector", "bf", "--reference")
 
     with Server([copy]) as server:
-        got = json.loads(api(server, "/api/detector", detector="bf")[2])
-        centre = "%r,%r" % tuple(got["center"])
-        headers, images = live(server, "abcdef0123", 1, detector="bf", center=centre,
-                               radius=repr(got["radius"]))
+        _, headers, images = default_live(server)
         assert headers["x-qem-from-recorded"] == "1" and images == [want]
         assert not stats_when(server, "bodies_checked")["body_damaged"]
         headers, images = live(server, "abcdef0123", 2, detector="bf", center="7.5,8.5", radius="3")
