@@ -114,6 +114,10 @@ const option_spec option_specs[OPT_COUNT] = {
     [OPT_KEEP_MASKS] = {"--keep-masks", NULL, ARG_INT, "MIB", 0, 1 << 20, 0, 0, 0, NULL,
                         "MiB of recent detectors' images each page keeps, so a detector\n"
                         "dragged back is a copy (default 256; 0 = none)"},
+    [OPT_COLUMN_CACHE] = {"--column-cache", NULL, ARG_INT, "MIB", 0, 1 << 20, 0, 0, 0, NULL,
+                          "MiB of decoded pixel columns kept for .qem files, divided among\n"
+                          "the files, so a detector moved over pixels it has crossed reads them\n"
+                          "instead of decoding (default 512; 0 = none)"},
     [OPT_FROM_DISK] = {"--from-disk", NULL, ARG_FLAG, NULL, 0, 0, 0, 0, 0, NULL,
                        ".qem files: read chunks from the file for each use instead of\n"
                        "holding the encoded body in memory (slower moves)"},

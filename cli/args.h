@@ -55,6 +55,7 @@ typedef enum option_id {
     OPT_NO_OPEN,
     OPT_VERBOSE,
     OPT_KEEP_MASKS,
+    OPT_COLUMN_CACHE,
     OPT_FROM_DISK,
     OPT_COPY_BODY,
     OPT_CACHE_DIR,

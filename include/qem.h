@@ -323,6 +323,9 @@ typedef struct qem_container_options {
     qem_load load;
     /* .qem: as qem_open_options.resident (a pack is always resident). */
     int resident;
+    /* .qem: as qem_open_options.column_cache_bytes (a pack's resident is
+     * its own faster store). */
+    uint64_t column_cache_bytes;
 } qem_container_options;
 
 QEM_API void qem_container_options_init(qem_container_options *options);
@@ -832,6 +835,16 @@ typedef struct qem_open_options {
      * ends the process with SIGBUS). Where the file cannot be mapped,
      * MAPPED copies. */
     int resident;
+    /* Bytes of decoded pixel columns kept for later detector reductions
+     * (integer counts and scaled codes; 0, the default, keeps none): a
+     * reduction reads a kept pixel's samples over every scan instead of
+     * decoding its streams, so a detector moved back over pixels it has
+     * crossed (an edge that entered and now leaves) decodes only new
+     * ones. A column costs one byte a scan (two once a sample passes 255);
+     * the least recently used ones make room. Columns are filled by
+     * reductions over the scans in order and listed once complete; a
+     * mapped or per-use file found changed clears them. */
+    uint64_t column_cache_bytes;
 } qem_open_options;
 
 typedef enum qem_resident {

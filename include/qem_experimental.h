@@ -114,6 +114,20 @@ QEM_API qem_status qem_container_time_first_access(qem_container *source, qem_er
 QEM_API void qem_container_pattern_cache_stats(const qem_container *source, uint64_t *hits,
                                                uint64_t *misses);
 
+/* A .qem source's decoded-column cache (column_cache_bytes): pixels a
+ * reduction read from a kept column (hits) or had to decode (misses),
+ * columns listed and the bytes held (listed, being filled, or evicted
+ * while still in use). All 0 for a pack or with the cache off. */
+typedef struct qem_column_cache_stats {
+    size_t struct_size; /* set by the caller */
+    uint64_t hits, misses;
+    uint64_t columns, bytes, limit;
+} qem_column_cache_stats;
+
+QEM_API qem_status qem_container_column_cache_stats(const qem_container *source,
+                                                    qem_column_cache_stats *stats,
+                                                    qem_error *error);
+
 #ifdef __cplusplus
 }
 #endif

@@ -660,6 +660,7 @@ static void route_live(view_server *s, const view_request *q, view_reply *r)
 static void route_stats(view_server *s, view_reply *r)
 {
     uint64_t hits = 0, misses = 0;
+    qem_column_cache_stats columns = {sizeof columns, 0, 0, 0, 0, 0};
     for (size_t k = 0; k < s->nfiles; k++) {
         if (s->files[k].live)
             continue; /* a recording's container keeps no pattern blocks */
@@ -667,9 +668,16 @@ static void route_stats(view_server *s, view_reply *r)
         qem_container_pattern_cache_stats(s->files[k].source, &h, &m);
         hits += h;
         misses += m;
+        qem_column_cache_stats one = {sizeof one, 0, 0, 0, 0, 0};
+        if (qem_container_column_cache_stats(s->files[k].source, &one, NULL) == QEM_OK) {
+            columns.hits += one.hits;
+            columns.misses += one.misses;
+            columns.columns += one.columns;
+            columns.bytes += one.bytes;
+        }
     }
     reply_json(r, json_pack("{s:b, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:I, s:I, s:I, "
-                            "s:I, s:I}",
+                            "s:I, s:I, s:I, s:I, s:I, s:I}",
                             "bodies_checked", atomic_load(&s->bodies_checked),
                             "body_damaged", view_body_failure(s) != NULL, "requests",
                             (json_int_t)atomic_load(&s->requests), "live_updates",
@@ -685,7 +693,11 @@ static void route_stats(view_server *s, view_reply *r)
                             "unauthenticated_evicted",
                             (json_int_t)atomic_load(&s->unauth_evicted),
                             "unauthenticated_timed_out",
-                            (json_int_t)atomic_load(&s->unauth_timed_out)));
+                            (json_int_t)atomic_load(&s->unauth_timed_out), "column_hits",
+                            (json_int_t)columns.hits, "column_misses",
+                            (json_int_t)columns.misses, "columns_kept",
+                            (json_int_t)columns.columns, "column_bytes",
+                            (json_int_t)columns.bytes));
 }
 
 /* Where a recording stands; for files, always finished and complete. */

@@ -30,6 +30,8 @@ typedef struct view_config {
     int resident; /* .qem files: a qem_resident (QEM_RESIDENT_NONE: read per use) */
     /* MiB of recent detectors' images each page's session keeps. */
     uint64_t keep_masks_mib;
+    /* MiB of decoded pixel columns, shared among the .qem files. */
+    uint64_t column_cache_mib;
     const char *cache_dir; /* products' cache_dir, or NULL */
     /* A recording in progress instead of files (files = 1): the recorder's
      * container, which the server owns from view_server_create on (closed

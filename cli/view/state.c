@@ -69,6 +69,8 @@ qem_status view_state_open(view_server *s, qem_error *error)
             qem_container_options_init(&so);
             so.threads = config->threads;
             so.resident = config->resident;
+            /* An equal share each (a pack does not use its share). */
+            so.column_cache_bytes = (config->column_cache_mib << 20) / config->files;
             /* Every block is still checked before it is decoded, and all
              * of them right after the start (view_body_check_start); a
              * pack loads then too, and what needs its data waits for it. */

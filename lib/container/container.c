@@ -93,6 +93,7 @@ qem_status qem_container_open(const char *path, const qem_container_options *opt
         oo.expect_sha256 = o.expect_sha256;
         oo.body_check = o.body_check;
         oo.resident = o.resident;
+        oo.column_cache_bytes = o.column_cache_bytes;
         oo.progress = o.progress;
         oo.progress_user = o.progress_user;
         st = qem_open_descriptor(path, fd, &sb, &oo, NULL, &f, error);
@@ -255,6 +256,22 @@ void qem_container_pattern_cache_stats(const qem_container *s, uint64_t *hits, u
     const qem_file *f = is_qem_file(s) ? s->impl : NULL;
     *hits = f ? atomic_load(&f->pattern_hits) : 0;
     *misses = f ? atomic_load(&f->pattern_misses) : 0;
+}
+
+qem_status qem_container_column_cache_stats(const qem_container *s, qem_column_cache_stats *out,
+                                            qem_error *error)
+{
+    qem_error_clear(error);
+    if (!s || !out)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "qem_container_column_cache_stats: NULL argument");
+    qem_column_cache_stats stats;
+    memset(&stats, 0, sizeof stats);
+    qem_file *f = is_qem_file(s) ? s->impl : NULL;
+    if (f)
+        qem_column_cache_read_stats(&f->columns, &stats.hits, &stats.misses, &stats.columns,
+                                    &stats.bytes, &stats.limit);
+    return qem_result_deliver(out, &stats, sizeof stats, "qem_column_cache_stats", error);
 }
 
 qem_file *qem_container_file(qem_container *s)

@@ -13,6 +13,7 @@
 #include "qem_experimental.h"
 #include "common/fileio.h"
 #include "common/threads.h"
+#include "qem/column_cache.h"
 #include "qem/metadata.h"
 #include "rans/rans.h"
 
@@ -184,6 +185,8 @@ struct qem_file {
      * plan_lock guards the pointer and the plan's reference count. */
     pthread_mutex_t plan_lock;
     struct select_cached_plan *last_plan;
+    /* Decoded pixel columns kept for later reductions (select.c). */
+    qem_column_cache columns;
 };
 
 /* Drops the file's kept detector plan (select.c; qem_close). */

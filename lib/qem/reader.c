@@ -58,6 +58,7 @@ void qem_close(qem_file *f)
     pthread_cond_destroy(&f->check_done);
     qem_select_plan_drop(f);
     pthread_mutex_destroy(&f->plan_lock);
+    qem_column_cache_free(&f->columns); /* after the plan: it pins columns */
     free(f->chunks);
     free(f->regions);
     free(f->dark);
@@ -419,6 +420,7 @@ static qem_file *file_new(int fd, const char *path, int threads)
     f->fd = fd;
     pthread_mutex_init(&f->pattern_lock, NULL);
     pthread_mutex_init(&f->plan_lock, NULL);
+    qem_column_cache_init(&f->columns);
     pthread_mutex_init(&f->check_lock, NULL);
     pthread_cond_init(&f->check_done, NULL);
     f->path = strdup(path);
@@ -500,6 +502,9 @@ qem_status qem_open_descriptor(const char *path, int fd, const struct stat *sb,
         goto fail;
     f->body_start = QEM_PREFIX_BYTES + f->header_bytes;
     st = header_load(f, error);
+    if (st == QEM_OK && f->codec != QEM_CODEC_FLOAT32 &&
+        !qem_column_cache_start(&f->columns, f->pixels, f->scans, options->column_cache_bytes))
+        st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory for the decoded-column cache");
     if (st == QEM_OK && options->expect_sha256)
         st = qem_file_digest_check(f->fd, f->file_size, options->expect_sha256, path,
                                    options->progress, options->progress_user, error);

@@ -10,6 +10,8 @@
 
 #include "common/bitpack.h"
 #include "common/error.h"
+#include "common/fileio.h"
+#include "qem/column_cache.h"
 #include "qem/qem_internal.h"
 #include "rans/rans.h"
 
@@ -162,7 +164,28 @@ typedef struct select_cached_plan {
     unsigned planes;
     int use_tiles;
     int refs; /* under plan_lock */
+    /* Pixels whose decoded columns the file keeps (f->columns), pinned
+     * for the plan's life, with their weights (hit_count x planes): read,
+     * not decoded. The plan's decode list holds the others. */
+    qem_column **hit;
+    int32_t *hit_weight;
+    uint64_t hit_count;
+    /* Per decoded pixel, a column being filled or NULL: the calls that
+     * continue the scans in order from 0 (a product's pieces) fill them,
+     * and the call that reaches the last scan lists them. Under plan_lock:
+     * fill_next (UINT64_MAX once given up) and fill_busy. */
+    qem_column **fill;
+    uint64_t fill_next;
+    int fill_busy;
 } select_cached_plan;
+
+/* The plan's columns being filled, given up (their pins released). */
+static void fill_drop(qem_file *f, qem_column **fill, uint64_t n)
+{
+    for (uint64_t j = 0; fill && j < n; j++)
+        qem_column_release(&f->columns, fill[j]);
+    free(fill);
+}
 
 static void plan_release(qem_file *f, select_cached_plan *c)
 {
@@ -172,10 +195,98 @@ static void plan_release(qem_file *f, select_cached_plan *c)
     const int last = --c->refs == 0;
     pthread_mutex_unlock(&f->plan_lock);
     if (last) {
+        fill_drop(f, c->fill, c->plan.decode_count);
+        for (uint64_t j = 0; j < c->hit_count; j++)
+            qem_column_release(&f->columns, c->hit[j]);
+        free(c->hit);
+        free(c->hit_weight);
         plan_free(&c->plan);
         free(c->weights);
         free(c);
     }
+}
+
+/* Splits a new plan's decode list by the file's kept columns: kept ones
+ * become hits, the others stay to be decoded, with a column to fill for
+ * as many as the cache holds. Without memory for the lists the plan
+ * simply decodes everything. */
+static void plan_columns(qem_file *f, select_cached_plan *c)
+{
+    select_plan *sp = &c->plan;
+    const unsigned K = sp->planes;
+    if (!f->columns.limit || !sp->decode_count)
+        return;
+    c->hit = malloc((size_t)sp->decode_count * sizeof *c->hit);
+    c->hit_weight = malloc((size_t)(sp->decode_count * K) * sizeof *c->hit_weight);
+    c->fill = calloc((size_t)sp->decode_count, sizeof *c->fill);
+    if (!c->hit || !c->hit_weight || !c->fill) {
+        free(c->hit);
+        free(c->hit_weight);
+        free(c->fill);
+        c->hit = NULL;
+        c->hit_weight = NULL;
+        c->fill = NULL;
+        return;
+    }
+    /* Hits first: pinned, they cannot make room for this plan's fills. */
+    uint64_t kept = 0, filling = 0;
+    for (uint64_t j = 0; j < sp->decode_count; j++) {
+        const uint64_t p = sp->decode[j];
+        qem_column *k = qem_column_take(&f->columns, p);
+        if (k) {
+            c->hit[c->hit_count] = k;
+            memcpy(c->hit_weight + c->hit_count * K, sp->weight + j * K, K * sizeof *sp->weight);
+            c->hit_count++;
+            continue;
+        }
+        sp->decode[kept] = p;
+        memmove(sp->weight + kept * K, sp->weight + j * K, K * sizeof *sp->weight);
+        kept++;
+    }
+    sp->decode_count = kept;
+    for (uint64_t j = 0; j < kept; j++)
+        filling += (c->fill[j] = qem_column_new(&f->columns, sp->decode[j])) != NULL;
+    if (!filling) {
+        free(c->fill);
+        c->fill = NULL;
+    }
+}
+
+/* Whether this call fills the plan's columns: it must start where the
+ * last filling call ended, and no other call be filling. */
+static int fill_claim(qem_file *f, select_cached_plan *c, uint64_t first)
+{
+    pthread_mutex_lock(&f->plan_lock);
+    const int mine = c->fill && !c->fill_busy && c->fill_next == first;
+    if (mine)
+        c->fill_busy = 1;
+    pthread_mutex_unlock(&f->plan_lock);
+    return mine;
+}
+
+/* After a filling call: the columns advance by its scans, are listed
+ * when complete, or are given up when it failed. */
+static void fill_end(qem_file *f, select_cached_plan *c, uint64_t count, int ok)
+{
+    qem_column **done = NULL;
+    pthread_mutex_lock(&f->plan_lock);
+    c->fill_busy = 0;
+    c->fill_next = ok ? c->fill_next + count : UINT64_MAX;
+    if (!ok || c->fill_next == f->scans) {
+        done = c->fill;
+        c->fill = NULL;
+    }
+    pthread_mutex_unlock(&f->plan_lock);
+    if (!done)
+        return;
+    if (!ok) {
+        fill_drop(f, done, c->plan.decode_count);
+        return;
+    }
+    for (uint64_t j = 0; j < c->plan.decode_count; j++)
+        if (done[j])
+            qem_column_publish(&f->columns, done[j]);
+    free(done);
 }
 
 void qem_select_plan_drop(qem_file *f)
@@ -221,6 +332,7 @@ static qem_status plan_get(qem_file *f, const int32_t *const *w, unsigned planes
         free(c);
         return st;
     }
+    plan_columns(f, c);
     c->refs = 2; /* the caller's and the file's */
     pthread_mutex_lock(&f->plan_lock);
     select_cached_plan *old = f->last_plan;
@@ -358,9 +470,11 @@ __attribute__((target("avx2"))) static void dot_rows_avx2(const uint16_t *tile, 
 /* One block: decoded streams and whole tiles, samples [lo, hi) into
  * out[k * count + at + (i - lo)]. */
 static qem_status reduce_block(const qem_file *f, const qem_chunk_view *v, uint64_t block,
-                               uint32_t lo, uint32_t hi, const select_plan *sp, int64_t *out,
-                               uint64_t count, uint64_t at, int threads, qem_error *error)
+                               uint32_t lo, uint32_t hi, const select_plan *sp,
+                               qem_column *const *fill, int64_t *out, uint64_t count, uint64_t at,
+                               int threads, qem_error *error)
 {
+    const uint64_t scan0 = v->chunk->first + block * QEM_INTERVAL;
     const uint32_t n = qem_block_samples(v->chunk, block), span = hi - lo;
     const unsigned K = sp->planes;
     const uint64_t groups = (sp->decode_count + PIXEL_GROUP - 1) / PIXEL_GROUP;
@@ -398,6 +512,8 @@ static qem_status reduce_block(const qem_file *f, const qem_chunk_view *v, uint6
                 }
                 continue;
             }
+            if (fill)
+                qem_columns_fill(fill + first_j, cols, m, lo, hi, scan0);
             /* Each scan's weighted sum over this group: a dot product of a
              * tile row with each plane's weights, up to four planes (the
              * CoM's three) in one pass over the tile. */
@@ -499,10 +615,23 @@ qem_status qem_weighted_sums(qem_file *f, uint64_t first, uint64_t count,
     uint64_t c_end = c0;
     while (c_end < f->chunk_count && f->chunks[c_end].first < end)
         c_end++;
-    if (!sp->decode_count && !need_spatial) {
+    if (!sp->decode_count && !need_spatial && !cached->hit_count) {
         plan_release(f, cached);
         return QEM_OK; /* nothing selected: all sums are zero */
     }
+    if (cached->hit_count && (!f->resident || f->resident_map)) {
+        /* Kept columns are only as good as the file they came from. */
+        const qem_status changed = qem_file_stamp_check(f->fd, &f->stamp, f->path, "read", error);
+        if (changed != QEM_OK) {
+            qem_column_cache_clear(&f->columns);
+            plan_release(f, cached);
+            return changed;
+        }
+    }
+    if (!sp->decode_count && !need_spatial)
+        c_end = c0; /* every selected pixel is a kept column */
+    const int filling = fill_claim(f, cached, first);
+    qem_column *const *fill = filling ? cached->fill : NULL;
     /* Whole chunks per thread when there are enough of them (each writes
      * its own scans of `out`); otherwise threads share each block. */
     const int per_chunk = threads > 1 && c_end - c0 >= (uint64_t)threads;
@@ -526,7 +655,7 @@ qem_status qem_weighted_sums(qem_file *f, uint64_t first, uint64_t count,
                 continue;
             const uint32_t lo = (uint32_t)((first > b0 ? first : b0) - b0);
             const uint32_t hi = (uint32_t)((end < b1 ? end : b1) - b0);
-            cst = reduce_block(f, &v, b, lo, hi, sp, out, count, b0 + lo - first,
+            cst = reduce_block(f, &v, b, lo, hi, sp, fill, out, count, b0 + lo - first,
                                per_chunk ? 1 : threads, &e);
         }
         qem_chunk_view_free(&v);
@@ -540,6 +669,13 @@ qem_status qem_weighted_sums(qem_file *f, uint64_t first, uint64_t count,
             }
         }
     }
+    if (st == QEM_OK && cached->hit_count)
+        qem_columns_accumulate((const qem_column *const *)cached->hit, cached->hit_weight,
+                               cached->hit_count, planes, first, count, out, threads);
+    if (filling)
+        fill_end(f, cached, count, st == QEM_OK);
+    if (st == QEM_E_CHANGED)
+        qem_column_cache_clear(&f->columns);
     plan_release(f, cached);
     return st;
 }

@@ -329,6 +329,33 @@ def test_live_updates_equal_qem_virtual(tmp_path):
         conn.close()
 
 
+def test_column_cache_moves_equal_qem_virtual(tmp_path):
+    """With --column-cache (and no kept masks), a detector dragged right
+    and back reads the columns it decoded on the way: /api/stats counts
+    hits, and every answer still equals a fresh `qem virtual`."""
+    path = saved_disk_file(tmp_path)
+    centres = ["23.5,20", "23.5,21", "23.5,22", "23.5,21", "23.5,20", "23.5,21"]
+    with Server([path], "--column-cache", "16", "--keep-masks", "0") as server:
+        conn = server.connection()
+        for seq, centre in enumerate(centres, 1):
+            headers, images = live(server, "0123456789abcdef", seq, conn=conn, detector="bf",
+                                   center=centre, radius="5")
+            assert headers["x-qem-from-kept"] == "0"
+            want = qem_product(str(tmp_path), "virtual", path, "--detector", "bf", "--center",
+                               centre, "--radius", "5")
+            assert images == [want], centre
+        conn.close()
+        stats = json.loads(server.get("/api/stats")[1])
+        assert stats["column_hits"] > 0 and stats["columns_kept"] > 0, stats
+        assert 0 < stats["column_bytes"] <= 16 << 20, stats
+    # Off by default: nothing kept.
+    with Server([path], "--keep-masks", "0") as server:
+        live(server, "0123456789abcdef", 1, detector="bf", center="23.5,20", radius="5")
+        live(server, "0123456789abcdef", 2, detector="bf", center="23.5,21", radius="5")
+        stats = json.loads(server.get("/api/stats")[1])
+        assert stats["column_hits"] == 0 and stats["columns_kept"] == 0, stats
+
+
 def test_live_series_all_files(tmp_path):
     """One detector over a .qem file and a pack: both images, in file order,
     each equal to `qem virtual` of its own file."""
