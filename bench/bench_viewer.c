@@ -243,8 +243,11 @@ typedef struct server {
 
 /* Starts `qem view --no-open --port 0 FILE...` (a series when several)
  * and reads its address; `cache_dir` NULL keeps the server's default. */
+/* The --column-cache MiB the side-by-side .qem run gives qem view. */
+#define COLUMN_CACHE_MIB "768"
+
 static int server_start(const char *qem, const char *const *files, int nfiles,
-                        const char *cache_dir, server *s)
+                        const char *cache_dir, int column_cache, server *s)
 {
     int out[2];
     if (pipe(out))
@@ -254,8 +257,12 @@ static int server_start(const char *qem, const char *const *files, int nfiles,
     posix_spawn_file_actions_adddup2(&actions, out[1], STDOUT_FILENO);
     posix_spawn_file_actions_addclose(&actions, out[0]);
     posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
-    char *argv[8 + 4] = {(char *)qem, "view", "--no-open", "--port", "0"};
+    char *argv[10 + 4] = {(char *)qem, "view", "--no-open", "--port", "0"};
     int at = 5;
+    if (column_cache) {
+        argv[at++] = "--column-cache";
+        argv[at++] = COLUMN_CACHE_MIB;
+    }
     if (cache_dir) {
         argv[at++] = "--cache-dir";
         argv[at++] = (char *)cache_dir;
@@ -315,6 +322,9 @@ typedef struct run_result {
      * the second open over one fresh cache folder */
     double bare_first_ms, bare_second_ms;
     double bf_row, bf_col, bf_radius; /* the default BF detector */
+    /* .qem with --more: the same moves on a server given --column-cache
+     * (BF moves to new positions; the ADF ring's computed moves; RSS) */
+    double cc_fresh_p50, cc_fresh_p95, cc_fresh_max, cc_adf_cp50, cc_adf_cmax, cc_rss_peak_mib;
 } run_result;
 
 /* The server's peak resident set (VmHWM), MiB, or -1. */
@@ -456,14 +466,14 @@ static double json_number_after(const char *json, const char *key)
  * together), measures the first image and (unless first_only) the moves
  * and patterns, stops it. */
 static int measure_files(const char *qem, const char *const *files, int nfiles,
-                         const char *cache_dir, const uint64_t shape[4], int moves,
-                         int first_only, int more, run_result *r)
+                         const char *cache_dir, int column_cache, const uint64_t shape[4],
+                         int moves, int first_only, int more, run_result *r)
 {
     memset(r, 0, sizeof *r);
     r->load_before = load_average();
     server s;
     const double t0 = now_ms();
-    if (!server_start(qem, files, nfiles, cache_dir, &s)) {
+    if (!server_start(qem, files, nfiles, cache_dir, column_cache, &s)) {
         fprintf(stderr, "qem-bench-viewer: qem view did not start on %s\n", files[0]);
         return 0;
     }
@@ -619,7 +629,7 @@ static int measure_files(const char *qem, const char *const *files, int nfiles,
 static int measure(const char *qem, const char *file, const uint64_t shape[4], int moves,
                    int first_only, int more, run_result *r)
 {
-    return measure_files(qem, &file, 1, NULL, shape, moves, first_only, more, r);
+    return measure_files(qem, &file, 1, NULL, 0, shape, moves, first_only, more, r);
 }
 
 /* --- files that record no prepared values ---------------------------------------- */
@@ -746,7 +756,7 @@ static int measure_reopen(const char *qem, const char *path, const char *workdir
     run_result r;
     int ok = 1;
     for (int k = 0; ok && k < 2; k++) {
-        ok = measure_files(qem, &path, 1, cache, shape, 0, 1, 0, &r);
+        ok = measure_files(qem, &path, 1, cache, 0, shape, 0, 1, 0, &r);
         ms[k] = r.first_ms;
     }
     char command[800];
@@ -1068,6 +1078,12 @@ static void json_file(FILE *j, int first, const char *set_name, const uint64_t s
     JF(rect_cp50);
     JF(rect_cmax);
     JF(adf_switch);
+    JF(cc_fresh_p50);
+    JF(cc_fresh_p95);
+    JF(cc_fresh_max);
+    JF(cc_adf_cp50);
+    JF(cc_adf_cmax);
+    JF(cc_rss_peak_mib);
     JF(rect_switch);
     JF(hover_p50);
     JF(hover_p95);
@@ -1252,6 +1268,18 @@ int main(int argc, char **argv)
                     return 1;
                 r[n].bare_first_ms = reopen[0];
                 r[n].bare_second_ms = reopen[1];
+                if (more && !f) {
+                    /* Side by side: the same moves with decoded columns kept. */
+                    run_result kept;
+                    if (!measure_files(qem, &files[f][0], 1, NULL, 1, t->shape, moves, 0, 1, &kept))
+                        return 1;
+                    r[n].cc_fresh_p50 = kept.fresh_p50;
+                    r[n].cc_fresh_p95 = kept.fresh_p95;
+                    r[n].cc_fresh_max = kept.fresh_max;
+                    r[n].cc_adf_cp50 = kept.adf_cp50;
+                    r[n].cc_adf_cmax = kept.adf_cmax;
+                    r[n].cc_rss_peak_mib = kept.rss_peak_mib;
+                }
             }
             if (json) {
                 json_file(json, json_first, t->name, t->shape, f ? "pack" : "qem", files[f][0],
@@ -1290,7 +1318,7 @@ int main(int argc, char **argv)
             run_result r[MAX_RUNS];
             for (int n = 0; n < runs; n++) {
                 fprintf(stderr, "set %s, series of three, run %d\n", t->name, n + 1);
-                if (!measure_files(qem, three, 3, NULL, t->shape, moves, 0, 1, &r[n]))
+                if (!measure_files(qem, three, 3, NULL, 0, t->shape, moves, 0, 1, &r[n]))
                     return 1;
             }
             if (json) {
