@@ -42,6 +42,49 @@ static qem_column_cache_stats stats_of(const qem_container *c)
     return s;
 }
 
+/* One file opened twice: with the cache (products on the fast path) and
+ * plainly (products on the dense reference path). */
+typedef struct pair {
+    qem_container *c, *plain;
+    qem_products *pc, *ref;
+    qem_container_info info;
+    uint64_t P, S;
+    int32_t *w; /* room for three planes of weights */
+} pair;
+
+static void pair_free(pair *t)
+{
+    if (!t)
+        return;
+    qem_products_close(t->pc);
+    qem_products_close(t->ref);
+    qem_container_close(t->c);
+    qem_container_close(t->plain);
+    free(t->w);
+    free(t);
+}
+
+/* NULL when either open fails (the failure is counted). */
+static pair *pair_new(const char *path, int resident, uint64_t bytes)
+{
+    pair *t = calloc(1, sizeof *t);
+    t->c = open_cached(path, resident, bytes);
+    t->plain = open_cached(path, 0, 0);
+    if (!t->c || !t->plain) {
+        pair_free(t);
+        return NULL;
+    }
+    t->info.struct_size = sizeof t->info;
+    qem_error e = {0};
+    CHECK_OK(qem_container_get_info(t->c, &t->info, &e), &e);
+    t->pc = products_of(t->c, QEM_PATH_FAST);
+    t->ref = products_of(t->plain, QEM_PATH_REFERENCE);
+    t->P = t->info.pixels;
+    t->S = t->info.scans;
+    t->w = malloc((size_t)(3 * t->P) * sizeof *t->w);
+    return t;
+}
+
 /* Weights of "move" k: a disk of radius 4 centred at column 4 + k % 7 of
  * row 7 (a detector dragged sideways) on detectors of at least 16 x 16,
  * plus, for `planes` > 1, signed coordinate planes (CoM-like). */
@@ -80,82 +123,58 @@ static void sums_equal(qem_products *c, qem_products *ref, const int32_t *w, uin
 static void moves_equal(const char *path, int resident, uint64_t bytes, unsigned planes,
                         int want_hits)
 {
-    qem_container *c = open_cached(path, resident, bytes), *plain = open_cached(path, 0, 0);
-    if (!c || !plain) {
-        qem_container_close(c);
-        qem_container_close(plain);
+    pair *t = pair_new(path, resident, bytes);
+    if (!t)
         return;
-    }
-    qem_container_info info = {.struct_size = sizeof info};
-    qem_error e = {0};
-    CHECK_OK(qem_container_get_info(c, &info, &e), &e);
-    qem_products *pc = products_of(c, QEM_PATH_FAST), *ref = products_of(plain, QEM_PATH_REFERENCE);
-    const uint64_t P = info.pixels, S = info.scans;
-    int32_t *w = malloc((size_t)(3 * P) * sizeof *w);
     /* Right, left and right again, twice over: uint16 columns first
      * overflow as uint8 and are kept as uint16 from the next fill. */
     const int path_k[] = {0, 1, 2, 3, 2, 1, 0, 1, 2, 3, 2, 1, 0, 1, 2, 3};
     for (size_t k = 0; k < sizeof path_k / sizeof *path_k; k++) {
-        move_weights(w, info.shape[2], info.shape[3], path_k[k], planes);
-        sums_equal(pc, ref, w, P, planes, 0, S);
+        move_weights(t->w, t->info.shape[2], t->info.shape[3], path_k[k], planes);
+        sums_equal(t->pc, t->ref, t->w, t->P, planes, 0, t->S);
     }
     /* Part of the scans (no fill: it does not start at scan 0) and the
      * whole again. */
-    move_weights(w, info.shape[2], info.shape[3], 5, planes);
-    sums_equal(pc, ref, w, P, planes, S / 3, S - S / 3);
-    sums_equal(pc, ref, w, P, planes, 0, S);
-    const qem_column_cache_stats st = stats_of(c);
+    move_weights(t->w, t->info.shape[2], t->info.shape[3], 5, planes);
+    sums_equal(t->pc, t->ref, t->w, t->P, planes, t->S / 3, t->S - t->S / 3);
+    sums_equal(t->pc, t->ref, t->w, t->P, planes, 0, t->S);
+    const qem_column_cache_stats st = stats_of(t->c);
     if (want_hits && st.hits == 0)
         fprintf(stderr, "%s: no kept column was read (%llu misses)\n", path,
                 (unsigned long long)st.misses);
     CHECK(!want_hits || (st.hits > 0 && st.columns > 0));
     CHECK(st.bytes <= st.limit);
     CHECK(st.limit == bytes);
-    free(w);
-    qem_products_close(pc);
-    qem_products_close(ref);
-    qem_container_close(c);
-    qem_container_close(plain);
+    pair_free(t);
 }
 
 /* A product in pieces fills its columns across them: the next plan over
  * the same pixels reads them. */
 static void pieces_fill(const char *path)
 {
-    qem_container *c = open_cached(path, QEM_RESIDENT_MAPPED, 1 << 24), *plain = open_cached(path, 0, 0);
-    if (!c || !plain)
-        goto out;
-    qem_container_info info = {.struct_size = sizeof info};
-    qem_error e = {0};
-    CHECK_OK(qem_container_get_info(c, &info, &e), &e);
-    qem_products *pc = products_of(c, QEM_PATH_FAST), *ref = products_of(plain, QEM_PATH_REFERENCE);
-    const uint64_t P = info.pixels, S = info.scans;
-    int32_t *w = malloc((size_t)(3 * P) * sizeof *w);
+    pair *t = pair_new(path, QEM_RESIDENT_MAPPED, 1 << 24);
+    if (!t)
+        return;
     /* In order from scan 0, in three pieces, then other weights; twice,
      * as uint16 columns are first filled as uint8 and dropped. Then these
      * weights again: a new plan, whose every pixel is a kept column. */
     for (int round = 0; round < 2; round++) {
-        move_weights(w, info.shape[2], info.shape[3], 2, 1);
-        const uint64_t listed = stats_of(c).columns;
-        sums_equal(pc, ref, w, P, 1, 0, S / 3);
-        sums_equal(pc, ref, w, P, 1, S / 3, S / 3);
-        CHECK(stats_of(c).columns == listed); /* not listed before the last scan */
-        sums_equal(pc, ref, w, P, 1, 2 * (S / 3), S - 2 * (S / 3));
-        move_weights(w, info.shape[2], info.shape[3], 6, 1);
-        sums_equal(pc, ref, w, P, 1, 0, S);
+        move_weights(t->w, t->info.shape[2], t->info.shape[3], 2, 1);
+        const uint64_t listed = stats_of(t->c).columns;
+        sums_equal(t->pc, t->ref, t->w, t->P, 1, 0, t->S / 3);
+        sums_equal(t->pc, t->ref, t->w, t->P, 1, t->S / 3, t->S / 3);
+        CHECK(stats_of(t->c).columns == listed); /* not listed before the last scan */
+        sums_equal(t->pc, t->ref, t->w, t->P, 1, 2 * (t->S / 3), t->S - 2 * (t->S / 3));
+        move_weights(t->w, t->info.shape[2], t->info.shape[3], 6, 1);
+        sums_equal(t->pc, t->ref, t->w, t->P, 1, 0, t->S);
     }
-    const qem_column_cache_stats before = stats_of(c);
+    const qem_column_cache_stats before = stats_of(t->c);
     CHECK(before.columns > 0);
-    move_weights(w, info.shape[2], info.shape[3], 2, 1);
-    sums_equal(pc, ref, w, P, 1, 0, S);
-    const qem_column_cache_stats after = stats_of(c);
+    move_weights(t->w, t->info.shape[2], t->info.shape[3], 2, 1);
+    sums_equal(t->pc, t->ref, t->w, t->P, 1, 0, t->S);
+    const qem_column_cache_stats after = stats_of(t->c);
     CHECK(after.hits > before.hits && after.misses == before.misses);
-    free(w);
-    qem_products_close(pc);
-    qem_products_close(ref);
-out:
-    qem_container_close(c);
-    qem_container_close(plain);
+    pair_free(t);
 }
 
 /* A cache of three columns' bytes never holds more, and still answers
