@@ -208,9 +208,10 @@ static void plan_release(qem_file *f, select_cached_plan *c)
 
 /* Splits a new plan's decode list by the file's kept columns: kept ones
  * become hits, the others stay to be decoded, with a column to fill for
- * as many as the cache holds. Without memory for the lists the plan
+ * as many as the cache holds when `fill` (the call starts at scan 0, so
+ * its pieces can cover every scan). Without memory for the lists the plan
  * simply decodes everything. */
-static void plan_columns(qem_file *f, select_cached_plan *c)
+static void plan_columns(qem_file *f, select_cached_plan *c, int fill)
 {
     select_plan *sp = &c->plan;
     const unsigned K = sp->planes;
@@ -244,12 +245,24 @@ static void plan_columns(qem_file *f, select_cached_plan *c)
         kept++;
     }
     sp->decode_count = kept;
-    for (uint64_t j = 0; j < kept; j++)
+    for (uint64_t j = 0; fill && j < kept; j++)
         filling += (c->fill[j] = qem_column_new(&f->columns, sp->decode[j])) != NULL;
     if (!filling) {
         free(c->fill);
         c->fill = NULL;
     }
+}
+
+/* A file found changed: its kept columns go, and so does its kept plan,
+ * which pins some of them. */
+static void columns_forget(qem_file *f)
+{
+    qem_column_cache_clear(&f->columns);
+    pthread_mutex_lock(&f->plan_lock);
+    select_cached_plan *old = f->last_plan;
+    f->last_plan = NULL;
+    pthread_mutex_unlock(&f->plan_lock);
+    plan_release(f, old);
 }
 
 /* Whether this call fills the plan's columns: it must start where the
@@ -300,7 +313,7 @@ void qem_select_plan_drop(qem_file *f)
  * the same (a product's later pieces), else a new one, which the file
  * then keeps. Release it with plan_release. */
 static qem_status plan_get(qem_file *f, const int32_t *const *w, unsigned planes, int use_tiles,
-                           select_cached_plan **out, qem_error *error)
+                           int from_start, select_cached_plan **out, qem_error *error)
 {
     const uint64_t P = f->pixels;
     pthread_mutex_lock(&f->plan_lock);
@@ -332,7 +345,7 @@ static qem_status plan_get(qem_file *f, const int32_t *const *w, unsigned planes
         free(c);
         return st;
     }
-    plan_columns(f, c);
+    plan_columns(f, c, from_start);
     c->refs = 2; /* the caller's and the file's */
     pthread_mutex_lock(&f->plan_lock);
     select_cached_plan *old = f->last_plan;
@@ -604,8 +617,8 @@ qem_status qem_weighted_sums(qem_file *f, uint64_t first, uint64_t count,
     if (!count)
         return QEM_OK;
     select_cached_plan *cached = NULL;
-    QEM_TRY(plan_get(f, weights, planes, use_tiles && f->codec == QEM_CODEC_INTEGER, &cached,
-                     error));
+    QEM_TRY(plan_get(f, weights, planes, use_tiles && f->codec == QEM_CODEC_INTEGER, first == 0,
+                     &cached, error));
     const select_plan *sp = &cached->plan;
     int need_spatial = 0;
     for (unsigned k = 0; k < planes; k++)
@@ -623,7 +636,7 @@ qem_status qem_weighted_sums(qem_file *f, uint64_t first, uint64_t count,
         /* Kept columns are only as good as the file they came from. */
         const qem_status changed = qem_file_stamp_check(f->fd, &f->stamp, f->path, "read", error);
         if (changed != QEM_OK) {
-            qem_column_cache_clear(&f->columns);
+            columns_forget(f);
             plan_release(f, cached);
             return changed;
         }
@@ -675,7 +688,7 @@ qem_status qem_weighted_sums(qem_file *f, uint64_t first, uint64_t count,
     if (filling)
         fill_end(f, cached, count, st == QEM_OK);
     if (st == QEM_E_CHANGED)
-        qem_column_cache_clear(&f->columns);
+        columns_forget(f);
     plan_release(f, cached);
     return st;
 }
