@@ -39,9 +39,8 @@ static void column_free(qem_column *k)
     free(k);
 }
 
-/* Under the lock: takes a listed column off the list and the table (its
- * bytes still count until it is freed or reused). */
-static void unlist(qem_column_cache *c, qem_column *k)
+/* Under the lock: a listed column off the recency list. */
+static void lru_remove(qem_column_cache *c, qem_column *k)
 {
     if (k->newer)
         k->newer->older = k->older;
@@ -52,6 +51,13 @@ static void unlist(qem_column_cache *c, qem_column *k)
     else
         c->oldest = k->newer;
     k->newer = k->older = NULL;
+}
+
+/* Under the lock: takes a listed column off the list and the table (its
+ * bytes still count until it is freed or reused). */
+static void unlist(qem_column_cache *c, qem_column *k)
+{
+    lru_remove(c, k);
     c->by_pixel[k->pixel] = NULL;
     c->listed--;
     k->listed = 0;
@@ -120,13 +126,7 @@ qem_column *qem_column_take(qem_column_cache *c, uint64_t pixel)
     if (k) {
         k->pins++;
         if (c->newest != k) {
-            /* Off the list and back on as the newest. */
-            if (k->newer)
-                k->newer->older = k->older;
-            if (k->older)
-                k->older->newer = k->newer;
-            else
-                c->oldest = k->newer;
+            lru_remove(c, k);
             list_newest(c, k);
         }
     }
@@ -319,37 +319,33 @@ void qem_columns_fill(qem_column *const *dst, const uint16_t *tile, uint64_t wid
 #endif
 }
 
+static inline uint32_t column_sample(const qem_column *k, uint64_t i)
+{
+    return k->wide ? ((const uint16_t *)k->samples)[i] : ((const uint8_t *)k->samples)[i];
+}
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define QEM_COLUMNS_AVX2 1
 
-/* acc[i] += w x x[i], i < n, in 32 bits (the caller keeps it exact). */
-__attribute__((target("avx2"))) static void add_narrow_avx2(int32_t *acc, const uint8_t *x,
-                                                            uint64_t n, int32_t w)
+/* acc[i] += w x sample s0 + i, i < n, in 32 bits (the caller keeps it
+ * exact), eight samples a step. */
+__attribute__((target("avx2"))) static void add_column_avx2(int32_t *acc, const qem_column *k,
+                                                            uint64_t s0, uint64_t n, int32_t w)
 {
     const __m256i vw = _mm256_set1_epi32(w);
+    const uint8_t *narrow = (const uint8_t *)k->samples + s0;
+    const uint16_t *wide = (const uint16_t *)k->samples + s0;
     uint64_t i = 0;
     for (; i + 8 <= n; i += 8) {
-        const __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(x + i)));
+        const __m256i v =
+            k->wide ? _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(wide + i)))
+                    : _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(narrow + i)));
         __m256i *a = (__m256i *)(acc + i);
         _mm256_storeu_si256(a, _mm256_add_epi32(_mm256_loadu_si256(a), _mm256_mullo_epi32(v, vw)));
     }
     for (; i < n; i++)
-        acc[i] += w * x[i];
-}
-
-__attribute__((target("avx2"))) static void add_wide_avx2(int32_t *acc, const uint16_t *x,
-                                                          uint64_t n, int32_t w)
-{
-    const __m256i vw = _mm256_set1_epi32(w);
-    uint64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        const __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(x + i)));
-        __m256i *a = (__m256i *)(acc + i);
-        _mm256_storeu_si256(a, _mm256_add_epi32(_mm256_loadu_si256(a), _mm256_mullo_epi32(v, vw)));
-    }
-    for (; i < n; i++)
-        acc[i] += w * x[i];
+        acc[i] += w * (int32_t)column_sample(k, s0 + i);
 }
 #endif
 
@@ -359,35 +355,23 @@ static void add_column(int32_t *acc, const qem_column *k, uint64_t s0, uint64_t 
 {
 #ifdef QEM_COLUMNS_AVX2
     if (avx2) {
-        if (k->wide)
-            add_wide_avx2(acc, (const uint16_t *)k->samples + s0, n, w);
-        else
-            add_narrow_avx2(acc, (const uint8_t *)k->samples + s0, n, w);
+        add_column_avx2(acc, k, s0, n, w);
         return;
     }
 #endif
     (void)avx2;
-    if (k->wide)
-        for (uint64_t i = 0; i < n; i++)
-            acc[i] += w * ((const uint16_t *)k->samples)[s0 + i];
-    else
-        for (uint64_t i = 0; i < n; i++)
-            acc[i] += w * ((const uint8_t *)k->samples)[s0 + i];
+    for (uint64_t i = 0; i < n; i++)
+        acc[i] += w * (int32_t)column_sample(k, s0 + i);
 }
 
 void qem_columns_accumulate(const qem_column *const *columns, const int32_t *weight, uint64_t n,
                             unsigned planes, uint64_t first, uint64_t count, int64_t *out,
-                            int threads)
+                            int avx2, int threads)
 {
     enum { SEGMENT = 4096 };
     if (!n || !count)
         return;
     const uint64_t segments = (count + SEGMENT - 1) / SEGMENT;
-#ifdef QEM_COLUMNS_AVX2
-    const int avx2 = __builtin_cpu_supports("avx2");
-#else
-    const int avx2 = 0;
-#endif
 #pragma omp parallel num_threads(qem_threads_resolve(threads))
     {
         int32_t acc[SEGMENT];
@@ -410,9 +394,7 @@ void qem_columns_accumulate(const qem_column *const *columns, const int32_t *wei
                     if (top > INT32_MAX) {
                         /* Too large a weight for 32 bits: straight to 64. */
                         for (uint64_t i = 0; i < len; i++)
-                            dst[i] += (int64_t)w * (columns[j]->wide
-                                                        ? ((const uint16_t *)columns[j]->samples)[s0 + i]
-                                                        : ((const uint8_t *)columns[j]->samples)[s0 + i]);
+                            dst[i] += (int64_t)w * column_sample(columns[j], s0 + i);
                         continue;
                     }
                     if (top > room) {

@@ -77,9 +77,11 @@ void qem_columns_fill(qem_column *const *dst, const uint16_t *tile, uint64_t wid
                       uint32_t hi, uint64_t scan0);
 
 /* out[k * count + s - first] += sum over j of weight[j * planes + k] x
- * column j's sample at scan s, for s in [first, first + count): exact. */
+ * column j's sample at scan s, for s in [first, first + count): exact.
+ * `avx2`: the caller's decision, as for its decoding (not forced scalar,
+ * and the CPU has it). */
 void qem_columns_accumulate(const qem_column *const *columns, const int32_t *weight, uint64_t n,
                             unsigned planes, uint64_t first, uint64_t count, int64_t *out,
-                            int threads);
+                            int avx2, int threads);
 
 #endif /* QEM_COLUMN_CACHE_H */

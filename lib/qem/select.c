@@ -480,6 +480,13 @@ __attribute__((target("avx2"))) static void dot_rows_avx2(const uint16_t *tile, 
 }
 #endif
 
+/* Whether the reductions take their AVX2 loops: as the file's decoding
+ * does (not forced scalar), where the CPU has them. */
+static int select_avx2(const qem_file *f)
+{
+    return f->rans_path != QEM_RANS_PATH_SCALAR && qem_rans_path_supported(QEM_RANS_PATH_AVX2);
+}
+
 /* One block: decoded streams and whole tiles, samples [lo, hi) into
  * out[k * count + at + (i - lo)]. */
 static qem_status reduce_block(const qem_file *f, const qem_chunk_view *v, uint64_t block,
@@ -492,7 +499,7 @@ static qem_status reduce_block(const qem_file *f, const qem_chunk_view *v, uint6
     const unsigned K = sp->planes;
     const uint64_t groups = (sp->decode_count + PIXEL_GROUP - 1) / PIXEL_GROUP;
 #ifdef QEM_SELECT_AVX2
-    const int use_avx2 = f->rans_path != QEM_RANS_PATH_SCALAR && qem_rans_path_supported(QEM_RANS_PATH_AVX2);
+    const int use_avx2 = select_avx2(f);
 #endif
     qem_status failed = QEM_OK;
     qem_error first_error = {0};
@@ -684,7 +691,8 @@ qem_status qem_weighted_sums(qem_file *f, uint64_t first, uint64_t count,
     }
     if (st == QEM_OK && cached->hit_count)
         qem_columns_accumulate((const qem_column *const *)cached->hit, cached->hit_weight,
-                               cached->hit_count, planes, first, count, out, threads);
+                               cached->hit_count, planes, first, count, out, select_avx2(f),
+                               threads);
     if (filling)
         fill_end(f, cached, count, st == QEM_OK);
     if (st == QEM_E_CHANGED)
