@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <ftw.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 int test_failures = 0;
@@ -125,6 +126,16 @@ int write_file(const char *path, const void *data, size_t size)
     return fclose(f) == 0 && ok;
 }
 
+int rewrite_in_place(const char *path, const void *data, size_t size)
+{
+    FILE *f = fopen(path, "r+b");
+    if (!f)
+        return 0;
+    const struct timespec later[2] = {{0, UTIME_OMIT}, {time(NULL) + 5, 0}};
+    const int ok = fwrite(data, 1, size, f) == size && futimens(fileno(f), later) == 0;
+    return fclose(f) == 0 && ok;
+}
+
 int file_exists(const char *path)
 {
     struct stat sb;
@@ -221,4 +232,24 @@ void test_damage_stream(uint8_t *span, size_t *size, int how)
         span[*size / 2] ^= 0x3c;
     else
         span[*size - 1] ^= 0x01;
+}
+
+qem_container *test_open_source(const char *path, int resident, uint64_t column_cache_bytes)
+{
+    qem_container_options o;
+    qem_container_options_init(&o);
+    o.resident = resident;
+    o.column_cache_bytes = column_cache_bytes;
+    qem_container *c = NULL;
+    qem_error e = {0};
+    CHECK_OK(qem_container_open(path, &o, &c, &e), &e);
+    return c;
+}
+
+qem_products *test_products_path(qem_container *c, qem_products_path path)
+{
+    qem_products *p = NULL;
+    qem_error e = {0};
+    CHECK_OK(qem_products_open_path(c, NULL, path, &p, &e), &e);
+    return p;
 }

@@ -86,6 +86,12 @@ int hdf5_after_block(const char *path, size_t block);
  * a buffer allocated for exactly that many of the file's elements. */
 size_t npy_read_size(const qem_npy *npy, uint64_t count);
 int write_file(const char *path, const void *data, size_t size);
+/* Writes `data` over the start of the existing file `path` (the same
+ * inode, as an editor saving in place does) and sets its modification time
+ * 5 s ahead, as a writer's clock gives it (the clock's tick may not have
+ * passed since the first write), so that a stamp check sees the change.
+ * 1 on success. */
+int rewrite_in_place(const char *path, const void *data, size_t size);
 int file_exists(const char *path);
 /* Number of entries in `dir` whose name starts with `prefix`. */
 int count_entries(const char *dir, const char *prefix);
@@ -100,6 +106,13 @@ uint64_t test_rand(uint64_t *state);
 
 /* Writes a 4D .npy from memory through the library's writer. */
 int write_npy4(const char *path, qem_dtype dtype, const uint64_t shape[4], const void *data);
+
+/* `path` opened with qem_open_options.resident `resident` and a decoded-
+ * column cache of `column_cache_bytes` (0: none); NULL (counted as a
+ * failed check) when the open fails. */
+qem_container *test_open_source(const char *path, int resident, uint64_t column_cache_bytes);
+/* Products of `c` on `path` (QEM_PATH_FAST or QEM_PATH_REFERENCE). */
+qem_products *test_products_path(qem_container *c, qem_products_path path);
 
 /* Uniform random uint16 counts below max_count of `shape` as the .npy
  * `npy`, saved as the .qem `qem` in chunks of chunk_scans scans (0: the

@@ -9,30 +9,8 @@
  * refused, not answered from columns of its old content, and its columns
  * are dropped; concurrent reductions (make test-tsan) agree. */
 #include <pthread.h>
-#include <sys/stat.h>
-#include <time.h>
 
 #include "test_util.h"
-
-static qem_container *open_cached(const char *path, int resident, uint64_t bytes)
-{
-    qem_container_options o;
-    qem_container_options_init(&o);
-    o.resident = resident;
-    o.column_cache_bytes = bytes;
-    qem_container *c = NULL;
-    qem_error e = {0};
-    CHECK_OK(qem_container_open(path, &o, &c, &e), &e);
-    return c;
-}
-
-static qem_products *products_of(qem_container *c, qem_products_path path)
-{
-    qem_products *p = NULL;
-    qem_error e = {0};
-    CHECK_OK(qem_products_open_path(c, NULL, path, &p, &e), &e);
-    return p;
-}
 
 static qem_column_cache_stats stats_of(const qem_container *c)
 {
@@ -68,8 +46,8 @@ static void pair_free(pair *t)
 static pair *pair_new(const char *path, int resident, uint64_t bytes)
 {
     pair *t = calloc(1, sizeof *t);
-    t->c = open_cached(path, resident, bytes);
-    t->plain = open_cached(path, 0, 0);
+    t->c = test_open_source(path, resident, bytes);
+    t->plain = test_open_source(path, 0, 0);
     if (!t->c || !t->plain) {
         pair_free(t);
         return NULL;
@@ -77,8 +55,8 @@ static pair *pair_new(const char *path, int resident, uint64_t bytes)
     t->info.struct_size = sizeof t->info;
     qem_error e = {0};
     CHECK_OK(qem_container_get_info(t->c, &t->info, &e), &e);
-    t->pc = products_of(t->c, QEM_PATH_FAST);
-    t->ref = products_of(t->plain, QEM_PATH_REFERENCE);
+    t->pc = test_products_path(t->c, QEM_PATH_FAST);
+    t->ref = test_products_path(t->plain, QEM_PATH_REFERENCE);
     t->P = t->info.pixels;
     t->S = t->info.scans;
     t->w = malloc((size_t)(3 * t->P) * sizeof *t->w);
@@ -182,10 +160,10 @@ static void pieces_fill(const char *path)
 static void small_limit(const char *path, uint64_t scans)
 {
     moves_equal(path, QEM_RESIDENT_MAPPED, 3 * scans, 1, 1);
-    qem_container *c = open_cached(path, QEM_RESIDENT_MAPPED, 3 * scans);
+    qem_container *c = test_open_source(path, QEM_RESIDENT_MAPPED, 3 * scans);
     if (!c)
         return;
-    qem_products *pc = products_of(c, QEM_PATH_FAST);
+    qem_products *pc = test_products_path(c, QEM_PATH_FAST);
     qem_container_info info = {.struct_size = sizeof info};
     qem_error e = {0};
     CHECK_OK(qem_container_get_info(c, &info, &e), &e);
@@ -220,17 +198,17 @@ static void isolation_and_change(int mode)
          *x = strdup(test_path(name[2]));
     CHECK(write_count_sources(shape, 3, 40, 700, test_path(name[3]), a, NULL));
     CHECK(write_count_sources(shape, 4, 40, 700, test_path(name[4]), b, NULL));
-    qem_container *ca = open_cached(a, mode, 1 << 22), *cb = open_cached(b, mode, 1 << 22);
-    qem_container *ra = open_cached(a, 0, 0), *rb = open_cached(b, 0, 0);
+    qem_container *ca = test_open_source(a, mode, 1 << 22), *cb = test_open_source(b, mode, 1 << 22);
+    qem_container *ra = test_open_source(a, 0, 0), *rb = test_open_source(b, 0, 0);
     qem_error e = {0};
     const uint64_t P = 256, S = 1200;
     int32_t *w = malloc(3 * P * sizeof *w);
     int64_t *s = malloc(S * 8), *t = malloc(S * 8);
     if (!ca || !cb || !ra || !rb)
         goto out;
-    qem_products *pa = products_of(ca, QEM_PATH_FAST), *pb = products_of(cb, QEM_PATH_FAST);
-    qem_products *refa = products_of(ra, QEM_PATH_REFERENCE),
-                 *refb = products_of(rb, QEM_PATH_REFERENCE);
+    qem_products *pa = test_products_path(ca, QEM_PATH_FAST), *pb = test_products_path(cb, QEM_PATH_FAST);
+    qem_products *refa = test_products_path(ra, QEM_PATH_REFERENCE),
+                 *refb = test_products_path(rb, QEM_PATH_REFERENCE);
     for (int k = 0; k < 8; k++) {
         move_weights(w, 16, 16, k % 4, 1);
         sums_equal(pa, refa, w, P, 1, 0, S);
@@ -241,9 +219,9 @@ static void isolation_and_change(int mode)
     size_t size_a = 0, size_b = 0;
     uint8_t *bytes_a = read_file(a, &size_a), *bytes_b = read_file(b, &size_b);
     CHECK(bytes_a && bytes_b && write_file(x, bytes_a, size_a));
-    qem_container *cx = open_cached(x, mode, 1 << 22);
+    qem_container *cx = test_open_source(x, mode, 1 << 22);
     if (cx && bytes_b) {
-        qem_products *px = products_of(cx, QEM_PATH_FAST);
+        qem_products *px = test_products_path(cx, QEM_PATH_FAST);
         const int32_t *pl[1] = {w};
         /* Fill the disk at 1's columns, move on, then rewrite. */
         move_weights(w, 16, 16, 1, 1);
@@ -251,12 +229,7 @@ static void isolation_and_change(int mode)
         move_weights(w, 16, 16, 2, 1);
         sums_equal(px, refa, w, P, 1, 0, S);
         CHECK(stats_of(cx).columns > 0);
-        FILE *fp = fopen(x, "r+b"); /* the same inode */
-        CHECK(fp && fwrite(bytes_b, 1, size_b, fp) == size_b);
-        const struct timespec later[2] = {{0, UTIME_OMIT}, {time(NULL) + 5, 0}};
-        CHECK(fp && futimens(fileno(fp), later) == 0);
-        if (fp)
-            fclose(fp);
+        CHECK(rewrite_in_place(x, bytes_b, size_b));
         move_weights(w, 16, 16, 1, 1);
         if (mode == QEM_RESIDENT_COPY) {
             CHECK_OK(qem_products_weighted_sums(px, 0, S, pl, 1, s, S * 8, &e), &e);
@@ -319,10 +292,10 @@ static void concurrent(void)
     const uint64_t shape[4] = {30, 40, 16, 16};
     char *q = strdup(test_path("cols-race.qem"));
     CHECK(write_count_sources(shape, 9, 300, 700, test_path("cols-race.npy"), q, NULL));
-    qem_container *c = open_cached(q, QEM_RESIDENT_MAPPED, 1 << 22), *plain = open_cached(q, 0, 0);
+    qem_container *c = test_open_source(q, QEM_RESIDENT_MAPPED, 1 << 22), *plain = test_open_source(q, 0, 0);
     if (c && plain) {
-        qem_products *ref = products_of(plain, QEM_PATH_REFERENCE);
-        qem_products *p1 = products_of(c, QEM_PATH_FAST), *p2 = products_of(c, QEM_PATH_FAST);
+        qem_products *ref = test_products_path(plain, QEM_PATH_REFERENCE);
+        qem_products *p1 = test_products_path(c, QEM_PATH_FAST), *p2 = test_products_path(c, QEM_PATH_FAST);
         int64_t *want[4];
         int32_t w[3 * 256];
         qem_error e = {0};
