@@ -116,10 +116,10 @@ test-asan:
 test-tsan:
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DQEM_TSAN=ON -DQEM_WERROR=ON
 	cmake --build $(TSAN_BUILD) -j $(JOBS) --target unit_concurrency unit_products \
-		unit_qem_detector_image unit_container_load unit_column_cache qem
+		unit_qem_detector_image unit_container_load unit_column_cache unit_packed_copy qem
 	cd $(TSAN_BUILD) && OMP_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1 \
 		ctest --output-on-failure \
-		-R '^(unit_concurrency|unit_products|unit_qem_detector_image|unit_container_load|unit_column_cache|cli_record_merlin)$$'
+		-R '^(unit_concurrency|unit_products|unit_qem_detector_image|unit_container_load|unit_column_cache|unit_packed_copy|cli_record_merlin)$$'
 
 # libFuzzer targets, built with clang under ASan + UBSan (tests/fuzz).
 fuzz-build:

@@ -128,6 +128,34 @@ QEM_API qem_status qem_container_column_cache_stats(const qem_container *source,
                                                     qem_column_cache_stats *stats,
                                                     qem_error *error);
 
+/* A bit-packed copy of a .qem source's counts (or scaled codes) in memory:
+ * each pixel's samples in tiles of 32 scans at the tile's own bit width,
+ * built from the authenticated body on `threads` threads (0: the
+ * source's). Once built, weighted sums (virtual images, detector moves)
+ * and single patterns read it instead of decoding rANS streams, with the
+ * same results. Like decoding, it refuses a mapped or per-use file changed
+ * since it was opened (QEM_E_CHANGED); a copied body's file may change.
+ * Fails with
+ * QEM_E_LIMIT when it would take more than `limit_bytes` (0: no limit),
+ * keeping nothing; QEM_E_WRONG_CODEC for a pack or a float32 file;
+ * QEM_E_CANCELLED when `progress` (parts done of all) returns nonzero.
+ * Safe while other threads read the source; building twice is a no-op. */
+QEM_API qem_status qem_container_build_packed_copy(qem_container *source, uint64_t limit_bytes,
+                                                   int threads, qem_progress_fn progress,
+                                                   void *progress_user, qem_error *error);
+
+typedef struct qem_packed_copy_stats {
+    size_t struct_size; /* set by the caller */
+    int ready;          /* built and answering */
+    uint64_t bytes;     /* memory it holds */
+    double build_ms;    /* how long the build took */
+} qem_packed_copy_stats;
+
+/* All 0 for a pack or while no copy is built. */
+QEM_API qem_status qem_container_packed_copy_stats(const qem_container *source,
+                                                   qem_packed_copy_stats *stats,
+                                                   qem_error *error);
+
 #ifdef __cplusplus
 }
 #endif

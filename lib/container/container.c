@@ -14,6 +14,7 @@
 #include "common/threads.h"
 #include "common/representation.h"
 #include "pack/pack_internal.h"
+#include "qem/packed_copy.h"
 #include "qem/qem_internal.h"
 
 void qem_container_options_init(qem_container_options *o)
@@ -272,6 +273,38 @@ qem_status qem_container_column_cache_stats(const qem_container *s, qem_column_c
         qem_column_cache_read_stats(&f->columns, &stats.hits, &stats.misses, &stats.columns,
                                     &stats.bytes, &stats.limit);
     return qem_result_deliver(out, &stats, sizeof stats, "qem_column_cache_stats", error);
+}
+
+qem_status qem_container_build_packed_copy(qem_container *s, uint64_t limit_bytes, int threads,
+                                           qem_progress_fn progress, void *progress_user,
+                                           qem_error *error)
+{
+    qem_error_clear(error);
+    if (!s)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "qem_container_build_packed_copy: NULL argument");
+    if (!is_qem_file(s))
+        return qem_fail(error, QEM_E_WRONG_CODEC,
+                        "only .qem sources have a packed copy (a pack's resident is one)");
+    return qem_packed_copy_build(s->impl, limit_bytes, threads, progress, progress_user, error);
+}
+
+qem_status qem_container_packed_copy_stats(const qem_container *s, qem_packed_copy_stats *out,
+                                           qem_error *error)
+{
+    qem_error_clear(error);
+    if (!s || !out)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "qem_container_packed_copy_stats: NULL argument");
+    qem_packed_copy_stats stats;
+    memset(&stats, 0, sizeof stats);
+    const qem_packed_copy *c = is_qem_file(s) ? qem_packed_copy_of(s->impl) : NULL;
+    if (c) {
+        stats.ready = 1;
+        stats.bytes = c->bytes;
+        stats.build_ms = c->build_ms;
+    }
+    return qem_result_deliver(out, &stats, sizeof stats, "qem_packed_copy_stats", error);
 }
 
 qem_file *qem_container_file(qem_container *s)

@@ -187,6 +187,8 @@ struct qem_file {
     struct select_cached_plan *last_plan;
     /* Decoded pixel columns kept for later reductions (select.c). */
     qem_column_cache columns;
+    /* The bit-packed copy of every count (packed_copy.h), once built. */
+    _Atomic(struct qem_packed_copy *) packed;
 };
 
 /* Drops the file's kept detector plan (select.c; qem_close). */
@@ -204,6 +206,10 @@ qem_status qem_header_load(qem_file *file, qem_error *error);
 /* A mapped body's pages all mapped now (none faults later); nothing for
  * a body read per use or copied. */
 void qem_body_populate(qem_file *file);
+/* A mapped body's pages of body bytes [begin, end) out of the process
+ * (whole pages inside the range): a later read maps them again from the
+ * page cache. Nothing for a body read per use or copied. */
+void qem_body_release(qem_file *file, uint64_t begin, uint64_t end);
 qem_status qem_body_check_range(qem_file *file, uint64_t begin, uint64_t end, int again,
                                 uint64_t *hashed, qem_progress_fn progress, void *progress_user,
                                 qem_error *error);

@@ -19,6 +19,7 @@
 #include "common/sha256.h"
 #include "common/threads.h"
 #include "qem/detector_image.h"
+#include "qem/packed_copy.h"
 #include "qem/pixel_sums.h"
 #include "qem/qem_internal.h"
 
@@ -59,6 +60,7 @@ void qem_close(qem_file *f)
     qem_select_plan_drop(f);
     pthread_mutex_destroy(&f->plan_lock);
     qem_column_cache_free(&f->columns); /* after the plan: it pins columns */
+    qem_packed_copy_free(atomic_load(&f->packed));
     free(f->chunks);
     free(f->regions);
     free(f->dark);
@@ -277,6 +279,17 @@ void qem_body_populate(qem_file *f)
 #else
     (void)f;
 #endif
+}
+
+void qem_body_release(qem_file *f, uint64_t begin, uint64_t end)
+{
+    if (!f->resident_map || end <= begin)
+        return;
+    const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    const uint64_t a = (f->body_start + begin + page - 1) / page * page;
+    const uint64_t b = (f->body_start + end) / page * page;
+    if (b > a)
+        madvise(f->resident_map + a, (size_t)(b - a), MADV_DONTNEED);
 }
 
 /* Maps the whole file read-only, followed by anonymous zero pages for

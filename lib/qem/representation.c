@@ -10,6 +10,7 @@
 #include "common/sha256.h"
 #include "common/representation.h"
 #include "qem/detector_image.h"
+#include "qem/packed_copy.h"
 #include "qem/qem_internal.h"
 
 static qem_output output_of(const qem_file *f, qem_values values)
@@ -100,6 +101,18 @@ static qem_status read(void *impl, uint64_t first, uint64_t count, qem_values va
 {
     qem_file *f = impl;
     threads = threads ? threads : f->threads;
+    const qem_output output = output_of(f, values);
+    const qem_packed_copy *packed = qem_packed_copy_of(f);
+    if (count == 1 && first < f->scans && packed && output != QEM_OUTPUT_VALUES) {
+        const size_t item = qem_output_item(f, output);
+        if (out_size < (size_t)f->pixels * item)
+            return qem_fail(error, QEM_E_BUFFER_TOO_SMALL,
+                            "output buffer of %zu bytes is smaller than the %zu needed", out_size,
+                            (size_t)f->pixels * item);
+        QEM_TRY(qem_packed_copy_check(f, error));
+        qem_packed_pattern(packed, f, first, out, (unsigned)item);
+        return QEM_OK;
+    }
     /* Float chunks are one block of up to 32 MiB: no gain in keeping it. */
     if (count == 1 && first < f->scans && f->codec != QEM_CODEC_FLOAT32)
         return read_pattern(f, first, output_of(f, values), out, out_size, threads, error);

@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "common/fileio.h"
 #include "qem/column_cache.h"
+#include "qem/packed_copy.h"
 #include "qem/qem_internal.h"
 #include "rans/rans.h"
 
@@ -611,6 +612,49 @@ static qem_status reduce_block(const qem_file *f, const qem_chunk_view *v, uint6
     return QEM_OK;
 }
 
+/* With a packed copy, a plan pays only where 8x8 or 32x32 tiles may be
+ * taken whole from the spatial sums: a detector of many pixels (a new
+ * detector's first image), never a move's thin ring of changed pixels. */
+#define PLAN_WITH_COPY_PIXELS 1024u
+
+static int many_pixels(const qem_file *f, const int32_t *const *w, unsigned planes)
+{
+    uint64_t n = 0;
+    for (uint64_t p = 0; p < f->pixels && n < PLAN_WITH_COPY_PIXELS; p++) {
+        int any = 0;
+        for (unsigned k = 0; k < planes; k++)
+            any |= w[k][p] != 0;
+        n += any && f->valid[p];
+    }
+    return n >= PLAN_WITH_COPY_PIXELS;
+}
+
+/* Adds the plan's decode pixels at their plan weights, read from the copy. */
+static qem_status packed_plan_sums(const qem_file *f, const qem_packed_copy *packed,
+                                   const select_plan *sp, uint64_t first, uint64_t count,
+                                   int64_t *out, int threads, qem_error *error)
+{
+    const unsigned K = sp->planes;
+    int32_t *w = calloc((size_t)(f->pixels * K), sizeof *w);
+    int64_t *sums = malloc((size_t)(count * K) * sizeof *sums);
+    const int32_t **planes = malloc(K * sizeof *planes);
+    qem_status st =
+        w && sums && planes ? QEM_OK : qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
+    for (unsigned k = 0; st == QEM_OK && k < K; k++) {
+        planes[k] = w + (uint64_t)k * f->pixels;
+        for (uint64_t j = 0; j < sp->decode_count; j++)
+            w[(uint64_t)k * f->pixels + sp->decode[j]] = sp->weight[j * K + k];
+    }
+    if (st == QEM_OK)
+        st = qem_packed_weighted_sums(f, packed, first, count, planes, K, sums, threads, error);
+    for (uint64_t i = 0; st == QEM_OK && i < count * K; i++)
+        out[i] += sums[i];
+    free(w);
+    free(sums);
+    free(planes);
+    return st;
+}
+
 qem_status qem_weighted_sums(qem_file *f, uint64_t first, uint64_t count,
                              const int32_t *const *weights, unsigned planes, int use_tiles,
                              int64_t *out, int threads, qem_error *error)
@@ -620,13 +664,23 @@ qem_status qem_weighted_sums(qem_file *f, uint64_t first, uint64_t count,
                         "float32 data have no exact sums; use the compensated float path");
     if (first > f->scans || count > f->scans - first || !planes || !weights || !out)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_weighted_sums: bad range or argument");
+    /* Once built, the packed copy answers: unpacking instead of decoding,
+     * beside the tiles a plan takes whole for a large detector. */
+    const qem_packed_copy *packed = qem_packed_copy_of(f);
+    const int tiles = use_tiles && f->codec == QEM_CODEC_INTEGER;
+    if (packed && !(tiles && many_pixels(f, weights, planes)))
+        return qem_packed_weighted_sums(f, packed, first, count, weights, planes, out,
+                                        threads > 0 ? threads : f->threads, error);
     memset(out, 0, (size_t)(count * planes) * sizeof *out);
     if (!count)
         return QEM_OK;
     select_cached_plan *cached = NULL;
-    QEM_TRY(plan_get(f, weights, planes, use_tiles && f->codec == QEM_CODEC_INTEGER, first == 0,
-                     &cached, error));
+    QEM_TRY(plan_get(f, weights, planes, tiles, first == 0, &cached, error));
     const select_plan *sp = &cached->plan;
+    /* With the copy, the chunks give only the tiles' spatial sums. */
+    select_plan tiles_only = *sp;
+    tiles_only.decode_count = 0;
+    const select_plan *chunk_plan = packed ? &tiles_only : sp;
     int need_spatial = 0;
     for (unsigned k = 0; k < planes; k++)
         need_spatial |= sp->tile_count[k] != 0;
@@ -648,9 +702,9 @@ qem_status qem_weighted_sums(qem_file *f, uint64_t first, uint64_t count,
             return changed;
         }
     }
-    if (!sp->decode_count && !need_spatial)
-        c_end = c0; /* every selected pixel is a kept column */
-    const int filling = fill_claim(f, cached, first);
+    if (!chunk_plan->decode_count && !need_spatial)
+        c_end = c0; /* every selected pixel is a kept column or in the copy */
+    const int filling = !packed && fill_claim(f, cached, first);
     qem_column *const *fill = filling ? cached->fill : NULL;
     /* Whole chunks per thread when there are enough of them (each writes
      * its own scans of `out`); otherwise threads share each block. */
@@ -675,10 +729,15 @@ qem_status qem_weighted_sums(qem_file *f, uint64_t first, uint64_t count,
                 continue;
             const uint32_t lo = (uint32_t)((first > b0 ? first : b0) - b0);
             const uint32_t hi = (uint32_t)((end < b1 ? end : b1) - b0);
-            cst = reduce_block(f, &v, b, lo, hi, sp, fill, out, count, b0 + lo - first,
+            cst = reduce_block(f, &v, b, lo, hi, chunk_plan, fill, out, count, b0 + lo - first,
                                per_chunk ? 1 : threads, &e);
         }
         qem_chunk_view_free(&v);
+        /* With the copy, the body's pages go again once its spatial sums
+         * are read: a mapped page brings its whole folio of the page cache
+         * (payload too) into the process. */
+        if (packed)
+            qem_body_release(f, c->arrays[0].offset, c->arrays[5].offset + c->arrays[5].count);
         if (cst != QEM_OK) {
 #pragma omp critical(qem_select_chunk_error)
             if (ci < failed_chunk) {
@@ -689,6 +748,8 @@ qem_status qem_weighted_sums(qem_file *f, uint64_t first, uint64_t count,
             }
         }
     }
+    if (st == QEM_OK && packed && sp->decode_count)
+        st = packed_plan_sums(f, packed, sp, first, count, out, threads, error);
     if (st == QEM_OK && cached->hit_count)
         qem_columns_accumulate((const qem_column *const *)cached->hit, cached->hit_weight,
                                cached->hit_count, planes, first, count, out, select_avx2(f),
