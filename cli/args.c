@@ -117,7 +117,14 @@ const option_spec option_specs[OPT_COUNT] = {
     [OPT_COLUMN_CACHE] = {"--column-cache", NULL, ARG_INT, "MIB", 0, 1 << 20, 0, 0, 0, NULL,
                           "MiB of decoded pixel columns kept for .qem files, divided among\n"
                           "the files, so a detector moved over pixels it has crossed reads them\n"
-                          "instead of decoding (default 512; 0 = none)"},
+                          "instead of decoding, until a packed copy answers (default 0 = none)"},
+    [OPT_PACKED_COPY] = {"--packed-copy", NULL, ARG_INT, "MIB", 0, 1 << 20, 0, 0, 0, NULL,
+                         "MiB of memory for bit-packed copies of the .qem files' counts, built\n"
+                         "in the background once the bodies are checked, file by file while\n"
+                         "they fit; each takes the place of its file's mapped body. Detector\n"
+                         "moves and patterns then unpack bits instead of decoding, about 2.5x\n"
+                         "faster (a 512 x 512 x 192 x 192 set at dose 4 takes 1.4 GB; default\n"
+                         "1536; 0 = none)"},
     [OPT_FROM_DISK] = {"--from-disk", NULL, ARG_FLAG, NULL, 0, 0, 0, 0, 0, NULL,
                        ".qem files: read chunks from the file for each use instead of\n"
                        "holding the encoded body in memory (slower moves)"},

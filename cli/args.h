@@ -56,6 +56,7 @@ typedef enum option_id {
     OPT_VERBOSE,
     OPT_KEEP_MASKS,
     OPT_COLUMN_CACHE,
+    OPT_PACKED_COPY,
     OPT_FROM_DISK,
     OPT_COPY_BODY,
     OPT_CACHE_DIR,

@@ -661,6 +661,7 @@ static void route_stats(view_server *s, view_reply *r)
 {
     uint64_t hits = 0, misses = 0;
     qem_column_cache_stats columns = {sizeof columns, 0, 0, 0, 0, 0};
+    uint64_t packed_copies = 0, packed_bytes = 0;
     for (size_t k = 0; k < s->nfiles; k++) {
         if (s->files[k].live)
             continue; /* a recording's container keeps no pattern blocks */
@@ -675,9 +676,15 @@ static void route_stats(view_server *s, view_reply *r)
             columns.columns += one.columns;
             columns.bytes += one.bytes;
         }
+        qem_packed_copy_stats packed = {sizeof packed, 0, 0, 0};
+        if (qem_container_packed_copy_stats(s->files[k].source, &packed, NULL) == QEM_OK &&
+            packed.ready) {
+            packed_copies++;
+            packed_bytes += packed.bytes;
+        }
     }
     reply_json(r, json_pack("{s:b, s:b, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:i, s:I, s:I, s:I, "
-                            "s:I, s:I, s:I, s:I, s:I, s:I}",
+                            "s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:I, s:I}",
                             "bodies_checked", atomic_load(&s->bodies_checked),
                             "body_damaged", view_body_failure(s) != NULL, "requests",
                             (json_int_t)atomic_load(&s->requests), "live_updates",
@@ -697,7 +704,10 @@ static void route_stats(view_server *s, view_reply *r)
                             (json_int_t)columns.hits, "column_misses",
                             (json_int_t)columns.misses, "columns_kept",
                             (json_int_t)columns.columns, "column_bytes",
-                            (json_int_t)columns.bytes));
+                            (json_int_t)columns.bytes, "packed_done",
+                            atomic_load(&s->packed_done), "packed_copies",
+                            (json_int_t)packed_copies, "packed_bytes",
+                            (json_int_t)packed_bytes));
 }
 
 /* Where a recording stands; for files, always finished and complete. */

@@ -401,8 +401,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *connection, 
             status = view_check_request(&q, &s->limits, why, sizeof why);
         if (status)
             view_reply_text(&r, (unsigned)status, why);
-        else
+        else {
+            /* What reads the data counts as being computed (stats does not:
+             * clients poll it). */
+            const int data = q.route >= VIEW_ROUTE_MEAN && q.route != VIEW_ROUTE_RECORDING;
+            if (data)
+                atomic_fetch_add(&s->computing, 1);
             view_dispatch(s, &q, &r);
+            if (data)
+                atomic_fetch_sub(&s->computing, 1);
+        }
     }
     if (r.status == 403 || r.status == 405 || r.status == 404 || r.status == 400)
         atomic_fetch_add(&s->refused, 1);

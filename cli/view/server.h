@@ -32,6 +32,8 @@ typedef struct view_config {
     uint64_t keep_masks_mib;
     /* MiB of decoded pixel columns, shared among the .qem files. */
     uint64_t column_cache_mib;
+    /* MiB for bit-packed copies of .qem files, built after the start. */
+    uint64_t packed_copy_mib;
     const char *cache_dir; /* products' cache_dir, or NULL */
     /* A recording in progress instead of files (files = 1): the recorder's
      * container, which the server owns from view_server_create on (closed

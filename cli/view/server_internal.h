@@ -104,6 +104,10 @@ struct view_server {
     pthread_t body_checker;
     int body_checker_running;
     atomic_int bodies_checked; /* 1 once every body has been checked */
+    /* 1 once the packed copies asked for are built (or did not fit). */
+    atomic_int packed_done;
+    /* Data requests being computed now: the packed copies' build waits. */
+    atomic_int computing;
     atomic_ullong unauth_evicted, unauth_timed_out;
 };
 

@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "qem_experimental.h"
 #include "terminal.h"
 
 /* Long computations ask this between windows: a stopping server, or
@@ -17,6 +19,17 @@ static int cancel_when_stopping(void *user, uint64_t done, uint64_t total)
     (void)done;
     (void)total;
     return atomic_load(&((view_server *)user)->stopping) || interrupted_by();
+}
+
+/* The packed copies' build gives way to requests being computed: it
+ * waits between chunks while any is, so that a first image or a move is
+ * not slowed by work in the background. */
+static int build_gives_way(void *user, uint64_t done, uint64_t total)
+{
+    view_server *s = user;
+    while (atomic_load(&s->computing) && !cancel_when_stopping(user, done, total))
+        usleep(1000);
+    return cancel_when_stopping(user, done, total);
 }
 
 /* --- files ----------------------------------------------------------------- */
@@ -151,6 +164,29 @@ static void *body_check_main(void *arg)
         }
     }
     atomic_store(&s->bodies_checked, !atomic_load(&s->stopping));
+    /* Then the packed copies, file by file while the budget lasts: a file
+     * that does not fit keeps decoding, and a later smaller one may fit. */
+    uint64_t left = s->config.packed_copy_mib << 20;
+    for (size_t k = 0; k < s->nfiles && left && !atomic_load(&s->stopping); k++) {
+        view_file *f = &s->files[k];
+        if (f->live || atomic_load(&f->body_failed))
+            continue;
+        qem_error e = {0};
+        const qem_status st =
+            qem_container_build_packed_copy(f->source, left, s->config.threads,
+                                            build_gives_way, s, &e);
+        qem_packed_copy_stats stats = {sizeof stats, 0, 0, 0};
+        if (st == QEM_OK &&
+            qem_container_packed_copy_stats(f->source, &stats, NULL) == QEM_OK && stats.ready)
+            left = stats.bytes < left ? left - stats.bytes : 0;
+        else if (st != QEM_OK && st != QEM_E_LIMIT && st != QEM_E_WRONG_CODEC &&
+                 st != QEM_E_CANCELLED) {
+            char line[sizeof e.message + 4200];
+            snprintf(line, sizeof line, "'%s': no packed copy: %s", f->path, e.message);
+            view_log_line(s, line);
+        }
+    }
+    atomic_store(&s->packed_done, !atomic_load(&s->stopping));
     return NULL;
 }
 

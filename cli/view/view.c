@@ -206,6 +206,8 @@ int view_config_from_args(const args *a, const char *command, view_config *confi
                             given(a, OPT_KEEP_MASKS) ? (uint64_t)a->v[OPT_KEEP_MASKS].i[0] : 256,
                             given(a, OPT_COLUMN_CACHE) ? (uint64_t)a->v[OPT_COLUMN_CACHE].i[0]
                                                        : 0,
+                            given(a, OPT_PACKED_COPY) ? (uint64_t)a->v[OPT_PACKED_COPY].i[0]
+                                                      : 1536,
                             NULL,
                             NULL,
                             NULL,
@@ -324,6 +326,7 @@ static const command_option view_options[] = {{OPT_PORT, NULL},
                                               {OPT_VERBOSE, NULL},
                                               {OPT_KEEP_MASKS, NULL},
                                               {OPT_COLUMN_CACHE, NULL},
+                                              {OPT_PACKED_COPY, NULL},
                                               {OPT_FROM_DISK, NULL},
                                               {OPT_COPY_BODY, NULL},
                                               {OPT_CACHE_DIR, NULL},
@@ -350,8 +353,9 @@ const command_spec view_commands[] = {
      "blocks it reads, or waits for the pack's load, and once a damaged block or\n"
      "shard is found every data request fails. Each page keeps the images of its\n"
      "recent detectors (--keep-masks), so a detector dragged back is a copy, and\n"
-     "the server keeps decoded pixel columns of .qem files (--column-cache), so a\n"
-     "detector moved over pixels it has crossed decodes only the new ones. The\n"
-     "API the page uses (also for scripts) is in doc/viewer.md.\n",
+     "once the bodies are checked the server builds a bit-packed copy of each\n"
+     ".qem file's counts while they fit in --packed-copy, which detector moves\n"
+     "and patterns then read instead of decoding. The API the page uses (also\n"
+     "for scripts) is in doc/viewer.md.\n",
      1, VIEW_MAX_FILES, "at least one FILE", view_options, run_view},
     {NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, NULL}};

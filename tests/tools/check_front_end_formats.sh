@@ -7,7 +7,7 @@
 # usage: check_front_end_formats.sh REPOSITORY_ROOT
 set -eu
 ROOT=$1
-forbidden='qem_container_file|qem_container_pack|QEM_KIND_QEM|QEM_KIND_PACK'
+forbidden='\bqem_container_file\b|\bqem_container_pack\b|QEM_KIND_QEM|QEM_KIND_PACK'
 forbidden="$forbidden|\\bqem_file\\b|\\bqem_pack\\b|\\bqem_open\\(|\\bqem_pack_open\\("
 forbidden="$forbidden|\\bqem_(pack_)?get_info\\(|\\bqem_get_chunk\\(|\\bqem_get_calibration\\(|\\bqem_verify\\(|\\bqem_export_npy\\(|\\bqem_pack_load\\(|\\bqem_pack_time_first_access\\("
 forbidden="$forbidden|\\bqem_(pack_)?summary_json\\(|\\bqem_header_json\\(|\\bqem_pack_manifest_json\\("

@@ -335,7 +335,7 @@ def test_column_cache_moves_equal_qem_virtual(tmp_path):
     hits, and every answer still equals a fresh `qem virtual`."""
     path = saved_disk_file(tmp_path)
     centres = ["23.5,20", "23.5,21", "23.5,22", "23.5,21", "23.5,20", "23.5,21"]
-    with Server([path], "--column-cache", "16", "--keep-masks", "0") as server:
+    with Server([path], "--column-cache", "16", "--keep-masks", "0", "--packed-copy", "0") as server:
         conn = server.connection()
         for seq, centre in enumerate(centres, 1):
             headers, images = live(server, "0123456789abcdef", seq, conn=conn, detector="bf",
@@ -349,11 +349,44 @@ def test_column_cache_moves_equal_qem_virtual(tmp_path):
         assert stats["column_hits"] > 0 and stats["columns_kept"] > 0, stats
         assert 0 < stats["column_bytes"] <= 16 << 20, stats
     # Off by default: nothing kept.
-    with Server([path], "--keep-masks", "0") as server:
+    with Server([path], "--keep-masks", "0", "--packed-copy", "0") as server:
         live(server, "0123456789abcdef", 1, detector="bf", center="23.5,20", radius="5")
         live(server, "0123456789abcdef", 2, detector="bf", center="23.5,21", radius="5")
         stats = json.loads(server.get("/api/stats")[1])
         assert stats["column_hits"] == 0 and stats["columns_kept"] == 0, stats
+
+
+@pytest.mark.parametrize("name", ["u8_sparse_lowdose.qem", "u16_dense_highdose.qem",
+                                  "u16_nonsquare_masked.qem", "scaled_u16_regions.qem"])
+def test_packed_copy_products_equal_the_cli(name, tmp_path):
+    """Once /api/stats says the packed copy is built (by default), every
+    product, pattern and detector move it answers equals the CLI's."""
+    path = fixture("qem", name)
+    with Server([path]) as server:
+        stats = stats_when(server, "packed_done")
+        assert stats["packed_copies"] == 1 and stats["packed_bytes"] > 0, stats
+        info = json.loads(server.get("/api/info")[1])["files"][0]
+        assert products_match(server, str(tmp_path), path, 0, info) >= 21
+
+
+def test_packed_copy_moves_and_budget(tmp_path):
+    """Detector moves from the packed copy equal `qem virtual`; a budget it
+    does not fit in, or none, leaves the file decoding, with equal answers."""
+    path = saved_disk_file(tmp_path)
+    centres = ["23.5,20", "23.5,21", "24.5,21", "23.5,21"]
+    for args, copies in (((), 1), (("--packed-copy", "1"), 0), (("--packed-copy", "0"), 0)):
+        with Server([path], "--keep-masks", "0", *args) as server:
+            stats = stats_when(server, "packed_done")
+            assert stats["packed_copies"] == copies, (args, stats)
+            assert (stats["packed_bytes"] > 1 << 20) == bool(copies), stats
+            conn = server.connection()
+            for seq, centre in enumerate(centres, 1):
+                _, images = live(server, "0123456789abcdef", seq, conn=conn, detector="bf",
+                                 center=centre, radius="5")
+                want = qem_product(str(tmp_path), "virtual", path, "--detector", "bf", "--center",
+                                   centre, "--radius", "5")
+                assert images == [want], (args, centre)
+            conn.close()
 
 
 def test_live_series_all_files(tmp_path):
