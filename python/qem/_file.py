@@ -367,6 +367,30 @@ class File:
         stored values use ``f[row, column]``."""
         return self._c.frame(self._scan(row, column))
 
+    def build_packed_copy(self, limit_bytes=None, progress=None):
+        """Builds a bit-packed copy of a .qem file's counts in memory (each
+        pixel's samples in tiles of 32 scans at the tile's own bit width)
+        from its authenticated body, on the file's threads. From then on
+        virtual images, CoM and single patterns (``f[r, c]``) read it
+        instead of decoding rANS streams, with the same values: a detector
+        moved over a large set is about 2.5 times faster. It takes memory
+        of the order of 1.5 times the encoded body (1.4 GB for a 512 x 512
+        x 192 x 192 set at dose 4); ``limit_bytes`` refuses a larger one
+        (``qem.LimitError``, nothing kept). Returns ``packed_copy``.
+        ``qem.UnsupportedError`` for a pack (its resident is one already)
+        or float32 data. Building again is a no-op."""
+        limit = 0 if limit_bytes is None else int(limit_bytes)
+        if limit_bytes is not None and limit <= 0:
+            raise ValueError(f"limit_bytes must be positive or None, not {limit_bytes!r}")
+        with reporter(progress, "packing", "blocks") as callback:
+            return self._c.build_packed_copy(limit, callback)
+
+    @property
+    def packed_copy(self):
+        """The packed copy (``build_packed_copy``): ``{"bytes": ...,
+        "build_s": ...}``, or None while there is none."""
+        return self._c.packed_copy()
+
     def mean(self):
         """The mean diffraction pattern, float32: counts as the exact total
         over the scan count in float64, rounded once; float data

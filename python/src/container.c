@@ -932,6 +932,51 @@ static PyObject *container_patterns_part(ext_container *self, PyObject *args)
     return r;
 }
 
+/* The packed copy's state: None, or a dict of its bytes and build time. */
+static PyObject *packed_copy_dict(qem_container *c)
+{
+    qem_packed_copy_stats s = {.struct_size = sizeof s};
+    qem_error e = {0};
+    if (qem_container_packed_copy_stats(c, &s, &e) != QEM_OK)
+        return ext_raise(&e);
+    if (!s.ready)
+        Py_RETURN_NONE;
+    return Py_BuildValue("{s:K, s:d}", "bytes", (unsigned long long)s.bytes, "build_s",
+                         s.build_ms / 1e3);
+}
+
+static PyObject *container_build_packed_copy(ext_container *self, PyObject *args)
+{
+    unsigned long long limit;
+    PyObject *progress;
+    if (!PyArg_ParseTuple(args, "KO:build_packed_copy", &limit, &progress) ||
+        ext_container_enter(self) < 0)
+        return NULL;
+    ext_progress pr;
+    ext_progress_init(&pr, progress);
+    qem_error e = {0};
+    qem_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = qem_container_build_packed_copy(self->container, limit, self->threads, ext_progress_fn,
+                                         &pr, &e);
+    Py_END_ALLOW_THREADS
+    PyObject *r = NULL;
+    if (!ext_progress_raise(&pr) && (st == QEM_OK || ext_raise(&e)))
+        r = packed_copy_dict(self->container);
+    ext_container_leave(self);
+    return r;
+}
+
+static PyObject *container_packed_copy(ext_container *self, PyObject *noargs)
+{
+    (void)noargs;
+    if (ext_container_enter(self) < 0)
+        return NULL;
+    PyObject *r = packed_copy_dict(self->container);
+    ext_container_leave(self);
+    return r;
+}
+
 static PyObject *container_get_path(ext_container *self, void *closure)
 {
     (void)closure;
@@ -953,6 +998,10 @@ static PyObject *container_get_raw(ext_container *self, void *closure)
 static PyMethodDef container_methods[] = {
     {"close", (PyCFunction)container_close, METH_NOARGS, "Closes the file."},
     {"info", (PyCFunction)container_info, METH_NOARGS, "A dict describing the file."},
+    {"build_packed_copy", (PyCFunction)container_build_packed_copy, METH_VARARGS,
+     "build_packed_copy(limit_bytes, progress): builds the .qem packed copy."},
+    {"packed_copy", (PyCFunction)container_packed_copy, METH_NOARGS,
+     "The packed copy's bytes and build time, or None."},
     {"header", (PyCFunction)container_header, METH_NOARGS,
      "The .qem header or the pack manifest, as JSON text."},
     {"summary", (PyCFunction)container_summary, METH_NOARGS, "qem info --json, as text."},

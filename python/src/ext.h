@@ -18,6 +18,7 @@
 #include <numpy/arrayobject.h>
 
 #include "qem.h"
+#include "qem_experimental.h"
 
 /* --- errors (module.c) ---------------------------------------------------- */
 

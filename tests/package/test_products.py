@@ -174,6 +174,35 @@ def test_resident_session_equals_numpy(generated, resident):
                                       .astype(np.float32))
 
 
+@pytest.mark.parametrize("name", ["u16", "u8"])
+def test_packed_copy_equals_numpy(generated, name):
+    """After build_packed_copy, a detector dragged around, CoM and single
+    patterns equal numpy's; a limit it would pass keeps nothing; a pack and
+    float32 data have none."""
+    path, a = generated[name]
+    dense = a.astype(np.uint64)
+    with qem.open(path, resident="mapped") as f:
+        assert f.packed_copy is None
+        with pytest.raises(qem.LimitError):
+            f.build_packed_copy(limit_bytes=16)
+        assert f.packed_copy is None
+        seen = []
+        stats = f.build_packed_copy(progress=lambda done, total: seen.append((done, total)))
+        assert stats == f.packed_copy and stats["bytes"] > 0 and stats["build_s"] >= 0
+        assert seen and seen[-1][0] == seen[-1][1]
+        with f.session(keep_mib=0) as s:
+            for center in [(4, 4), (4, 5), (5, 5), (4, 5)]:
+                m = disk(a.shape[2:], center, 3)
+                np.testing.assert_array_equal(s.set_mask(m), (dense * m).sum(axis=(2, 3)))
+        for r, c in [(0, 0), (a.shape[0] - 1, a.shape[1] - 1), (2, 3)]:
+            np.testing.assert_array_equal(f[r, c], a[r, c])
+        m = disk(a.shape[2:], (4, 4), 4)
+        np.testing.assert_array_equal(f.virtual(m), (dense * m).sum(axis=(2, 3)))
+    for other in ("pack16", "f32"):
+        with qem.open(generated[other][0]) as g, pytest.raises(qem.UnsupportedError):
+            g.build_packed_copy()
+
+
 def test_mapped_file_rewritten_in_place_is_refused(generated, tmp_path):
     """resident="mapped" reads the file's own pages: a rewrite in place is
     refused on the next read (a copy keeps what it read), and an unknown
