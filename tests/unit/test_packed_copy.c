@@ -76,7 +76,7 @@ static void sums_equal(qem_products *a, qem_products *b, const int32_t *w, uint6
                        unsigned planes, uint64_t first, uint64_t count)
 {
     const int32_t *pl[PLANES];
-    for (unsigned k = 0; k < PLANES; k++)
+    for (unsigned k = 0; k < planes; k++)
         pl[k] = w + k * P;
     const size_t size = (size_t)(count * planes) * 8;
     int64_t *x = malloc(size ? size : 8), *y = malloc(size ? size : 8);
@@ -132,6 +132,16 @@ static void copy_equals(const char *path, int resident, uint64_t pattern_step)
             sums_equal(fast, ref, w, P, planes, 0, S);
             sums_equal(fast, plain_fast, w, P, planes, 0, S);
         }
+    /* One plane at a time, as a detector move asks (the one-plane kernel):
+     * a disk of -1, then weights from -8 to 7, then multiples of 3. */
+    int32_t *one = malloc((size_t)P * sizeof *one);
+    detector_weights(w, t.info.shape[2], t.info.shape[3], 3, 3);
+    for (unsigned k = 0; k < 3; k++) {
+        for (uint64_t p = 0; p < P; p++)
+            one[p] = k ? w[k * P + p] : -w[p];
+        sums_equal(fast, ref, one, P, 1, 0, S);
+    }
+    free(one);
     /* Ranges starting and ending inside tiles and blocks. */
     detector_weights(w, t.info.shape[2], t.info.shape[3], 2, 3);
     const uint64_t ranges[][2] = {{S / 3, S - S / 3}, {1, S > 2 ? S - 2 : 0}, {S - 1, 1},
