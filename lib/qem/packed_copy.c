@@ -417,6 +417,20 @@ static inline void prefetch_ahead(const qem_packed_part *part, const uint64_t *a
 #if defined(__x86_64__) && defined(__GNUC__)
 #define PACKED_AVX512 "avx512f,avx512bw,avx512vl,avx512vbmi"
 
+/* Half a tile, 16 values of W bits from its 2W bytes at `s8`: a masked
+ * load, each value's bytes permuted into its lane, a shift and a mask
+ * (the tables are per width, built by part_sums_avx512). */
+__attribute__((target(PACKED_AVX512))) static inline __m512i
+unpack_half(const uint8_t *s8, unsigned W, const __m512i *bytes, const __m512i *shift,
+            const __m512i *mask)
+{
+    const __mmask64 load = (1ull << (2 * W)) - 1u;
+    return _mm512_and_si512(
+        _mm512_srlv_epi32(_mm512_permutexvar_epi8(bytes[W], _mm512_maskz_loadu_epi8(load, s8)),
+                          shift[W]),
+        mask[W]);
+}
+
 /* One plane over a whole part (a detector move), tile after tile: each
  * tile's 32 sums stay in two registers while every pixel of a group adds
  * to them, so they are loaded and stored once a group, not once a pixel
@@ -453,17 +467,8 @@ part_sums_avx512_tiles(const qem_packed_part *part, const uint64_t *active, uint
                     continue;
                 const uint8_t *s8 = (const uint8_t *)(part->words + at[j]);
                 at[j] += W;
-                const __mmask64 load = (1ull << (2 * W)) - 1u;
-                const __m512i v0 = _mm512_and_si512(
-                    _mm512_srlv_epi32(
-                        _mm512_permutexvar_epi8(bytes[W], _mm512_maskz_loadu_epi8(load, s8)),
-                        shift[W]),
-                    mask[W]);
-                const __m512i v1 = _mm512_and_si512(
-                    _mm512_srlv_epi32(_mm512_permutexvar_epi8(
-                                          bytes[W], _mm512_maskz_loadu_epi8(load, s8 + 2 * W)),
-                                      shift[W]),
-                    mask[W]);
+                const __m512i v0 = unpack_half(s8, W, bytes, shift, mask);
+                const __m512i v1 = unpack_half(s8 + 2 * W, W, bytes, shift, mask);
                 if (w[j] == 1) {
                     d0 = _mm512_add_epi32(d0, v0);
                     d1 = _mm512_add_epi32(d1, v1);
@@ -534,18 +539,9 @@ part_sums_avx512(const qem_packed_part *part, const uint64_t *active, uint64_t n
                           NULL);
                 continue;
             }
-            const __mmask64 load = (1ull << (2 * W)) - 1u;
             const uint8_t *s8 = (const uint8_t *)src;
-            const __m512i v0 = _mm512_and_si512(
-                _mm512_srlv_epi32(
-                    _mm512_permutexvar_epi8(bytes[W], _mm512_maskz_loadu_epi8(load, s8)),
-                    shift[W]),
-                mask[W]);
-            const __m512i v1 = _mm512_and_si512(
-                _mm512_srlv_epi32(
-                    _mm512_permutexvar_epi8(bytes[W], _mm512_maskz_loadu_epi8(load, s8 + 2 * W)),
-                    shift[W]),
-                mask[W]);
+            const __m512i v0 = unpack_half(s8, W, bytes, shift, mask);
+            const __m512i v1 = unpack_half(s8 + 2 * W, W, bytes, shift, mask);
             for (unsigned k = 0; k < planes; k++) {
                 const int32_t w = wk[k];
                 int32_t *dst = sum32 + (size_t)k * QEM_INTERVAL + at;
