@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/large_alloc.h"
 #include "common/options.h"
 #include "products/products.h"
 
@@ -21,6 +22,23 @@ typedef struct kept_mask {
     uint64_t bytes, tick;
 } kept_mask;
 
+/* The memory of the session's images: slots of one size cut from slabs
+ * (qem_large_alloc) and reused once an image is dropped. Kept images taken
+ * from malloc grew the heap under each move's temporaries, which were then
+ * trimmed and faulted in again on every move; fresh pages cost about 3 ms
+ * a MiB on the benchmark's virtual machine (doc/benchmarks.md). */
+typedef struct image_slots {
+    size_t bytes;             /* one slot */
+    void **free;              /* slots handed back */
+    size_t free_count, free_cap;
+    void **slabs;
+    size_t slab_count;
+    unsigned char *next;      /* the newest slab's slots not yet handed out */
+    size_t left;
+} image_slots;
+
+enum { SLOTS_PER_SLAB = 16 };
+
 struct qem_detector_session {
     qem_products **sources;
     size_t count;
@@ -34,15 +52,104 @@ struct qem_detector_session {
     kept_mask *kept;
     size_t kept_count;
     uint64_t kept_bytes, keep_limit, clock;
+    image_slots *slots; /* one per image size */
+    size_t slot_sizes;
 };
 
-static void kept_free(kept_mask *k, size_t sources)
+static uint64_t image_bytes(const qem_image *im)
 {
-    for (size_t i = 0; i < sources; i++) {
+    return im->shape[0] * im->shape[1] * (im->ndim == 3 ? im->shape[2] : 1) *
+           qem_dtype_size(im->dtype);
+}
+
+static image_slots *slots_of(qem_detector_session *s, size_t bytes)
+{
+    for (size_t k = 0; k < s->slot_sizes; k++)
+        if (s->slots[k].bytes == bytes)
+            return &s->slots[k];
+    image_slots *grown = realloc(s->slots, (s->slot_sizes + 1) * sizeof *grown);
+    if (!grown)
+        return NULL;
+    s->slots = grown;
+    image_slots *n = &s->slots[s->slot_sizes++];
+    memset(n, 0, sizeof *n);
+    n->bytes = bytes;
+    return n;
+}
+
+static void *slot_take(qem_detector_session *s, size_t bytes)
+{
+    image_slots *k = slots_of(s, bytes);
+    if (!k)
+        return NULL;
+    if (k->free_count)
+        return k->free[--k->free_count];
+    if (!k->left) {
+        /* Whole 2 MiB pages once a slab reaches them: no page wasted. */
+        enum { HUGE = 2u << 20 };
+        size_t slab = SLOTS_PER_SLAB * bytes;
+        if (slab >= HUGE)
+            slab = (slab + HUGE - 1) / HUGE * HUGE;
+        void **grown = realloc(k->slabs, (k->slab_count + 1) * sizeof *grown);
+        if (!grown)
+            return NULL;
+        k->slabs = grown;
+        if (!(k->next = qem_large_alloc(slab)))
+            return NULL;
+        k->slabs[k->slab_count++] = k->next;
+        k->left = slab / bytes;
+    }
+    void *slot = k->next;
+    k->next += bytes;
+    k->left--;
+    return slot;
+}
+
+/* A session image back to its slot list (its data came from slot_take). */
+static void image_release(qem_detector_session *s, qem_image *im)
+{
+    if (!im->data)
+        return;
+    image_slots *k = slots_of(s, (size_t)image_bytes(im));
+    if (k && k->free_count == k->free_cap) {
+        const size_t cap = k->free_cap ? 2 * k->free_cap : SLOTS_PER_SLAB;
+        void **grown = realloc(k->free, cap * sizeof *grown);
+        if (grown) {
+            k->free = grown;
+            k->free_cap = cap;
+        }
+    }
+    /* Without room to list it the slot stays unused until the session ends. */
+    if (k && k->free_count < k->free_cap)
+        k->free[k->free_count++] = im->data;
+    memset(im, 0, sizeof *im);
+}
+
+/* A rows x cols image whose data is a slot (not zeroed). */
+static qem_status image_take(qem_detector_session *s, qem_dtype dtype, uint64_t rows,
+                             uint64_t cols, qem_image *image, qem_error *error)
+{
+    memset(image, 0, sizeof *image);
+    image->dtype = dtype;
+    image->ndim = 2;
+    image->shape[0] = rows;
+    image->shape[1] = cols;
+    const uint64_t bytes = image_bytes(image);
+    if (bytes > SIZE_MAX / SLOTS_PER_SLAB || !(image->data = slot_take(s, (size_t)bytes))) {
+        memset(image, 0, sizeof *image);
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory for a %llu-byte image",
+                        (unsigned long long)bytes);
+    }
+    return QEM_OK;
+}
+
+static void kept_free(qem_detector_session *s, kept_mask *k)
+{
+    for (size_t i = 0; i < s->count; i++) {
         if (k->sums)
             free(k->sums[i]);
         if (k->images)
-            qem_image_free(&k->images[i]);
+            image_release(s, &k->images[i]);
     }
     free(k->sums);
     free(k->images);
@@ -59,12 +166,6 @@ static uint64_t mask_hash(const uint8_t *mask, uint64_t n)
     return h;
 }
 
-static uint64_t image_bytes(const qem_image *im)
-{
-    return im->shape[0] * im->shape[1] * (im->ndim == 3 ? im->shape[2] : 1) *
-           qem_dtype_size(im->dtype);
-}
-
 /* Drops the least recently used kept masks until they fit the limit. */
 static void kept_trim(qem_detector_session *s)
 {
@@ -74,7 +175,7 @@ static void kept_trim(qem_detector_session *s)
             if (s->kept[k].tick < s->kept[oldest].tick)
                 oldest = k;
         s->kept_bytes -= s->kept[oldest].bytes;
-        kept_free(&s->kept[oldest], s->count);
+        kept_free(s, &s->kept[oldest]);
         s->kept[oldest] = s->kept[--s->kept_count];
     }
 }
@@ -96,7 +197,7 @@ static void keep_current(qem_detector_session *s)
                            ? realloc(s->kept, (s->kept_count + 1) * sizeof *s->kept)
                            : NULL;
     if (!grown) {
-        kept_free(&k, s->count);
+        kept_free(s, &k);
         return;
     }
     s->kept = grown;
@@ -113,15 +214,22 @@ void qem_detector_session_free(qem_detector_session *s)
         if (s->sums)
             free(s->sums[i]);
         if (s->images)
-            qem_image_free(&s->images[i]);
+            image_release(s, &s->images[i]);
     }
     free(s->sums);
     free(s->images);
     free(s->sources);
     free(s->mask);
     for (size_t k = 0; k < s->kept_count; k++)
-        kept_free(&s->kept[k], s->count);
+        kept_free(s, &s->kept[k]);
     free(s->kept);
+    for (size_t k = 0; k < s->slot_sizes; k++) {
+        for (size_t j = 0; j < s->slots[k].slab_count; j++)
+            free(s->slots[k].slabs[j]);
+        free(s->slots[k].slabs);
+        free(s->slots[k].free);
+    }
+    free(s->slots);
     free(s);
 }
 
@@ -229,11 +337,12 @@ qem_status qem_detector_session_create(qem_products *const *products, size_t cou
 }
 
 /* The image of exact sums: uint32 when the bound allows, else uint64. */
-static qem_status image_from_sums(qem_products *p, const int64_t *sums, uint64_t n_mask,
-                                  qem_image *image, qem_error *error)
+static qem_status image_from_sums(qem_detector_session *session, qem_products *p,
+                                  const int64_t *sums, uint64_t n_mask, qem_image *image,
+                                  qem_error *error)
 {
     if (p->data == QEM_DATA_CODES) {
-        QEM_TRY(qem_prod_image_new(image, QEM_DTYPE_FLOAT32, p->scan_rows, p->scan_cols, 1, error));
+        QEM_TRY(image_take(session, QEM_DTYPE_FLOAT32, p->scan_rows, p->scan_cols, image, error));
         for (uint64_t s = 0; s < p->scans; s++) {
             double scale, offset;
             p->ops->code_affine(p->impl, s, &scale, &offset);
@@ -242,8 +351,8 @@ static qem_status image_from_sums(qem_products *p, const int64_t *sums, uint64_t
         return QEM_OK;
     }
     const int wide = (double)n_mask * qem_prod_max_value(p) > 4294967295.0;
-    QEM_TRY(qem_prod_image_new(image, wide ? QEM_DTYPE_UINT64 : QEM_DTYPE_UINT32, p->scan_rows,
-                               p->scan_cols, 1, error));
+    QEM_TRY(image_take(session, wide ? QEM_DTYPE_UINT64 : QEM_DTYPE_UINT32, p->scan_rows,
+                       p->scan_cols, image, error));
     for (uint64_t s = 0; s < p->scans; s++) {
         if (wide)
             ((uint64_t *)image->data)[s] = (uint64_t)sums[s];
@@ -295,8 +404,20 @@ static qem_status update_one(qem_detector_session *s, size_t i, const uint8_t *m
     uint64_t n_mask = 0;
     for (uint64_t px = 0; px < p->pixels; px++)
         n_mask += mask[px] && p->valid[px];
-    if (p->data == QEM_DATA_FLOAT)
-        return qem_products_virtual(p, mask, new_image, error);
+    if (p->data == QEM_DATA_FLOAT) {
+        qem_image made;
+        QEM_TRY(qem_products_virtual(p, mask, &made, error));
+        const uint64_t parts = made.ndim == 3 ? made.shape[2] : 1;
+        const qem_status st =
+            image_take(s, made.dtype, made.shape[0], made.shape[1] * parts, new_image, error);
+        if (st == QEM_OK) {
+            memcpy(new_image->data, made.data, (size_t)image_bytes(new_image));
+            new_image->ndim = made.ndim; /* the same bytes, its own shape */
+            memcpy(new_image->shape, made.shape, sizeof made.shape);
+        }
+        qem_image_free(&made);
+        return st;
+    }
     int32_t *w = malloc((size_t)(2 * p->pixels) * sizeof *w);
     int64_t *sums = malloc((size_t)p->scans * sizeof *sums);
     qem_status st = w && sums ? QEM_OK : qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
@@ -345,7 +466,7 @@ static qem_status update_one(qem_detector_session *s, size_t i, const uint8_t *m
     if (st == QEM_OK && delta)
         add_current_sums(s, i, sums);
     if (st == QEM_OK)
-        st = image_from_sums(p, sums, n_mask, new_image, error);
+        st = image_from_sums(s, p, sums, n_mask, new_image, error);
     free(w);
     if (st != QEM_OK || p->data != QEM_DATA_CODES) {
         /* Counts: the exact integer image is the sums, and a kept mask
@@ -387,7 +508,7 @@ qem_status qem_detector_session_set_mask(qem_detector_session *s, const uint8_t 
         /* Nothing changes: the old images stand. */
         for (size_t i = 0; sums && images && i < s->count; i++) {
             free(sums[i]);
-            qem_image_free(&images[i]);
+            image_release(s, &images[i]);
         }
         free(sums);
         free(images);
@@ -408,7 +529,7 @@ qem_status qem_detector_session_set_mask(qem_detector_session *s, const uint8_t 
         keep_current(s); /* the old results stay for a move back */
     for (size_t i = 0; s->sums && s->images && i < s->count; i++) {
         free(s->sums[i]);
-        qem_image_free(&s->images[i]);
+        image_release(s, &s->images[i]);
     }
     free(s->sums);
     free(s->images);
