@@ -19,6 +19,10 @@
 
 #define PIXEL_GROUP 64u
 
+/* Planes a one-plane move reads of every tile, wide or not (masked to
+ * zero past its width): no branch on widths that vary tile to tile. */
+#define PLANES_READ 4u
+
 /* A nibble's width: 15 stands for 16, so one nibble holds every width. */
 static inline unsigned nibble_width(unsigned nibble)
 {
@@ -32,7 +36,7 @@ static inline unsigned tile_width(const uint8_t *w, unsigned t)
 
 static inline const uint8_t *pixel_meta(const qem_packed_part *part, uint64_t px)
 {
-    return part->meta + px * QEM_PACKED_META;
+    return part->meta + px * part->meta_stride;
 }
 
 /* Where the pixel described by `m` starts, and its width bytes. */
@@ -61,41 +65,62 @@ static inline uint32_t words_before(const uint8_t *w, unsigned t)
            (uint32_t)__builtin_popcountll(fifteen);
 }
 
-/* 32 values of width 1..16 into `width` words: four values at a time
- * gathered into 4W contiguous bits (what BMI2's pext does, in a few
- * shifts), then appended through a 64-bit accumulator. Stores whole
- * 64-bit words, so an odd width writes 4 zero bytes past the tile. */
-static inline void pack_tile(const uint16_t *values, unsigned width, uint32_t *words)
+/* A tile's 32 values (each below 2^width) as `width` bit planes: bit i
+ * of word b is bit b of value i. A reduction then adds each plane under
+ * its word as a lane mask, the value's bits never shifted apart. */
+static void plane_tile(const uint16_t *values, unsigned width, uint32_t *words)
 {
-    const unsigned n = 4 * width;
-    uint8_t *out = (uint8_t *)words;
-    uint64_t acc = 0;
-    unsigned bits = 0;
-    for (unsigned i = 0; i < QEM_PACKED_TILE; i += 4) {
-        /* Each value is below 2^width: no masks. */
-        const uint64_t c = (uint64_t)values[i] | ((uint64_t)values[i + 1] << width) |
-                           ((uint64_t)values[i + 2] << (2 * width)) |
-                           ((uint64_t)values[i + 3] << (3 * width));
-        acc |= c << bits;
-        bits += n;
-        if (bits >= 64) {
-            memcpy(out, &acc, sizeof acc);
-            out += sizeof acc;
-            bits -= 64;
-            acc = bits ? c >> (n - bits) : 0;
-        }
+    for (unsigned b = 0; b < width; b++) {
+        uint32_t word = 0;
+        for (unsigned i = 0; i < QEM_PACKED_TILE; i++)
+            word |= (uint32_t)((values[i] >> b) & 1u) << i;
+        words[b] = word;
     }
-    if (bits)
-        memcpy(out, &acc, sizeof acc);
+}
+
+/* Value i of a tile of `width` planes at `src`. */
+static inline uint32_t tile_value(const uint32_t *src, unsigned width, unsigned i)
+{
+    uint32_t v = 0;
+    for (unsigned b = 0; b < width; b++)
+        v |= ((src[b] >> i) & 1u) << b;
+    return v;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+/* plane_tile, each plane one test of the 32 values' bit b. */
+__attribute__((target("avx512f,avx512bw"))) static void
+plane_tile_avx512(const uint16_t *values, unsigned width, uint32_t *words)
+{
+    const __m512i v = _mm512_loadu_si512(values);
+    for (unsigned b = 0; b < width; b++)
+        words[b] = (uint32_t)_mm512_test_epi16_mask(v, _mm512_set1_epi16((short)(1u << b)));
+}
+#endif
+
+typedef void (*plane_tile_fn)(const uint16_t *values, unsigned width, uint32_t *words);
+
+/* Whether the AVX-512 kernels run: the path QEM_RANS_PATH (or the CPU)
+ * selects for decoding selects them too, so the path tests cover both. */
+static int packed_avx512(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    return qem_rans_path_resolve(QEM_RANS_PATH_AUTO) == QEM_RANS_PATH_AVX512 &&
+           __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl");
+#else
+    return 0;
+#endif
 }
 
 void qem_packed_copy_free(qem_packed_copy *c)
 {
     if (!c)
         return;
-    for (uint64_t k = 0; c->parts && k < c->part_count; k++) {
-        free(c->parts[k].meta); /* the words too */
-    }
+    for (uint64_t k = 0; c->slabs && k < c->slab_count; k++)
+        free(c->slabs[k]);
+    free(c->slabs);
+    free(c->slab_part);
     free(c->parts);
     free(c->chunk_part);
     free(c);
@@ -113,72 +138,117 @@ qem_status qem_packed_copy_check(const qem_file *f, qem_error *error)
     return qem_file_stamp_check(f->fd, &f->stamp, f->path, "read", error);
 }
 
-/* One 512-scan block of a loaded chunk into `part`, packed through
- * `scratch` (room for every pixel at width 16). */
-static qem_status build_part(const qem_file *f, const qem_chunk_view *v, uint64_t ci,
-                             uint64_t block, qem_packed_part *part, uint16_t *columns,
-                             uint8_t *meta, uint32_t *scratch, uint64_t *bytes, qem_error *error)
+/* What one thread builds a slab with. */
+typedef struct slab_work {
+    qem_chunk_view *views;  /* the slab's chunks, loaded */
+    uint16_t *columns;      /* PIXEL_GROUP pixels' samples of each part */
+    uint8_t *meta;          /* pixels x parts descriptions */
+    uint32_t *words;        /* grows as needed */
+    uint64_t words_cap;
+} slab_work;
+
+/* Room for `need` more words after `used`. */
+static int words_reserve(slab_work *w, uint64_t used, uint64_t need)
 {
-    const qem_chunk *c = v->chunk;
-    const uint64_t P = f->pixels;
-    const uint32_t n = qem_block_samples(c, block);
-    const unsigned tiles = (n + QEM_PACKED_TILE - 1) / QEM_PACKED_TILE;
-    part->first = c->first + block * QEM_INTERVAL;
-    part->scans = n;
-    memset(meta, 0, (size_t)P * QEM_PACKED_META);
+    if (used + need <= w->words_cap)
+        return 1;
+    uint64_t cap = w->words_cap ? w->words_cap : (uint64_t)1 << 20;
+    while (cap < used + need)
+        cap *= 2;
+    uint32_t *grown = realloc(w->words, (size_t)cap * sizeof *grown);
+    if (!grown)
+        return 0;
+    w->words = grown;
+    w->words_cap = cap;
+    return 1;
+}
+
+/* The slab of chunks [c0, c1) (parts [k0, k0 + n)) into c->parts and its
+ * allocation c->slabs[slab]: for each group of pixels, every part's
+ * samples decoded, then each pixel's tiles of every part in turn. */
+static qem_status build_slab(const qem_file *f, qem_packed_copy *c, uint64_t slab, uint64_t c0,
+                             uint64_t c1, plane_tile_fn planes, slab_work *w, uint64_t *bytes,
+                             qem_error *error)
+{
+    const uint64_t P = f->pixels, k0 = c->slab_part[slab], n = c->slab_part[slab + 1] - k0;
+    const uint32_t stride = (uint32_t)(n * QEM_PACKED_META);
+    for (uint64_t ci = c0; ci < c1; ci++)
+        QEM_TRY(qem_chunk_load((qem_file *)f, ci, 0, &w->views[ci - c0], error));
     uint64_t used = 0;
     for (uint64_t p0 = 0; p0 < P; p0 += PIXEL_GROUP) {
         const uint64_t m = P - p0 < PIXEL_GROUP ? P - p0 : PIXEL_GROUP;
-        uint64_t failed = 0;
-        const qem_status st = qem_chunk_decode_lanes(f, v, block, p0, m, columns, &failed);
-        if (st != QEM_OK)
-            return qem_fail(error, st,
-                            "QEM count stream of detector pixel %llu (chunk %llu, block %llu) "
-                            "does not decode; the file is damaged.",
-                            (unsigned long long)failed, (unsigned long long)ci,
-                            (unsigned long long)block);
+        for (uint64_t ci = c0, k = 0; ci < c1; ci++) {
+            for (uint64_t b = 0; b < f->chunks[ci].blocks; b++, k++) {
+                uint64_t failed = 0;
+                const qem_status st =
+                    qem_chunk_decode_lanes(f, &w->views[ci - c0], b, p0, m,
+                                           w->columns + k * PIXEL_GROUP * QEM_INTERVAL, &failed);
+                if (st != QEM_OK)
+                    return qem_fail(error, st,
+                                    "QEM count stream of detector pixel %llu (chunk %llu, block "
+                                    "%llu) does not decode; the file is damaged.",
+                                    (unsigned long long)failed, (unsigned long long)ci,
+                                    (unsigned long long)b);
+            }
+        }
         for (uint64_t j = 0; j < m; j++) {
-            const uint16_t *col = columns + j * n;
-            uint8_t *desc = meta + (p0 + j) * QEM_PACKED_META, *w = desc + 4;
-            const uint32_t start = (uint32_t)used;
-            memcpy(desc, &start, sizeof start);
-            for (unsigned t = 0; t < tiles; t++) {
-                const uint32_t at = t * QEM_PACKED_TILE;
-                const uint16_t *values = col + at;
-                uint16_t padded[QEM_PACKED_TILE];
-                if (n - at < QEM_PACKED_TILE) {
-                    /* A block's last tile, zero-padded to 32. */
-                    memset(padded, 0, sizeof padded);
-                    memcpy(padded, values, (n - at) * sizeof *padded);
-                    values = padded;
-                }
-                unsigned top = 0;
-                for (unsigned k = 0; k < QEM_PACKED_TILE; k++)
-                    top |= values[k];
-                const unsigned length = qem_bit_length(top);
-                const unsigned nibble = length < 15 ? length : 15;
-                w[t / 2] |= (uint8_t)(nibble << (4 * (t % 2)));
-                const unsigned width = nibble_width(nibble);
-                if (width) {
-                    pack_tile(values, width, scratch + used);
+            if (!words_reserve(w, used, n * QEM_PACKED_TILES * 16))
+                return qem_fail(error, QEM_E_NO_MEMORY, "out of memory for the packed copy");
+            for (uint64_t k = 0; k < n; k++) {
+                const qem_packed_part *part = &c->parts[k0 + k];
+                const uint32_t scans = part->scans;
+                const unsigned tiles = (scans + QEM_PACKED_TILE - 1) / QEM_PACKED_TILE;
+                const uint16_t *col = w->columns + k * PIXEL_GROUP * QEM_INTERVAL + j * scans;
+                uint8_t *desc = w->meta + (p0 + j) * stride + k * QEM_PACKED_META, *wd = desc + 4;
+                memset(desc, 0, QEM_PACKED_META);
+                if (used > UINT32_MAX)
+                    return qem_fail(error, QEM_E_LIMIT, "a slab of the packed copy passes 2^32 words");
+                const uint32_t start = (uint32_t)used;
+                memcpy(desc, &start, sizeof start);
+                for (unsigned t = 0; t < tiles; t++) {
+                    const uint32_t at = t * QEM_PACKED_TILE;
+                    const uint16_t *values = col + at;
+                    uint16_t padded[QEM_PACKED_TILE];
+                    if (scans - at < QEM_PACKED_TILE) {
+                        /* A block's last tile, zero-padded to 32. */
+                        memset(padded, 0, sizeof padded);
+                        memcpy(padded, values, (scans - at) * sizeof *padded);
+                        values = padded;
+                    }
+                    unsigned top = 0;
+                    for (unsigned i = 0; i < QEM_PACKED_TILE; i++)
+                        top |= values[i];
+                    const unsigned length = qem_bit_length(top);
+                    const unsigned nibble = length < 15 ? length : 15;
+                    wd[t / 2] |= (uint8_t)(nibble << (4 * (t % 2)));
+                    const unsigned width = nibble_width(nibble);
+                    planes(values, width, w->words + used);
                     used += width;
                 }
             }
         }
     }
-    if (used > UINT32_MAX - 2)
-        return qem_fail(error, QEM_E_LIMIT, "a block of the packed copy passes 2^32 words");
-    /* The description, then the words on a 64-byte line, two zero words
-     * after them: the unpackers read a tile's last value as a 64-bit load. */
-    const uint64_t meta_bytes = (P * QEM_PACKED_META + 63) / 64 * 64;
-    part->meta = qem_large_alloc((size_t)(meta_bytes + (used + 2) * 4));
-    if (!part->meta)
+    if (used > UINT32_MAX - PLANES_READ)
+        return qem_fail(error, QEM_E_LIMIT, "a slab of the packed copy passes 2^32 words");
+    /* The descriptions, then the words on a 64-byte line, PLANES_READ zero
+     * words after them: a move reads that many planes of every tile. */
+    const uint64_t meta_bytes = (P * stride + 63) / 64 * 64;
+    const uint64_t total = meta_bytes + (used + PLANES_READ) * 4;
+    uint8_t *block = qem_large_alloc((size_t)total);
+    if (!block)
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory for the packed copy");
-    memcpy(part->meta, meta, (size_t)P * QEM_PACKED_META);
-    part->words = (uint32_t *)(void *)(part->meta + meta_bytes);
-    memcpy(part->words, scratch, (size_t)used * sizeof *part->words);
-    part->words[used] = part->words[used + 1] = 0;
-    *bytes = meta_bytes + (used + 2) * 4 + sizeof *part;
+    memcpy(block, w->meta, (size_t)(P * stride));
+    uint32_t *words = (uint32_t *)(void *)(block + meta_bytes);
+    memcpy(words, w->words, (size_t)used * sizeof *words);
+    memset(words + used, 0, PLANES_READ * sizeof *words);
+    c->slabs[slab] = block;
+    for (uint64_t k = 0; k < n; k++) {
+        qem_packed_part *part = &c->parts[k0 + k];
+        part->meta_stride = stride;
+        part->meta = block + k * QEM_PACKED_META;
+        part->words = words;
+    }
+    *bytes = total;
     return QEM_OK;
 }
 
@@ -187,6 +257,45 @@ static double ms_since(const struct timespec *t0)
     struct timespec t1;
     clock_gettime(CLOCK_MONOTONIC, &t1);
     return (double)(t1.tv_sec - t0->tv_sec) * 1e3 + (double)(t1.tv_nsec - t0->tv_nsec) / 1e6;
+}
+
+/* The copy's parts (first scan, samples) and slabs: whole chunks while
+ * they hold at most QEM_PACKED_SLAB_PARTS parts (a larger chunk alone);
+ * slab_chunk gets each slab's first chunk, then chunk_count. */
+static int plan_slabs(const qem_file *f, qem_packed_copy *c, uint64_t **slab_chunk)
+{
+    c->chunk_part = malloc((size_t)(f->chunk_count + 1) * sizeof *c->chunk_part);
+    *slab_chunk = malloc((size_t)(f->chunk_count + 1) * sizeof **slab_chunk);
+    c->slab_part = malloc((size_t)(f->chunk_count + 1) * sizeof *c->slab_part);
+    if (!c->chunk_part || !*slab_chunk || !c->slab_part)
+        return 0;
+    for (uint64_t ci = 0; ci < f->chunk_count; ci++) {
+        c->chunk_part[ci] = c->part_count;
+        c->part_count += f->chunks[ci].blocks;
+    }
+    c->chunk_part[f->chunk_count] = c->part_count;
+    c->parts = calloc((size_t)(c->part_count ? c->part_count : 1), sizeof *c->parts);
+    if (!c->parts)
+        return 0;
+    for (uint64_t ci = 0; ci < f->chunk_count; ci++)
+        for (uint64_t b = 0; b < f->chunks[ci].blocks; b++) {
+            qem_packed_part *part = &c->parts[c->chunk_part[ci] + b];
+            part->first = f->chunks[ci].first + b * QEM_INTERVAL;
+            part->scans = qem_block_samples(&f->chunks[ci], b);
+        }
+    for (uint64_t ci = 0; ci < f->chunk_count;) {
+        (*slab_chunk)[c->slab_count] = ci;
+        c->slab_part[c->slab_count++] = c->chunk_part[ci];
+        uint64_t end = ci + 1;
+        while (end < f->chunk_count &&
+               c->chunk_part[end + 1] - c->chunk_part[ci] <= QEM_PACKED_SLAB_PARTS)
+            end++;
+        ci = end;
+    }
+    (*slab_chunk)[c->slab_count] = f->chunk_count;
+    c->slab_part[c->slab_count] = c->part_count;
+    c->slabs = calloc((size_t)(c->slab_count ? c->slab_count : 1), sizeof *c->slabs);
+    return c->slabs != NULL;
 }
 
 qem_status qem_packed_copy_build(qem_file *f, uint64_t limit, int threads,
@@ -200,24 +309,20 @@ qem_status qem_packed_copy_build(qem_file *f, uint64_t limit, int threads,
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     qem_packed_copy *c = calloc(1, sizeof *c);
-    if (!c)
+    uint64_t *slab_chunk = NULL;
+    if (!c || !plan_slabs(f, c, &slab_chunk)) {
+        free(slab_chunk);
+        qem_packed_copy_free(c);
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory for the packed copy");
+    }
     c->pixels = f->pixels;
     c->scans = f->scans;
-    c->chunk_part = malloc((size_t)(f->chunk_count + 1) * sizeof *c->chunk_part);
-    if (!c->chunk_part) {
-        qem_packed_copy_free(c);
-        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory for the packed copy");
-    }
-    for (uint64_t ci = 0; ci < f->chunk_count; ci++) {
-        c->chunk_part[ci] = c->part_count;
-        c->part_count += f->chunks[ci].blocks;
-    }
-    c->chunk_part[f->chunk_count] = c->part_count;
-    c->parts = calloc((size_t)(c->part_count ? c->part_count : 1), sizeof *c->parts);
-    if (!c->parts) {
-        qem_packed_copy_free(c);
-        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory for the packed copy");
+    uint64_t most_chunks = 0, most_parts = 0;
+    for (uint64_t s = 0; s < c->slab_count; s++) {
+        if (slab_chunk[s + 1] - slab_chunk[s] > most_chunks)
+            most_chunks = slab_chunk[s + 1] - slab_chunk[s];
+        if (c->slab_part[s + 1] - c->slab_part[s] > most_parts)
+            most_parts = c->slab_part[s + 1] - c->slab_part[s];
     }
     atomic_ullong held = sizeof *c + c->part_count * sizeof *c->parts;
     atomic_ullong done = 0;
@@ -225,52 +330,48 @@ qem_status qem_packed_copy_build(qem_file *f, uint64_t limit, int threads,
     uint64_t failed_at = UINT64_MAX;
     qem_error first_error = {0};
     qem_status st = QEM_OK;
+    plane_tile_fn planes = plane_tile;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (packed_avx512())
+        planes = plane_tile_avx512;
+#endif
     threads = qem_threads_resolve(threads > 0 ? threads : f->threads);
 #pragma omp parallel num_threads(threads)
     {
-        uint16_t *columns = malloc((size_t)PIXEL_GROUP * QEM_INTERVAL * sizeof *columns);
-        uint8_t *meta = malloc((size_t)f->pixels * QEM_PACKED_META);
-        /* Room for every pixel at width 16, and the 4 bytes an odd width
-         * writes past its last tile. */
-        uint32_t *scratch =
-            malloc(((size_t)f->pixels * QEM_PACKED_TILES * 16 + 2) * sizeof *scratch);
+        slab_work w = {0};
+        w.views = calloc((size_t)(most_chunks ? most_chunks : 1), sizeof *w.views);
+        w.columns = malloc((size_t)(most_parts * PIXEL_GROUP * QEM_INTERVAL) * sizeof *w.columns);
+        w.meta = malloc((size_t)(f->pixels * most_parts * QEM_PACKED_META));
 #pragma omp for schedule(dynamic, 1)
-        for (uint64_t ci = 0; ci < f->chunk_count; ci++) {
+        for (uint64_t s = 0; s < c->slab_count; s++) {
             if (atomic_load(&stop))
                 continue;
             qem_error e = {0};
-            qem_status cst = columns && meta && scratch ? QEM_OK
-                                                : qem_fail(&e, QEM_E_NO_MEMORY,
-                                                           "out of memory for the packed copy");
-            qem_chunk_view v;
-            memset(&v, 0, sizeof v);
-            if (cst == QEM_OK)
-                cst = qem_chunk_load(f, ci, 0, &v, &e);
-            for (uint64_t b = 0; cst == QEM_OK && b < f->chunks[ci].blocks; b++) {
-                uint64_t bytes = 0;
-                cst = build_part(f, &v, ci, b, &c->parts[c->chunk_part[ci] + b], columns, meta,
-                                 scratch, &bytes, &e);
-                const uint64_t now = atomic_fetch_add(&held, bytes) + bytes;
-                if (cst == QEM_OK && limit && now > limit)
-                    cst = qem_fail(&e, QEM_E_LIMIT,
-                                   "the packed copy would hold more than %llu bytes",
-                                   (unsigned long long)limit);
-            }
-            qem_chunk_view_free(&v);
+            uint64_t bytes = 0;
+            const uint64_t a = slab_chunk[s], b = slab_chunk[s + 1];
+            qem_status cst = w.views && w.columns && w.meta
+                                 ? build_slab(f, c, s, a, b, planes, &w, &bytes, &e)
+                                 : qem_fail(&e, QEM_E_NO_MEMORY, "out of memory for the packed copy");
+            for (uint64_t ci = a; w.views && ci < b; ci++)
+                qem_chunk_view_free(&w.views[ci - a]);
+            const uint64_t now = atomic_fetch_add(&held, bytes) + bytes;
+            if (cst == QEM_OK && limit && now > limit)
+                cst = qem_fail(&e, QEM_E_LIMIT, "the packed copy would hold more than %llu bytes",
+                               (unsigned long long)limit);
             /* What is packed needs its body pages no more: the copy takes
              * their place in memory rather than adding to them. */
-            if (cst == QEM_OK)
+            for (uint64_t ci = a; cst == QEM_OK && ci < b; ci++)
                 qem_body_release(f, f->chunks[ci].arrays[0].offset,
                                  f->chunks[ci].arrays[2].offset + f->chunks[ci].arrays[2].count);
             if (cst == QEM_OK) {
-                const uint64_t d = atomic_fetch_add(&done, f->chunks[ci].blocks) +
-                                   f->chunks[ci].blocks;
+                const uint64_t parts = c->slab_part[s + 1] - c->slab_part[s];
+                const uint64_t d = atomic_fetch_add(&done, parts) + parts;
 #pragma omp critical(qem_packed_progress)
                 if (progress && !atomic_load(&stop) &&
                     progress(progress_user, d, c->part_count)) {
                     atomic_store(&stop, 1);
-                    if (ci < failed_at) {
-                        failed_at = ci;
+                    if (s < failed_at) {
+                        failed_at = s;
                         st = qem_fail(&first_error, QEM_E_CANCELLED,
                                       "building the packed copy was cancelled");
                     }
@@ -279,16 +380,18 @@ qem_status qem_packed_copy_build(qem_file *f, uint64_t limit, int threads,
             }
             atomic_store(&stop, 1);
 #pragma omp critical(qem_packed_progress)
-            if (ci < failed_at) {
-                failed_at = ci;
+            if (s < failed_at) {
+                failed_at = s;
                 st = cst;
                 first_error = e;
             }
         }
-        free(columns);
-        free(meta);
-        free(scratch);
+        free(w.views);
+        free(w.columns);
+        free(w.meta);
+        free(w.words);
     }
+    free(slab_chunk);
     /* Decoded from a mapped or per-use file: only as good as the file. */
     if (st == QEM_OK && (!f->resident || f->resident_map))
         st = qem_file_stamp_check(f->fd, &f->stamp, f->path, "read", &first_error);
@@ -321,7 +424,7 @@ void qem_packed_pattern(const qem_packed_copy *c, const qem_file *f, uint64_t sc
     for (uint64_t px = 0; px < c->pixels; px++) {
         const uint8_t *m = pixel_meta(part, px), *w = meta_widths(m);
         const uint32_t v =
-            qem_bitunpack_one(part->words + meta_word(m) + words_before(w, t), k, tile_width(w, t));
+            tile_value(part->words + meta_word(m) + words_before(w, t), tile_width(w, t), k);
         if (item == 1)
             ((uint8_t *)out)[px] = (uint8_t)v;
         else
@@ -358,7 +461,8 @@ static inline void tile_sums(const uint32_t *src, unsigned width, uint32_t at, u
                              int64_t *sum64)
 {
     uint32_t v[QEM_PACKED_TILE];
-    qem_bitunpack_inline(src, QEM_PACKED_TILE, width, v, 16);
+    for (unsigned i = 0; i < QEM_PACKED_TILE; i++)
+        v[i] = tile_value(src, width, i);
     for (unsigned k = 0; k < planes; k++) {
         if (!wk[k])
             continue;
@@ -415,38 +519,52 @@ static inline void prefetch_ahead(const qem_packed_part *part, const uint64_t *a
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#define PACKED_AVX512 "avx512f,avx512bw,avx512vl,avx512vbmi"
+#define PACKED_AVX512 "avx512f,avx512bw,avx512vl"
 
-/* Half a tile, 16 values of W bits from its 2W bytes at `s8`: a masked
- * load, each value's bytes permuted into its lane, a shift and a mask
- * (the tables are per width, built by part_sums_avx512). */
-__attribute__((target(PACKED_AVX512))) static inline __m512i
-unpack_half(const uint8_t *s8, unsigned W, const __m512i *bytes, const __m512i *shift,
-            const __m512i *mask)
+/* A tile's 32 values in two registers (scans 0-15, 16-31): each plane's
+ * word, as a lane mask, sets bit b in the lanes it marks. */
+__attribute__((target(PACKED_AVX512))) static inline void
+tile_vectors(const uint32_t *src, unsigned W, __m512i *v0, __m512i *v1)
 {
-    const __mmask64 load = (1ull << (2 * W)) - 1u;
-    return _mm512_and_si512(
-        _mm512_srlv_epi32(_mm512_permutexvar_epi8(bytes[W], _mm512_maskz_loadu_epi8(load, s8)),
-                          shift[W]),
-        mask[W]);
+    __m512i lo = _mm512_setzero_si512(), hi = lo;
+    for (unsigned b = 0; b < W; b++) {
+        const __m512i bit = _mm512_set1_epi32((int)(1u << b));
+        lo = _mm512_mask_or_epi32(lo, (__mmask16)src[b], lo, bit);
+        hi = _mm512_mask_or_epi32(hi, (__mmask16)(src[b] >> 16), hi, bit);
+    }
+    *v0 = lo;
+    *v1 = hi;
+}
+
+/* Adds plane p's 16-bit counts (a tile's 32 lanes) at weight 2^b to the
+ * tile's int32 sums. */
+__attribute__((target(PACKED_AVX512))) static inline void
+fold_plane(__m512i p, unsigned b, __m512i *d0, __m512i *d1)
+{
+    *d0 = _mm512_add_epi32(*d0, _mm512_slli_epi32(_mm512_cvtepi16_epi32(_mm512_castsi512_si256(p)), b));
+    *d1 = _mm512_add_epi32(*d1,
+                           _mm512_slli_epi32(_mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(p, 1)), b));
 }
 
 /* One plane over a whole part (a detector move), tile after tile: each
- * tile's 32 sums stay in two registers while every pixel of a group adds
- * to them, so they are loaded and stored once a group, not once a pixel
- * (1.4x faster moves on the 512 set; doc/benchmarks.md). */
+ * tile's 32 sums stay in registers while every pixel of a group adds to
+ * them, so they are loaded and stored once a group, not once a pixel.
+ * With weights of +-1 (every move, every mask) a pixel adds each of its
+ * tile's first PLANES_READ planes as a lane mask to one 16-bit count per
+ * plane and lane, folded into the sums once a group: two instructions a
+ * plane, none unpacking values (doc/benchmarks.md). */
 enum { TILE_GROUP = 256 };
 
 __attribute__((target(PACKED_AVX512))) static void
 part_sums_avx512_tiles(const qem_packed_part *part, const uint64_t *active, uint64_t n_active,
-                       const int32_t *weights, unsigned tiles, const __m512i *bytes,
-                       const __m512i *shift, const __m512i *mask, int32_t *sum32)
+                       const int32_t *weights, unsigned tiles, int32_t *sum32)
 {
     uint32_t at[TILE_GROUP];
     uint64_t nibbles[TILE_GROUP];
     int32_t w[TILE_GROUP];
     for (uint64_t g0 = 0; g0 < n_active; g0 += TILE_GROUP) {
         const unsigned n = (unsigned)(n_active - g0 < TILE_GROUP ? n_active - g0 : TILE_GROUP);
+        int unit = 1;
         for (unsigned j = 0; j < n; j++) {
             if (j + 8 < n)
                 __builtin_prefetch(pixel_meta(part, active[g0 + j + 8]));
@@ -454,6 +572,7 @@ part_sums_avx512_tiles(const qem_packed_part *part, const uint64_t *active, uint
             at[j] = meta_word(m);
             memcpy(&nibbles[j], meta_widths(m), sizeof nibbles[j]);
             w[j] = weights[active[g0 + j]];
+            unit &= w[j] == 1 || w[j] == -1;
             const uint32_t words = words_before(meta_widths(m), 15) + tile_width(meta_widths(m), 15);
             for (uint32_t k = 0; k < words; k += 16)
                 __builtin_prefetch(part->words + at[j] + k);
@@ -461,25 +580,42 @@ part_sums_avx512_tiles(const qem_packed_part *part, const uint64_t *active, uint
         for (unsigned t = 0; t < tiles; t++) {
             int32_t *dst = sum32 + t * QEM_PACKED_TILE;
             __m512i d0 = _mm512_loadu_si512(dst), d1 = _mm512_loadu_si512(dst + 16);
-            for (unsigned j = 0; j < n; j++) {
-                const unsigned nib = (unsigned)(nibbles[j] >> (4 * t)) & 15u, W = nib + (nib == 15);
-                if (!W)
-                    continue;
-                const uint8_t *s8 = (const uint8_t *)(part->words + at[j]);
-                at[j] += W;
-                const __m512i v0 = unpack_half(s8, W, bytes, shift, mask);
-                const __m512i v1 = unpack_half(s8 + 2 * W, W, bytes, shift, mask);
-                if (w[j] == 1) {
-                    d0 = _mm512_add_epi32(d0, v0);
-                    d1 = _mm512_add_epi32(d1, v1);
-                } else if (w[j] == -1) {
-                    d0 = _mm512_sub_epi32(d0, v0);
-                    d1 = _mm512_sub_epi32(d1, v1);
-                } else {
+            if (!unit) {
+                for (unsigned j = 0; j < n; j++) {
+                    const unsigned nib = (unsigned)(nibbles[j] >> (4 * t)) & 15u,
+                                   W = nib + (nib == 15);
+                    __m512i v0, v1;
+                    tile_vectors(part->words + at[j], W, &v0, &v1);
+                    at[j] += W;
                     const __m512i times = _mm512_set1_epi32(w[j]);
                     d0 = _mm512_add_epi32(d0, _mm512_mullo_epi32(v0, times));
                     d1 = _mm512_add_epi32(d1, _mm512_mullo_epi32(v1, times));
                 }
+            } else {
+                /* |count| <= TILE_GROUP: 16 bits hold it. */
+                __m512i c0 = _mm512_setzero_si512(), c1 = c0, c2 = c0, c3 = c0;
+                for (unsigned j = 0; j < n; j++) {
+                    const unsigned nib = (unsigned)(nibbles[j] >> (4 * t)) & 15u,
+                                   W = nib + (nib == 15);
+                    const uint32_t *src = part->words + at[j];
+                    at[j] += W;
+                    const __m512i one = _mm512_set1_epi16((short)w[j]);
+                    /* Planes past the width are masked to none. */
+                    c0 = _mm512_mask_add_epi16(c0, src[0] & -(uint32_t)(W > 0), c0, one);
+                    c1 = _mm512_mask_add_epi16(c1, src[1] & -(uint32_t)(W > 1), c1, one);
+                    c2 = _mm512_mask_add_epi16(c2, src[2] & -(uint32_t)(W > 2), c2, one);
+                    c3 = _mm512_mask_add_epi16(c3, src[3] & -(uint32_t)(W > 3), c3, one);
+                    for (unsigned b = PLANES_READ; b < W; b++) {
+                        /* Rare: wider planes straight into the sums. */
+                        const __m512i times = _mm512_set1_epi32(w[j] * (int32_t)(1u << b));
+                        d0 = _mm512_mask_add_epi32(d0, (__mmask16)src[b], d0, times);
+                        d1 = _mm512_mask_add_epi32(d1, (__mmask16)(src[b] >> 16), d1, times);
+                    }
+                }
+                fold_plane(c0, 0, &d0, &d1);
+                fold_plane(c1, 1, &d0, &d1);
+                fold_plane(c2, 2, &d0, &d1);
+                fold_plane(c3, 3, &d0, &d1);
             }
             _mm512_storeu_si512(dst, d0);
             _mm512_storeu_si512(dst + 16, d1);
@@ -487,10 +623,8 @@ part_sums_avx512_tiles(const qem_packed_part *part, const uint64_t *active, uint
     }
 }
 
-/* int32 sums, whole tiles by AVX-512: 16 values of W bits fill 2W bytes,
- * so each half tile is a masked load of its 2W bytes, one byte
- * permutation putting each value's bytes in its lane, a shift and a mask
- * (the permutation and shifts depend on W only, kept per width). */
+/* int32 sums, whole tiles by AVX-512 (tile_vectors), partial tiles by
+ * tile_sums. */
 __attribute__((target(PACKED_AVX512))) static void
 part_sums_avx512(const qem_packed_part *part, const uint64_t *active, uint64_t n_active,
                  const int32_t *const *weights, unsigned planes, uint32_t a, uint32_t b,
@@ -500,20 +634,9 @@ part_sums_avx512(const qem_packed_part *part, const uint64_t *active, uint64_t n
         part_sums_base(part, active, n_active, weights, planes, a, b, sum32, sum64);
         return;
     }
-    __m512i bytes[17], shift[17], mask[17];
-    for (unsigned W = 1; W <= 16; W++) {
-        const __m512i bit = _mm512_mullo_epi32(
-            _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-            _mm512_set1_epi32((int)W));
-        bytes[W] = _mm512_add_epi32(
-            _mm512_mullo_epi32(_mm512_srli_epi32(bit, 3), _mm512_set1_epi32(0x01010101)),
-            _mm512_set1_epi32(0x03020100));
-        shift[W] = _mm512_and_si512(bit, _mm512_set1_epi32(7));
-        mask[W] = _mm512_set1_epi32((int)((1u << W) - 1u));
-    }
     const unsigned t0 = a / QEM_PACKED_TILE, t1 = (b + QEM_PACKED_TILE - 1) / QEM_PACKED_TILE;
     if (planes == 1 && a == 0 && b == part->scans) {
-        part_sums_avx512_tiles(part, active, n_active, weights[0], t1, bytes, shift, mask, sum32);
+        part_sums_avx512_tiles(part, active, n_active, weights[0], t1, sum32);
         return;
     }
     int32_t wk[PLANES_INLINE];
@@ -539,9 +662,8 @@ part_sums_avx512(const qem_packed_part *part, const uint64_t *active, uint64_t n
                           NULL);
                 continue;
             }
-            const uint8_t *s8 = (const uint8_t *)src;
-            const __m512i v0 = unpack_half(s8, W, bytes, shift, mask);
-            const __m512i v1 = unpack_half(s8 + 2 * W, W, bytes, shift, mask);
+            __m512i v0, v1;
+            tile_vectors(src, W, &v0, &v1);
             for (unsigned k = 0; k < planes; k++) {
                 const int32_t w = wk[k];
                 int32_t *dst = sum32 + (size_t)k * QEM_INTERVAL + at;
@@ -567,14 +689,10 @@ part_sums_avx512(const qem_packed_part *part, const uint64_t *active, uint64_t n
 }
 #endif
 
-/* The path QEM_RANS_PATH (or the CPU) selects for decoding selects the
- * reduction too, so the path tests cover both. */
 static part_sums_fn part_sums_select(void)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (qem_rans_path_resolve(QEM_RANS_PATH_AUTO) == QEM_RANS_PATH_AVX512 &&
-        __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vbmi"))
+    if (packed_avx512())
         return part_sums_avx512;
 #endif
     return part_sums_base;
@@ -612,6 +730,15 @@ qem_status qem_packed_weighted_sums(const qem_file *f, const qem_packed_copy *c,
     threads = qem_threads_resolve(threads > 0 ? threads : 1);
     if (p1 - p0 < 2)
         threads = 1;
+    /* A thread takes a slab's parts one after another (its pixels' words
+     * follow on), when there are slabs enough to share; else single parts. */
+    uint64_t s0 = 0, s1;
+    while (c->slab_part[s0 + 1] <= p0)
+        s0++;
+    for (s1 = s0; s1 < c->slab_count && c->slab_part[s1] < p1;)
+        s1++;
+    const int by_slab = s1 - s0 >= 2 * (uint64_t)threads;
+    const uint64_t units = by_slab ? s1 - s0 : p1 - p0;
 #pragma omp parallel num_threads(threads)
     {
         int32_t *sum32 = narrow ? malloc((size_t)planes * QEM_INTERVAL * sizeof *sum32) : NULL;
@@ -621,27 +748,34 @@ qem_status qem_packed_weighted_sums(const qem_file *f, const qem_packed_copy *c,
             nomem = 1;
         }
 #pragma omp for schedule(dynamic, 1)
-        for (uint64_t pi = p0; pi < p1; pi++) {
-            if (!sum32 && !sum64)
-                continue;
-            const qem_packed_part *part = &c->parts[pi];
-            const uint32_t a = (uint32_t)(first > part->first ? first - part->first : 0);
-            const uint32_t b =
-                (uint32_t)(end - part->first < part->scans ? end - part->first : part->scans);
-            if (sum32)
-                memset(sum32, 0, (size_t)planes * QEM_INTERVAL * sizeof *sum32);
-            else
-                memset(sum64, 0, (size_t)planes * QEM_INTERVAL * sizeof *sum64);
-            for (unsigned g = 0; g < planes; g += PLANES_INLINE)
-                part_sums(part, active, n_active, weights + g,
-                          planes - g < PLANES_INLINE ? planes - g : PLANES_INLINE, a, b,
-                          sum32 ? sum32 + (size_t)g * QEM_INTERVAL : NULL,
-                          sum64 ? sum64 + (size_t)g * QEM_INTERVAL : NULL);
-            for (unsigned k = 0; k < planes; k++) {
-                int64_t *dst = out + (size_t)k * count + (part->first + a - first);
-                for (uint32_t i = a; i < b; i++)
-                    dst[i - a] = sum32 ? sum32[(size_t)k * QEM_INTERVAL + i]
-                                       : sum64[(size_t)k * QEM_INTERVAL + i];
+        for (uint64_t u = 0; u < units; u++) {
+            uint64_t from = p0 + u, to = from + 1;
+            if (by_slab) {
+                from = c->slab_part[s0 + u] > p0 ? c->slab_part[s0 + u] : p0;
+                to = c->slab_part[s0 + u + 1] < p1 ? c->slab_part[s0 + u + 1] : p1;
+            }
+            for (uint64_t pi = from; pi < to; pi++) {
+                if (!sum32 && !sum64)
+                    continue;
+                const qem_packed_part *part = &c->parts[pi];
+                const uint32_t a = (uint32_t)(first > part->first ? first - part->first : 0);
+                const uint32_t b =
+                    (uint32_t)(end - part->first < part->scans ? end - part->first : part->scans);
+                if (sum32)
+                    memset(sum32, 0, (size_t)planes * QEM_INTERVAL * sizeof *sum32);
+                else
+                    memset(sum64, 0, (size_t)planes * QEM_INTERVAL * sizeof *sum64);
+                for (unsigned g = 0; g < planes; g += PLANES_INLINE)
+                    part_sums(part, active, n_active, weights + g,
+                              planes - g < PLANES_INLINE ? planes - g : PLANES_INLINE, a, b,
+                              sum32 ? sum32 + (size_t)g * QEM_INTERVAL : NULL,
+                              sum64 ? sum64 + (size_t)g * QEM_INTERVAL : NULL);
+                for (unsigned k = 0; k < planes; k++) {
+                    int64_t *dst = out + (size_t)k * count + (part->first + a - first);
+                    for (uint32_t i = a; i < b; i++)
+                        dst[i - a] = sum32 ? sum32[(size_t)k * QEM_INTERVAL + i]
+                                           : sum64[(size_t)k * QEM_INTERVAL + i];
+                }
             }
         }
         free(sum32);

@@ -3,9 +3,9 @@
  * bits instead of decoding rANS streams: about 2.5x less work a sample.
  *
  * One part per 512-scan block of the file: each pixel's samples in tiles of
- * 32 scans, each tile at the bit length of its largest sample (32 values
- * of W bits fill W words, so a tile starts on a word). A tile's width is a
- * nibble, 15 standing for 16. The copy holds what was decoded from
+ * 32 scans, each tile as W bit planes, W the bit length of its largest
+ * sample: word b holds bit b of the tile's 32 samples, bit i for its i-th
+ * scan. A tile's width is a nibble, 15 standing for 16. The copy holds what was decoded from
  * authenticated blocks, and answers only while a mapped or per-use file is
  * unchanged (qem_packed_copy_check). */
 #ifndef QEM_PACKED_COPY_H
@@ -19,16 +19,23 @@
 #define QEM_PACKED_TILES 16u /* tiles of a 512-scan block */
 
 /* Bytes describing one pixel in a part: the word where its tiles start
- * (u32), then eight bytes of tile widths (tile t's nibble at bits
- * 4 (t % 2) of byte t / 2). One line holds both: a reduction's loads are
- * scattered, one per selected pixel and part. */
+ * (u32, from the slab's first word), then eight bytes of tile widths
+ * (tile t's nibble at bits 4 (t % 2) of byte t / 2). */
 #define QEM_PACKED_META 12u
 
+/* Parts a slab gathers (whole chunks, at least one): one allocation in
+ * which each pixel's descriptions, then each pixel's words, lie together
+ * for all the slab's parts. A move reads few pixels of every part, so it
+ * reads runs of consecutive memory rather than lines scattered over every
+ * part (fewer lines, pages and page walks; doc/benchmarks.md). */
+#define QEM_PACKED_SLAB_PARTS 16u
+
 typedef struct qem_packed_part {
-    uint64_t first;  /* first scan */
-    uint32_t scans;  /* samples a pixel (<= 512) */
-    uint8_t *meta;   /* pixels x QEM_PACKED_META bytes, then the words (one allocation) */
-    uint32_t *words; /* every pixel's tiles, pixel after pixel; 2 zero words after */
+    uint64_t first;        /* first scan */
+    uint32_t scans;        /* samples a pixel (<= 512) */
+    uint32_t meta_stride;  /* bytes from one pixel's description to the next */
+    const uint8_t *meta;   /* pixel 0's description in this part */
+    const uint32_t *words; /* the slab's words; PLANES_READ zero words after */
 } qem_packed_part;
 
 typedef struct qem_packed_copy {
@@ -36,6 +43,9 @@ typedef struct qem_packed_copy {
     uint64_t part_count;
     qem_packed_part *parts;
     uint64_t *chunk_part; /* the file's chunks: index of each one's first part */
+    uint64_t slab_count;
+    uint64_t *slab_part;  /* each slab's first part, then part_count */
+    void **slabs;         /* each slab's allocation */
     uint64_t bytes;       /* memory held */
     double build_ms;
 } qem_packed_copy;

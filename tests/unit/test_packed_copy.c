@@ -361,6 +361,20 @@ int main(void)
         free(qem);
     }
     free(pack);
+    /* Many parts: slabs of whole chunks (5 chunks of 3 parts each), which
+     * the reduction shares out slab by slab once each of the product's
+     * four pieces of scans spans 4 slabs or more; and chunks of 18 parts,
+     * each a slab alone. */
+    const uint64_t many[4] = {256, 520, 4, 4}, long_chunks[4] = {150, 150, 4, 4};
+    char *slabs = strdup(test_path("packed-slabs.qem"));
+    CHECK(write_count_sources(many, 31, 20, 1500, test_path("packed-slabs.npy"), slabs, NULL));
+    copy_equals(slabs, QEM_RESIDENT_MAPPED, 997);
+    free(slabs);
+    slabs = strdup(test_path("packed-long-chunks.qem"));
+    CHECK(write_count_sources(long_chunks, 32, 20, 9000, test_path("packed-long-chunks.npy"),
+                              slabs, NULL));
+    copy_equals(slabs, QEM_RESIDENT_NONE, 89);
+    free(slabs);
     const uint64_t large[4] = {10, 12, 48, 40};
     char *qem = strdup(test_path("packed-large.qem"));
     CHECK(write_count_sources(large, 21, 300, 0, test_path("packed-large.npy"), qem, NULL));
