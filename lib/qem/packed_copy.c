@@ -421,7 +421,16 @@ void qem_packed_pattern(const qem_packed_copy *c, const qem_file *f, uint64_t sc
         &c->parts[c->chunk_part[ci] + (scan - ch->first) / QEM_INTERVAL];
     const uint32_t i = (uint32_t)(scan - part->first);
     const unsigned t = i / QEM_PACKED_TILE, k = i % QEM_PACKED_TILE;
+    /* Each pixel's record and words lie in its own run of the slab: the
+     * record is asked for 16 pixels ahead, the words 8 ahead. */
+    enum { AHEAD = 16 };
     for (uint64_t px = 0; px < c->pixels; px++) {
+        if (px + AHEAD < c->pixels)
+            __builtin_prefetch(pixel_meta(part, px + AHEAD));
+        if (px + AHEAD / 2 < c->pixels) {
+            const uint8_t *next = pixel_meta(part, px + AHEAD / 2);
+            __builtin_prefetch(part->words + meta_word(next) + words_before(meta_widths(next), t));
+        }
         const uint8_t *m = pixel_meta(part, px), *w = meta_widths(m);
         const uint32_t v =
             tile_value(part->words + meta_word(m) + words_before(w, t), tile_width(w, t), k);
