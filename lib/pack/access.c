@@ -179,12 +179,13 @@ typedef struct pack_kernels {
     pack_unpack_fn unpack;
     pack_accumulate_fn accumulate;
     pack_accumulate32_fn accumulate32;
+    int shard_tiles; /* one-plane int32 sums of whole uint16 shards (AVX-512) */
 } pack_kernels;
 
 static pack_kernels pack_kernels_select(void)
 {
     const qem_rans_path path = qem_rans_path_resolve(QEM_RANS_PATH_AUTO);
-    pack_kernels k = {qem_pack_unpack_tile, accumulate_base, accumulate32_base};
+    pack_kernels k = {qem_pack_unpack_tile, accumulate_base, accumulate32_base, 0};
     if (path == QEM_RANS_PATH_SCALAR)
         return k;
 #ifdef PACK_AVX512
@@ -192,6 +193,7 @@ static pack_kernels pack_kernels_select(void)
         k.unpack = unpack_tile_avx512;
         k.accumulate = accumulate_avx2;
         k.accumulate32 = accumulate32_avx512;
+        k.shard_tiles = 1;
         return k;
     }
 #endif
@@ -407,6 +409,78 @@ static inline void pixel_shard_sums(const qem_pack *p, const pack_shard *sh, uin
     }
 }
 
+#ifdef PACK_AVX512
+/* One plane over whole tiles of a uint16 shard (a detector move over the
+ * shard's every scan), tile after tile: each tile's 128 sums stay in
+ * eight registers while every pixel of a group adds its values to them,
+ * instead of each pixel's tile passing through a buffer and the shard's
+ * sums (as the .qem copy's reduction, doc/benchmarks.md). Whole 128-scan
+ * tiles only (the caller checks sps). */
+enum { TILE_GROUP = 256 };
+
+__attribute__((target(PACK_AVX512))) static void
+shard_tiles_avx512(const qem_pack *p, const pack_shard *sh, const uint64_t *active,
+                   uint64_t n_active, const int32_t *weights, int32_t *sums)
+{
+    __m512i bytes[17], shift[17], mask[17];
+    for (unsigned W = 1; W <= 16; W++) {
+        const __m512i bit = _mm512_mullo_epi32(
+            _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+            _mm512_set1_epi32((int)W));
+        bytes[W] = _mm512_add_epi32(
+            _mm512_mullo_epi32(_mm512_srli_epi32(bit, 3), _mm512_set1_epi32(0x01010101)),
+            _mm512_set1_epi32(0x03020100));
+        shift[W] = _mm512_and_si512(bit, _mm512_set1_epi32(7));
+        mask[W] = _mm512_set1_epi32((int)((1u << W) - 1u));
+    }
+    const unsigned tiles = (unsigned)(p->sps / PACK_V1_TILE);
+    uint64_t at[TILE_GROUP];
+    const uint8_t *widths[TILE_GROUP];
+    int32_t w[TILE_GROUP];
+    for (uint64_t g0 = 0; g0 < n_active; g0 += TILE_GROUP) {
+        const unsigned n = (unsigned)(n_active - g0 < TILE_GROUP ? n_active - g0 : TILE_GROUP);
+        int unit = 1;
+        for (unsigned j = 0; j < n; j++) {
+            const uint64_t px = active[g0 + j];
+            prefetch_pixel(p, sh, px);
+            at[j] = sh->pixel_words[px];
+            widths[j] = sh->tile_widths + px * p->tiles;
+            w[j] = weights[px];
+            unit &= w[j] == 1 || w[j] == -1;
+        }
+        for (unsigned t = 0; t < tiles; t++) {
+            int32_t *dst = sums + (size_t)t * PACK_V1_TILE;
+            __m512i d[8];
+            for (unsigned k = 0; k < 8; k++)
+                d[k] = _mm512_loadu_si512(dst + 16 * k);
+            for (unsigned j = 0; j < n; j++) {
+                const unsigned W = widths[j][t];
+                if (!W)
+                    continue;
+                const uint8_t *src = (const uint8_t *)(sh->words + at[j]);
+                at[j] += 4u * W;
+                const __mmask64 load = (1ull << (2 * W)) - 1u;
+                const __m512i sign = _mm512_set1_epi32(-(int32_t)(w[j] < 0));
+                const __m512i times = _mm512_set1_epi32(w[j]);
+#pragma GCC unroll 8
+                for (unsigned k = 0; k < 8; k++) {
+                    __m512i v = _mm512_and_si512(
+                        _mm512_srlv_epi32(_mm512_permutexvar_epi8(
+                                              bytes[W], _mm512_maskz_loadu_epi8(load, src + 2 * W * k)),
+                                          shift[W]),
+                        mask[W]);
+                    v = unit ? _mm512_sub_epi32(_mm512_xor_si512(v, sign), sign)
+                             : _mm512_mullo_epi32(v, times);
+                    d[k] = _mm512_add_epi32(d[k], v);
+                }
+            }
+            for (unsigned k = 0; k < 8; k++)
+                _mm512_storeu_si512(dst + 16 * k, d[k]);
+        }
+    }
+}
+#endif
+
 qem_status qem_pack_weighted_sums(const qem_pack *p, uint64_t first, uint64_t count,
                                   const int32_t *const *weights, unsigned planes, int64_t *out,
                                   int threads, qem_error *error)
@@ -456,6 +530,15 @@ qem_status qem_pack_weighted_sums(const qem_pack *p, uint64_t first, uint64_t co
                     continue;
                 if (local)
                     memset(local, 0, (size_t)(p->sps * planes) * sizeof *local);
+#ifdef PACK_AVX512
+                if (kernels.shard_tiles && local && planes == 1 && a == 0 && b == p->sps &&
+                    p->profile == QEM_PACK_UINT16_LZ4 && p->sps % PACK_V1_TILE == 0) {
+                    shard_tiles_avx512(p, &p->shards[s], active, n_active, weights[0], local);
+                    for (uint64_t i = 0; i < p->sps; i++)
+                        dst[i] = local[i];
+                    continue;
+                }
+#endif
                 for (uint64_t j = 0; j < PREFETCH_PIXELS && j < n_active; j++)
                     prefetch_pixel(p, &p->shards[s], active[j]);
                 for (uint64_t j = 0; j < n_active; j++) {

@@ -148,17 +148,23 @@ static void check_sums(const char *name, const uint16_t *data, const uint8_t *ex
     uint64_t *sums = calloc((size_t)P, sizeof *sums);
     int32_t *weight = malloc((size_t)P * sizeof *weight);
     int32_t *big = malloc((size_t)P * sizeof *big);
+    int32_t *graded = malloc((size_t)P * sizeof *graded);
     int64_t *image = calloc((size_t)count, sizeof *image);
+    int64_t *graded_image = calloc((size_t)count, sizeof *graded_image);
     int64_t *both = calloc((size_t)count * 2, sizeof *both);
     for (uint64_t px = 0; px < P; px++) {
         weight[px] = (int32_t)(px % 3) - 1; /* -1, 0, 1: sums that fit int32 */
         big[px] = px % 2 ? -70000 : 3;      /* sums that need int64 */
+        graded[px] = (int32_t)(px % 16) - 8; /* fit int32, not +-1 */
     }
     const int32_t *planes[2] = {weight, big};
     CHECK_OK(qem_products_pixel_sums(pr, first, count, sums, (size_t)P * sizeof *sums, &e), &e);
     CHECK_OK(qem_products_weighted_sums(pr, first, count, planes, 1, image, (size_t)count * sizeof *image, &e), &e);
     CHECK_OK(qem_products_weighted_sums(pr, first, count, planes, 2, both,
                                         (size_t)count * 2 * sizeof *both, &e), &e);
+    const int32_t *graded_plane[1] = {graded};
+    CHECK_OK(qem_products_weighted_sums(pr, first, count, graded_plane, 1, graded_image,
+                                        (size_t)count * sizeof *graded_image, &e), &e);
     int bad = 0;
     for (uint64_t px = 0; px < P; px++) {
         uint64_t want = 0;
@@ -167,13 +173,15 @@ static void check_sums(const char *name, const uint16_t *data, const uint8_t *ex
         bad += want != sums[px];
     }
     for (uint64_t i = 0; i < count; i++) {
-        int64_t want = 0, want_big = 0;
+        int64_t want = 0, want_big = 0, want_graded = 0;
         for (uint64_t px = 0; px < P; px++) {
             const int64_t v = excluded[px] ? 0 : data[(first + i) * P + px];
             want += weight[px] * v;
             want_big += big[px] * v;
+            want_graded += graded[px] * v;
         }
-        bad += (want != image[i]) + (want != both[i]) + (want_big != both[count + i]);
+        bad += (want != image[i]) + (want != both[i]) + (want_big != both[count + i]) +
+               (want_graded != graded_image[i]);
     }
     if (bad)
         fprintf(stderr, "%s: %d sums differ\n", name, bad);
@@ -181,7 +189,9 @@ static void check_sums(const char *name, const uint16_t *data, const uint8_t *ex
     free(sums);
     free(weight);
     free(big);
+    free(graded);
     free(image);
+    free(graded_image);
     free(both);
     qem_products_close(pr);
     qem_container_close(src);
