@@ -118,8 +118,9 @@ void qem_packed_copy_free(qem_packed_copy *c)
     if (!c)
         return;
     for (uint64_t k = 0; c->slabs && k < c->slab_count; k++)
-        free(c->slabs[k]);
+        qem_large_release(c->slabs[k], (size_t)c->slab_bytes[k]);
     free(c->slabs);
+    free(c->slab_bytes);
     free(c->slab_part);
     free(c->parts);
     free(c->chunk_part);
@@ -140,69 +141,77 @@ qem_status qem_packed_copy_check(const qem_file *f, qem_error *error)
 
 /* What one thread builds a slab with. */
 typedef struct slab_work {
-    qem_chunk_view *views;  /* the slab's chunks, loaded */
-    uint16_t *columns;      /* PIXEL_GROUP pixels' samples of each part */
-    uint8_t *meta;          /* pixels x parts descriptions */
-    uint32_t *words;        /* grows as needed */
-    uint64_t words_cap;
+    qem_chunk_view *views; /* the slab's chunks, loaded */
+    uint16_t *columns;     /* PIXEL_GROUP pixels' samples of each part */
 } slab_work;
-
-/* Room for `need` more words after `used`. */
-static int words_reserve(slab_work *w, uint64_t used, uint64_t need)
-{
-    if (used + need <= w->words_cap)
-        return 1;
-    uint64_t cap = w->words_cap ? w->words_cap : (uint64_t)1 << 20;
-    while (cap < used + need)
-        cap *= 2;
-    uint32_t *grown = realloc(w->words, (size_t)cap * sizeof *grown);
-    if (!grown)
-        return 0;
-    w->words = grown;
-    w->words_cap = cap;
-    return 1;
-}
 
 /* The slab of chunks [c0, c1) (parts [k0, k0 + n)) into c->parts and its
  * allocation c->slabs[slab]: for each group of pixels, every part's
- * samples decoded, then each pixel's tiles of every part in turn. */
+ * samples decoded, then each pixel's tiles of every part in turn. The
+ * descriptions and words are written where they stay, in address space
+ * for the widest tiles trimmed to what they took: no staging buffer to
+ * copy from (its copy was the build's peak memory above the finished
+ * copy, doc/benchmarks.md). */
 static qem_status build_slab(const qem_file *f, qem_packed_copy *c, uint64_t slab, uint64_t c0,
                              uint64_t c1, plane_tile_fn planes, slab_work *w, uint64_t *bytes,
                              qem_error *error)
 {
     const uint64_t P = f->pixels, k0 = c->slab_part[slab], n = c->slab_part[slab + 1] - k0;
     const uint32_t stride = (uint32_t)(n * QEM_PACKED_META);
-    for (uint64_t ci = c0; ci < c1; ci++)
-        QEM_TRY(qem_chunk_load((qem_file *)f, ci, 0, &w->views[ci - c0], error));
+    uint64_t widest = 0; /* words if every tile took 16 planes */
+    for (uint64_t k = 0; k < n; k++)
+        widest += (c->parts[k0 + k].scans + QEM_PACKED_TILE - 1) / QEM_PACKED_TILE * 16u;
+    widest *= P;
+    if (widest > UINT32_MAX - PLANES_READ) /* word starts are u32 */
+        widest = UINT32_MAX - PLANES_READ;
+    /* The descriptions, then the words on a 64-byte line, PLANES_READ zero
+     * words after them: a move reads that many planes of every tile. */
+    const uint64_t meta_bytes = (P * stride + 63) / 64 * 64;
+    const uint64_t reserved = meta_bytes + (widest + PLANES_READ) * 4;
+    if (reserved > SIZE_MAX)
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory for the packed copy");
+    uint8_t *block = qem_large_reserve((size_t)reserved);
+    if (!block)
+        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory for the packed copy");
+    uint32_t *words = (uint32_t *)(void *)(block + meta_bytes);
+    for (uint64_t ci = c0; ci < c1; ci++) {
+        const qem_status st = qem_chunk_load((qem_file *)f, ci, 0, &w->views[ci - c0], error);
+        if (st != QEM_OK) {
+            qem_large_release(block, (size_t)reserved);
+            return st;
+        }
+    }
     uint64_t used = 0;
-    for (uint64_t p0 = 0; p0 < P; p0 += PIXEL_GROUP) {
+    qem_status st = QEM_OK;
+    for (uint64_t p0 = 0; p0 < P && st == QEM_OK; p0 += PIXEL_GROUP) {
         const uint64_t m = P - p0 < PIXEL_GROUP ? P - p0 : PIXEL_GROUP;
-        for (uint64_t ci = c0, k = 0; ci < c1; ci++) {
+        for (uint64_t ci = c0, k = 0; ci < c1 && st == QEM_OK; ci++) {
             for (uint64_t b = 0; b < f->chunks[ci].blocks; b++, k++) {
                 uint64_t failed = 0;
-                const qem_status st =
-                    qem_chunk_decode_lanes(f, &w->views[ci - c0], b, p0, m,
-                                           w->columns + k * PIXEL_GROUP * QEM_INTERVAL, &failed);
-                if (st != QEM_OK)
-                    return qem_fail(error, st,
-                                    "QEM count stream of detector pixel %llu (chunk %llu, block "
-                                    "%llu) does not decode; the file is damaged.",
-                                    (unsigned long long)failed, (unsigned long long)ci,
-                                    (unsigned long long)b);
+                st = qem_chunk_decode_lanes(f, &w->views[ci - c0], b, p0, m,
+                                            w->columns + k * PIXEL_GROUP * QEM_INTERVAL, &failed);
+                if (st != QEM_OK) {
+                    qem_fail(error, st,
+                             "QEM count stream of detector pixel %llu (chunk %llu, block "
+                             "%llu) does not decode; the file is damaged.",
+                             (unsigned long long)failed, (unsigned long long)ci,
+                             (unsigned long long)b);
+                    break;
+                }
             }
         }
-        for (uint64_t j = 0; j < m; j++) {
-            if (!words_reserve(w, used, n * QEM_PACKED_TILES * 16))
-                return qem_fail(error, QEM_E_NO_MEMORY, "out of memory for the packed copy");
+        for (uint64_t j = 0; j < m && st == QEM_OK; j++) {
             for (uint64_t k = 0; k < n; k++) {
                 const qem_packed_part *part = &c->parts[k0 + k];
                 const uint32_t scans = part->scans;
                 const unsigned tiles = (scans + QEM_PACKED_TILE - 1) / QEM_PACKED_TILE;
                 const uint16_t *col = w->columns + k * PIXEL_GROUP * QEM_INTERVAL + j * scans;
-                uint8_t *desc = w->meta + (p0 + j) * stride + k * QEM_PACKED_META, *wd = desc + 4;
-                memset(desc, 0, QEM_PACKED_META);
-                if (used > UINT32_MAX)
-                    return qem_fail(error, QEM_E_LIMIT, "a slab of the packed copy passes 2^32 words");
+                uint8_t *desc = block + (p0 + j) * stride + k * QEM_PACKED_META, *wd = desc + 4;
+                if (used + tiles * 16u > widest) {
+                    st = qem_fail(error, QEM_E_LIMIT,
+                                  "a slab of the packed copy passes 2^32 words");
+                    break;
+                }
                 const uint32_t start = (uint32_t)used;
                 memcpy(desc, &start, sizeof start);
                 for (unsigned t = 0; t < tiles; t++) {
@@ -222,26 +231,22 @@ static qem_status build_slab(const qem_file *f, qem_packed_copy *c, uint64_t sla
                     const unsigned nibble = length < 15 ? length : 15;
                     wd[t / 2] |= (uint8_t)(nibble << (4 * (t % 2)));
                     const unsigned width = nibble_width(nibble);
-                    planes(values, width, w->words + used);
+                    planes(values, width, words + used);
                     used += width;
                 }
             }
         }
     }
-    if (used > UINT32_MAX - PLANES_READ)
-        return qem_fail(error, QEM_E_LIMIT, "a slab of the packed copy passes 2^32 words");
-    /* The descriptions, then the words on a 64-byte line, PLANES_READ zero
-     * words after them: a move reads that many planes of every tile. */
-    const uint64_t meta_bytes = (P * stride + 63) / 64 * 64;
+    if (st != QEM_OK) {
+        qem_large_release(block, (size_t)reserved);
+        return st;
+    }
+    /* Fresh pages read zero: the descriptions' widths were ORed into
+     * zeros and the PLANES_READ words after the last are zero. */
     const uint64_t total = meta_bytes + (used + PLANES_READ) * 4;
-    uint8_t *block = qem_large_alloc((size_t)total);
-    if (!block)
-        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory for the packed copy");
-    memcpy(block, w->meta, (size_t)(P * stride));
-    uint32_t *words = (uint32_t *)(void *)(block + meta_bytes);
-    memcpy(words, w->words, (size_t)used * sizeof *words);
-    memset(words + used, 0, PLANES_READ * sizeof *words);
+    qem_large_trim(block, (size_t)reserved, (size_t)total);
     c->slabs[slab] = block;
+    c->slab_bytes[slab] = total;
     for (uint64_t k = 0; k < n; k++) {
         qem_packed_part *part = &c->parts[k0 + k];
         part->meta_stride = stride;
@@ -295,7 +300,8 @@ static int plan_slabs(const qem_file *f, qem_packed_copy *c, uint64_t **slab_chu
     (*slab_chunk)[c->slab_count] = f->chunk_count;
     c->slab_part[c->slab_count] = c->part_count;
     c->slabs = calloc((size_t)(c->slab_count ? c->slab_count : 1), sizeof *c->slabs);
-    return c->slabs != NULL;
+    c->slab_bytes = calloc((size_t)(c->slab_count ? c->slab_count : 1), sizeof *c->slab_bytes);
+    return c->slabs && c->slab_bytes;
 }
 
 qem_status qem_packed_copy_build(qem_file *f, uint64_t limit, int threads,
@@ -341,7 +347,6 @@ qem_status qem_packed_copy_build(qem_file *f, uint64_t limit, int threads,
         slab_work w = {0};
         w.views = calloc((size_t)(most_chunks ? most_chunks : 1), sizeof *w.views);
         w.columns = malloc((size_t)(most_parts * PIXEL_GROUP * QEM_INTERVAL) * sizeof *w.columns);
-        w.meta = malloc((size_t)(f->pixels * most_parts * QEM_PACKED_META));
 #pragma omp for schedule(dynamic, 1)
         for (uint64_t s = 0; s < c->slab_count; s++) {
             if (atomic_load(&stop))
@@ -349,7 +354,7 @@ qem_status qem_packed_copy_build(qem_file *f, uint64_t limit, int threads,
             qem_error e = {0};
             uint64_t bytes = 0;
             const uint64_t a = slab_chunk[s], b = slab_chunk[s + 1];
-            qem_status cst = w.views && w.columns && w.meta
+            qem_status cst = w.views && w.columns
                                  ? build_slab(f, c, s, a, b, planes, &w, &bytes, &e)
                                  : qem_fail(&e, QEM_E_NO_MEMORY, "out of memory for the packed copy");
             for (uint64_t ci = a; w.views && ci < b; ci++)
@@ -388,8 +393,6 @@ qem_status qem_packed_copy_build(qem_file *f, uint64_t limit, int threads,
         }
         free(w.views);
         free(w.columns);
-        free(w.meta);
-        free(w.words);
     }
     free(slab_chunk);
     /* Decoded from a mapped or per-use file: only as good as the file. */

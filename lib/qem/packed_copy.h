@@ -45,7 +45,8 @@ typedef struct qem_packed_copy {
     uint64_t *chunk_part; /* the file's chunks: index of each one's first part */
     uint64_t slab_count;
     uint64_t *slab_part;  /* each slab's first part, then part_count */
-    void **slabs;         /* each slab's allocation */
+    void **slabs;         /* each slab's allocation (qem_large_reserve, trimmed) */
+    uint64_t *slab_bytes; /* each slab's bytes kept */
     uint64_t bytes;       /* memory held */
     double build_ms;
 } qem_packed_copy;
