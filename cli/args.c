@@ -123,8 +123,8 @@ const option_spec option_specs[OPT_COUNT] = {
                          "in the background once the bodies are checked, file by file while\n"
                          "they fit; each takes the place of its file's mapped body. Detector\n"
                          "moves and patterns then unpack bits instead of decoding, about 2.5x\n"
-                         "faster (a 512 x 512 x 192 x 192 set at dose 4 takes 1.4 GB; default\n"
-                         "1536; 0 = none)"},
+                         "faster (a 512 x 512 x 192 x 192 set at dose 4 takes 1.2 GB, so two\n"
+                         "fit the default 2560; 0 = none)"},
     [OPT_FROM_DISK] = {"--from-disk", NULL, ARG_FLAG, NULL, 0, 0, 0, 0, 0, NULL,
                        ".qem files: read chunks from the file for each use instead of\n"
                        "holding the encoded body in memory (slower moves)"},

@@ -207,7 +207,7 @@ int view_config_from_args(const args *a, const char *command, view_config *confi
                             given(a, OPT_COLUMN_CACHE) ? (uint64_t)a->v[OPT_COLUMN_CACHE].i[0]
                                                        : 0,
                             given(a, OPT_PACKED_COPY) ? (uint64_t)a->v[OPT_PACKED_COPY].i[0]
-                                                      : 1536,
+                                                      : 2560,
                             NULL,
                             NULL,
                             NULL,

@@ -23,15 +23,31 @@
  * zero past its width): no branch on widths that vary tile to tile. */
 #define PLANES_READ 4u
 
-/* A nibble's width: 15 stands for 16, so one nibble holds every width. */
-static inline unsigned nibble_width(unsigned nibble)
-{
-    return nibble + (nibble == 15);
-}
+/* Tile codes (packed_copy.h): 0-12 planes, then these. */
+enum { CODE_WIDE = 13, CODE_LOW = 14, CODE_HIGH = 15 };
 
-static inline unsigned tile_width(const uint8_t *w, unsigned t)
+static const uint8_t code_width[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 16, 1, 1};
+static const uint8_t code_halves[16] = {0,  2,  4,  6,  8,  10, 12, 14,
+                                        16, 18, 20, 22, 24, 32, 1,  1};
+
+/* What a one-plane move reads of a tile of each code: plane b is the u32
+ * at half 2b, ANDed with mask[b], plane 0 then shifted left by `shift`
+ * (a high half to its scans): every code takes the same loads, no branch. */
+#define PLANES_OF(w)                                                                         \
+    {{(w) > 0 ? ~0u : 0u, (w) > 1 ? ~0u : 0u, (w) > 2 ? ~0u : 0u, (w) > 3 ? ~0u : 0u}, 0}
+static const struct code_read {
+    uint32_t mask[PLANES_READ];
+    uint32_t shift;
+} code_read[16] = {PLANES_OF(0),  PLANES_OF(1),  PLANES_OF(2),  PLANES_OF(3),
+                   PLANES_OF(4),  PLANES_OF(5),  PLANES_OF(6),  PLANES_OF(7),
+                   PLANES_OF(8),  PLANES_OF(9),  PLANES_OF(10), PLANES_OF(11),
+                   PLANES_OF(12), PLANES_OF(16), {{0xFFFFu, 0, 0, 0}, 0},
+                   {{0xFFFFu, 0, 0, 0}, 16}};
+#undef PLANES_OF
+
+static inline unsigned tile_code(const uint8_t *w, unsigned t)
 {
-    return nibble_width((w[t / 2] >> (4 * (t % 2))) & 15u);
+    return (w[t / 2] >> (4 * (t % 2))) & 15u;
 }
 
 static inline const uint8_t *pixel_meta(const qem_packed_part *part, uint64_t px)
@@ -39,7 +55,7 @@ static inline const uint8_t *pixel_meta(const qem_packed_part *part, uint64_t px
     return part->meta + px * part->meta_stride;
 }
 
-/* Where the pixel described by `m` starts, and its width bytes. */
+/* Where the pixel described by `m` starts, and its code bytes. */
 static inline uint32_t meta_word(const uint8_t *m)
 {
     uint32_t w;
@@ -52,17 +68,36 @@ static inline const uint8_t *meta_widths(const uint8_t *m)
     return m + 4;
 }
 
-/* Words of a pixel's tiles before tile t (t <= 15) of its eight width bytes. */
-static inline uint32_t words_before(const uint8_t *w, unsigned t)
+/* Halves of a pixel's tiles before tile t (t <= 16) of its eight code
+ * bytes: twice the nibbles' sum, corrected for codes 13-15. */
+static inline uint32_t halves_before(const uint8_t *w, unsigned t)
 {
     uint64_t x;
     memcpy(&x, w, sizeof x);
-    x &= t ? (1ull << (4 * t)) - 1u : 0;
-    const uint64_t lo = 0x0F0F0F0F0F0F0F0Full;
+    if (t < 16)
+        x &= (1ull << (4 * t)) - 1u;
+    const uint64_t lo = 0x0F0F0F0F0F0F0F0Full, ones = 0x1111111111111111ull;
     const uint64_t bytes = (x & lo) + ((x >> 4) & lo);
-    const uint64_t fifteen = x & (x >> 1) & (x >> 2) & (x >> 3) & 0x1111111111111111ull;
-    return (uint32_t)((bytes * 0x0101010101010101ull) >> 56) +
-           (uint32_t)__builtin_popcountll(fifteen);
+    const uint64_t high = (x >> 2) & (x >> 3) & ones; /* nibbles 12-15 */
+    const uint64_t c13 = high & x & ~(x >> 1), c14 = high & ~x & (x >> 1), c15 = high & x & (x >> 1);
+    return 2u * (uint32_t)((bytes * 0x0101010101010101ull) >> 56) +
+           6u * (uint32_t)__builtin_popcountll(c13) - 27u * (uint32_t)__builtin_popcountll(c14) -
+           29u * (uint32_t)__builtin_popcountll(c15);
+}
+
+static inline uint32_t load32(const uint16_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* Plane b of a tile of code `code` at `src`, as the 32 scans' bits. */
+static inline uint32_t tile_plane(const uint16_t *src, unsigned code, unsigned b)
+{
+    if (code >= CODE_LOW)
+        return b ? 0 : (uint32_t)src[0] << (code == CODE_HIGH ? 16 : 0);
+    return b < code_width[code] ? load32(src + 2 * b) : 0;
 }
 
 /* A tile's 32 values (each below 2^width) as `width` bit planes: bit i
@@ -78,12 +113,12 @@ static void plane_tile(const uint16_t *values, unsigned width, uint32_t *words)
     }
 }
 
-/* Value i of a tile of `width` planes at `src`. */
-static inline uint32_t tile_value(const uint32_t *src, unsigned width, unsigned i)
+/* Value i of a tile of code `code` at `src`. */
+static inline uint32_t tile_value(const uint16_t *src, unsigned code, unsigned i)
 {
     uint32_t v = 0;
-    for (unsigned b = 0; b < width; b++)
-        v |= ((src[b] >> i) & 1u) << b;
+    for (unsigned b = 0; b < code_width[code]; b++)
+        v |= ((tile_plane(src, code, b) >> i) & 1u) << b;
     return v;
 }
 
@@ -158,22 +193,20 @@ static qem_status build_slab(const qem_file *f, qem_packed_copy *c, uint64_t sla
 {
     const uint64_t P = f->pixels, k0 = c->slab_part[slab], n = c->slab_part[slab + 1] - k0;
     const uint32_t stride = (uint32_t)(n * QEM_PACKED_META);
-    uint64_t widest = 0; /* words if every tile took 16 planes */
+    uint64_t widest = 0; /* halves if every tile took 16 planes */
     for (uint64_t k = 0; k < n; k++)
-        widest += (c->parts[k0 + k].scans + QEM_PACKED_TILE - 1) / QEM_PACKED_TILE * 16u;
+        widest += (c->parts[k0 + k].scans + QEM_PACKED_TILE - 1) / QEM_PACKED_TILE * 32u;
     widest *= P;
-    if (widest > UINT32_MAX - PLANES_READ) /* word starts are u32 */
-        widest = UINT32_MAX - PLANES_READ;
-    /* The descriptions, then the words on a 64-byte line, PLANES_READ zero
-     * words after them: a move reads that many planes of every tile. */
+    if (widest > UINT32_MAX - 2 * PLANES_READ) /* starts are u32 */
+        widest = UINT32_MAX - 2 * PLANES_READ;
+    /* The descriptions, then the halves on a 64-byte line, 2 PLANES_READ
+     * zero halves after them: a move reads that many planes of every tile. */
     const uint64_t meta_bytes = (P * stride + 63) / 64 * 64;
-    const uint64_t reserved = meta_bytes + (widest + PLANES_READ) * 4;
-    if (reserved > SIZE_MAX)
-        return qem_fail(error, QEM_E_NO_MEMORY, "out of memory for the packed copy");
+    const uint64_t reserved = meta_bytes + (widest + 2 * PLANES_READ) * 2;
     uint8_t *block = qem_large_reserve((size_t)reserved);
     if (!block)
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory for the packed copy");
-    uint32_t *words = (uint32_t *)(void *)(block + meta_bytes);
+    uint16_t *words = (uint16_t *)(void *)(block + meta_bytes);
     for (uint64_t ci = c0; ci < c1; ci++) {
         const qem_status st = qem_chunk_load((qem_file *)f, ci, 0, &w->views[ci - c0], error);
         if (st != QEM_OK) {
@@ -207,9 +240,9 @@ static qem_status build_slab(const qem_file *f, qem_packed_copy *c, uint64_t sla
                 const unsigned tiles = (scans + QEM_PACKED_TILE - 1) / QEM_PACKED_TILE;
                 const uint16_t *col = w->columns + k * PIXEL_GROUP * QEM_INTERVAL + j * scans;
                 uint8_t *desc = block + (p0 + j) * stride + k * QEM_PACKED_META, *wd = desc + 4;
-                if (used + tiles * 16u > widest) {
+                if (used + tiles * 32u > widest) {
                     st = qem_fail(error, QEM_E_LIMIT,
-                                  "a slab of the packed copy passes 2^32 words");
+                                  "a slab of the packed copy passes 2^32 halves");
                     break;
                 }
                 const uint32_t start = (uint32_t)used;
@@ -228,11 +261,20 @@ static qem_status build_slab(const qem_file *f, qem_packed_copy *c, uint64_t sla
                     for (unsigned i = 0; i < QEM_PACKED_TILE; i++)
                         top |= values[i];
                     const unsigned length = qem_bit_length(top);
-                    const unsigned nibble = length < 15 ? length : 15;
-                    wd[t / 2] |= (uint8_t)(nibble << (4 * (t % 2)));
-                    const unsigned width = nibble_width(nibble);
-                    planes(values, width, words + used);
-                    used += width;
+                    unsigned code = length <= 12 ? length : CODE_WIDE;
+                    uint32_t plane[16];
+                    planes(values, code_width[code], plane);
+                    if (code == 1 && !(plane[0] >> 16))
+                        code = CODE_LOW;
+                    else if (code == 1 && !(plane[0] & 0xFFFFu))
+                        code = CODE_HIGH;
+                    wd[t / 2] |= (uint8_t)(code << (4 * (t % 2)));
+                    if (code >= CODE_LOW)
+                        words[used] = (uint16_t)(plane[0] >> (code == CODE_HIGH ? 16 : 0));
+                    else
+                        for (unsigned b = 0; b < code_width[code]; b++)
+                            memcpy(words + used + 2 * b, &plane[b], sizeof *plane);
+                    used += code_halves[code];
                 }
             }
         }
@@ -241,9 +283,9 @@ static qem_status build_slab(const qem_file *f, qem_packed_copy *c, uint64_t sla
         qem_large_release(block, (size_t)reserved);
         return st;
     }
-    /* Fresh pages read zero: the descriptions' widths were ORed into
-     * zeros and the PLANES_READ words after the last are zero. */
-    const uint64_t total = meta_bytes + (used + PLANES_READ) * 4;
+    /* Fresh pages read zero: the descriptions' codes were ORed into
+     * zeros and the 2 PLANES_READ halves after the last are zero. */
+    const uint64_t total = meta_bytes + (used + 2 * PLANES_READ) * 2;
     qem_large_trim(block, (size_t)reserved, (size_t)total);
     c->slabs[slab] = block;
     c->slab_bytes[slab] = total;
@@ -432,11 +474,11 @@ void qem_packed_pattern(const qem_packed_copy *c, const qem_file *f, uint64_t sc
             __builtin_prefetch(pixel_meta(part, px + AHEAD));
         if (px + AHEAD / 2 < c->pixels) {
             const uint8_t *next = pixel_meta(part, px + AHEAD / 2);
-            __builtin_prefetch(part->words + meta_word(next) + words_before(meta_widths(next), t));
+            __builtin_prefetch(part->words + meta_word(next) + halves_before(meta_widths(next), t));
         }
         const uint8_t *m = pixel_meta(part, px), *w = meta_widths(m);
         const uint32_t v =
-            tile_value(part->words + meta_word(m) + words_before(w, t), tile_width(w, t), k);
+            tile_value(part->words + meta_word(m) + halves_before(w, t), tile_code(w, t), k);
         if (item == 1)
             ((uint8_t *)out)[px] = (uint8_t)v;
         else
@@ -468,13 +510,13 @@ typedef void (*part_sums_fn)(const qem_packed_part *part, const uint64_t *active
                              uint32_t a, uint32_t b, int32_t *sum32, int64_t *sum64);
 
 /* Tile t's samples [lo, hi) (scans of the part) at their weights. */
-static inline void tile_sums(const uint32_t *src, unsigned width, uint32_t at, uint32_t lo,
+static inline void tile_sums(const uint16_t *src, unsigned code, uint32_t at, uint32_t lo,
                              uint32_t hi, const int32_t *wk, unsigned planes, int32_t *sum32,
                              int64_t *sum64)
 {
     uint32_t v[QEM_PACKED_TILE];
     for (unsigned i = 0; i < QEM_PACKED_TILE; i++)
-        v[i] = tile_value(src, width, i);
+        v[i] = tile_value(src, code, i);
     for (unsigned k = 0; k < planes; k++) {
         if (!wk[k])
             continue;
@@ -500,15 +542,15 @@ static void part_sums_base(const qem_packed_part *part, const uint64_t *active, 
         const uint8_t *m = pixel_meta(part, px), *w = meta_widths(m);
         for (unsigned k = 0; k < planes; k++)
             wk[k] = weights[k][px];
-        uint32_t word = meta_word(m) + words_before(w, t0);
+        uint32_t word = meta_word(m) + halves_before(w, t0);
         for (unsigned t = t0; t < t1; t++) {
-            const unsigned width = tile_width(w, t);
+            const unsigned code = tile_code(w, t);
             const uint32_t at = t * QEM_PACKED_TILE;
-            if (width)
-                tile_sums(part->words + word, width, at, at < a ? a : at,
+            if (code)
+                tile_sums(part->words + word, code, at, at < a ? a : at,
                           at + QEM_PACKED_TILE > b ? b : at + QEM_PACKED_TILE, wk, planes, sum32,
                           sum64);
-            word += width;
+            word += code_halves[code];
         }
     }
 }
@@ -523,9 +565,9 @@ static inline void prefetch_ahead(const qem_packed_part *part, const uint64_t *a
         __builtin_prefetch(pixel_meta(part, active[j + 8]));
     if (j + 4 < n_active) {
         const uint8_t *m = pixel_meta(part, active[j + 4]);
-        const uint32_t *start = part->words + meta_word(m);
-        const uint32_t words = words_before(meta_widths(m), 15) + tile_width(meta_widths(m), 15);
-        for (uint32_t w = 0; w < words; w += 16)
+        const uint16_t *start = part->words + meta_word(m);
+        const uint32_t halves = halves_before(meta_widths(m), 16);
+        for (uint32_t w = 0; w < halves; w += 32)
             __builtin_prefetch(start + w);
     }
 }
@@ -536,13 +578,14 @@ static inline void prefetch_ahead(const qem_packed_part *part, const uint64_t *a
 /* A tile's 32 values in two registers (scans 0-15, 16-31): each plane's
  * word, as a lane mask, sets bit b in the lanes it marks. */
 __attribute__((target(PACKED_AVX512))) static inline void
-tile_vectors(const uint32_t *src, unsigned W, __m512i *v0, __m512i *v1)
+tile_vectors(const uint16_t *src, unsigned code, __m512i *v0, __m512i *v1)
 {
     __m512i lo = _mm512_setzero_si512(), hi = lo;
-    for (unsigned b = 0; b < W; b++) {
+    for (unsigned b = 0; b < code_width[code]; b++) {
         const __m512i bit = _mm512_set1_epi32((int)(1u << b));
-        lo = _mm512_mask_or_epi32(lo, (__mmask16)src[b], lo, bit);
-        hi = _mm512_mask_or_epi32(hi, (__mmask16)(src[b] >> 16), hi, bit);
+        const uint32_t plane = tile_plane(src, code, b);
+        lo = _mm512_mask_or_epi32(lo, (__mmask16)plane, lo, bit);
+        hi = _mm512_mask_or_epi32(hi, (__mmask16)(plane >> 16), hi, bit);
     }
     *v0 = lo;
     *v1 = hi;
@@ -585,8 +628,8 @@ part_sums_avx512_tiles(const qem_packed_part *part, const uint64_t *active, uint
             memcpy(&nibbles[j], meta_widths(m), sizeof nibbles[j]);
             w[j] = weights[active[g0 + j]];
             unit &= w[j] == 1 || w[j] == -1;
-            const uint32_t words = words_before(meta_widths(m), 15) + tile_width(meta_widths(m), 15);
-            for (uint32_t k = 0; k < words; k += 16)
+            const uint32_t halves = halves_before(meta_widths(m), 16);
+            for (uint32_t k = 0; k < halves; k += 32)
                 __builtin_prefetch(part->words + at[j] + k);
         }
         for (unsigned t = 0; t < tiles; t++) {
@@ -594,11 +637,10 @@ part_sums_avx512_tiles(const qem_packed_part *part, const uint64_t *active, uint
             __m512i d0 = _mm512_loadu_si512(dst), d1 = _mm512_loadu_si512(dst + 16);
             if (!unit) {
                 for (unsigned j = 0; j < n; j++) {
-                    const unsigned nib = (unsigned)(nibbles[j] >> (4 * t)) & 15u,
-                                   W = nib + (nib == 15);
+                    const unsigned code = (unsigned)(nibbles[j] >> (4 * t)) & 15u;
                     __m512i v0, v1;
-                    tile_vectors(part->words + at[j], W, &v0, &v1);
-                    at[j] += W;
+                    tile_vectors(part->words + at[j], code, &v0, &v1);
+                    at[j] += code_halves[code];
                     const __m512i times = _mm512_set1_epi32(w[j]);
                     d0 = _mm512_add_epi32(d0, _mm512_mullo_epi32(v0, times));
                     d1 = _mm512_add_epi32(d1, _mm512_mullo_epi32(v1, times));
@@ -607,21 +649,23 @@ part_sums_avx512_tiles(const qem_packed_part *part, const uint64_t *active, uint
                 /* |count| <= TILE_GROUP: 16 bits hold it. */
                 __m512i c0 = _mm512_setzero_si512(), c1 = c0, c2 = c0, c3 = c0;
                 for (unsigned j = 0; j < n; j++) {
-                    const unsigned nib = (unsigned)(nibbles[j] >> (4 * t)) & 15u,
-                                   W = nib + (nib == 15);
-                    const uint32_t *src = part->words + at[j];
-                    at[j] += W;
+                    const unsigned code = (unsigned)(nibbles[j] >> (4 * t)) & 15u,
+                                   W = code_width[code];
+                    const struct code_read *r = &code_read[code];
+                    const uint16_t *src = part->words + at[j];
+                    at[j] += code_halves[code];
                     const __m512i one = _mm512_set1_epi16((short)w[j]);
                     /* Planes past the width are masked to none. */
-                    c0 = _mm512_mask_add_epi16(c0, src[0] & -(uint32_t)(W > 0), c0, one);
-                    c1 = _mm512_mask_add_epi16(c1, src[1] & -(uint32_t)(W > 1), c1, one);
-                    c2 = _mm512_mask_add_epi16(c2, src[2] & -(uint32_t)(W > 2), c2, one);
-                    c3 = _mm512_mask_add_epi16(c3, src[3] & -(uint32_t)(W > 3), c3, one);
+                    c0 = _mm512_mask_add_epi16(c0, (load32(src) & r->mask[0]) << r->shift, c0, one);
+                    c1 = _mm512_mask_add_epi16(c1, load32(src + 2) & r->mask[1], c1, one);
+                    c2 = _mm512_mask_add_epi16(c2, load32(src + 4) & r->mask[2], c2, one);
+                    c3 = _mm512_mask_add_epi16(c3, load32(src + 6) & r->mask[3], c3, one);
                     for (unsigned b = PLANES_READ; b < W; b++) {
                         /* Rare: wider planes straight into the sums. */
                         const __m512i times = _mm512_set1_epi32(w[j] * (int32_t)(1u << b));
-                        d0 = _mm512_mask_add_epi32(d0, (__mmask16)src[b], d0, times);
-                        d1 = _mm512_mask_add_epi32(d1, (__mmask16)(src[b] >> 16), d1, times);
+                        const uint32_t plane = load32(src + 2 * b);
+                        d0 = _mm512_mask_add_epi32(d0, (__mmask16)plane, d0, times);
+                        d1 = _mm512_mask_add_epi32(d1, (__mmask16)(plane >> 16), d1, times);
                     }
                 }
                 fold_plane(c0, 0, &d0, &d1);
@@ -660,22 +704,22 @@ part_sums_avx512(const qem_packed_part *part, const uint64_t *active, uint64_t n
         memcpy(&nibbles, meta_widths(m), sizeof nibbles);
         for (unsigned k = 0; k < planes; k++)
             wk[k] = weights[k][px];
-        uint32_t word = meta_word(m) + words_before(meta_widths(m), t0);
+        uint32_t word = meta_word(m) + halves_before(meta_widths(m), t0);
         for (unsigned t = t0; t < t1; t++) {
-            const unsigned nib = (unsigned)(nibbles >> (4 * t)) & 15u, W = nib + (nib == 15);
-            const uint32_t *src = part->words + word;
-            word += W;
-            if (!W)
+            const unsigned code = (unsigned)(nibbles >> (4 * t)) & 15u;
+            const uint16_t *src = part->words + word;
+            word += code_halves[code];
+            if (!code)
                 continue;
             const uint32_t at = t * QEM_PACKED_TILE;
             if (at < a || at + QEM_PACKED_TILE > b) {
-                tile_sums(src, W, at, at < a ? a : at,
+                tile_sums(src, code, at, at < a ? a : at,
                           at + QEM_PACKED_TILE > b ? b : at + QEM_PACKED_TILE, wk, planes, sum32,
                           NULL);
                 continue;
             }
             __m512i v0, v1;
-            tile_vectors(src, W, &v0, &v1);
+            tile_vectors(src, code, &v0, &v1);
             for (unsigned k = 0; k < planes; k++) {
                 const int32_t w = wk[k];
                 int32_t *dst = sum32 + (size_t)k * QEM_INTERVAL + at;

@@ -4,8 +4,12 @@
  *
  * One part per 512-scan block of the file: each pixel's samples in tiles of
  * 32 scans, each tile as W bit planes, W the bit length of its largest
- * sample: word b holds bit b of the tile's 32 samples, bit i for its i-th
- * scan. A tile's width is a nibble, 15 standing for 16. The copy holds what was decoded from
+ * sample: plane b holds bit b of the tile's 32 samples, bit i for its i-th
+ * scan, in two 16-bit halves (low scans first). A tile's code is a nibble:
+ * 0-12 that many planes, 13 sixteen (widths 13-16, rare in counts), 14 and
+ * 15 one plane whose set bits all lie in scans 0-15 (14) or 16-31 (15),
+ * held in one half: most one-plane tiles of sparse counts (dose 4: 70 %),
+ * a fifth less memory. The copy holds what was decoded from
  * authenticated blocks, and answers only while a mapped or per-use file is
  * unchanged (qem_packed_copy_check). */
 #ifndef QEM_PACKED_COPY_H
@@ -18,8 +22,8 @@
 #define QEM_PACKED_TILE 32u
 #define QEM_PACKED_TILES 16u /* tiles of a 512-scan block */
 
-/* Bytes describing one pixel in a part: the word where its tiles start
- * (u32, from the slab's first word), then eight bytes of tile widths
+/* Bytes describing one pixel in a part: the half where its tiles start
+ * (u32, from the slab's first half), then eight bytes of tile codes
  * (tile t's nibble at bits 4 (t % 2) of byte t / 2). */
 #define QEM_PACKED_META 12u
 
@@ -35,7 +39,7 @@ typedef struct qem_packed_part {
     uint32_t scans;        /* samples a pixel (<= 512) */
     uint32_t meta_stride;  /* bytes from one pixel's description to the next */
     const uint8_t *meta;   /* pixel 0's description in this part */
-    const uint32_t *words; /* the slab's words; PLANES_READ zero words after */
+    const uint16_t *words; /* the slab's halves; 2 PLANES_READ zero halves after */
 } qem_packed_part;
 
 typedef struct qem_packed_copy {

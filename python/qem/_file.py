@@ -374,7 +374,7 @@ class File:
         virtual images, CoM and single patterns (``f[r, c]``) read it
         instead of decoding rANS streams, with the same values: a detector
         moved over a large set is about 2.5 times faster. It takes memory
-        of the order of 1.5 times the encoded body (1.4 GB for a 512 x 512
+        of the order of 1.3 times the encoded body (1.2 GB for a 512 x 512
         x 192 x 192 set at dose 4); ``limit_bytes`` refuses a larger one
         (``qem.LimitError``, nothing kept). Returns ``packed_copy``.
         ``qem.UnsupportedError`` for a pack (its resident is one already)

@@ -4,7 +4,8 @@
  * equals the file without it and the dense reference path, bit for bit, on
  * the upstream fixtures (uint8, uint16 far above 255, masked, scaled codes)
  * and on generated files of several chunks, partial blocks and tiles of
- * every width up to 16, and beside the spatial sums' whole tiles for a
+ * every width up to 16 and of sparse counts (one-plane tiles held in one
+ * 16-bit half), and beside the spatial sums' whole tiles for a
  * detector of over 1024 pixels; a limit it would pass keeps nothing; a float file,
  * a pack and a cancelled build get their own errors; reductions running
  * while another thread builds it agree (make test-tsan). */
@@ -323,6 +324,34 @@ static void concurrent(const char *path)
     pair_close(&t);
 }
 
+/* Sparse counts, as at low dose: mostly zeros, ones at 5 % (most one-plane
+ * tiles then hold their ones in one half of their scans, stored in 16
+ * bits), a count up to 8191 in one tile of 2000 (widths 2-13, 13 stored as
+ * 16). */
+static int write_sparse_sources(const uint64_t shape[4], uint64_t seed, const char *npy,
+                                const char *qem)
+{
+    const uint64_t n = shape[0] * shape[1] * shape[2] * shape[3];
+    uint16_t *data = malloc((size_t)n * 2);
+    if (!data)
+        return 0;
+    for (uint64_t k = 0; k < n; k++) {
+        const uint64_t r = test_rand(&seed);
+        data[k] = r % 2000 == 0 ? (uint16_t)(r >> 32) % 8192 : r % 100 < 5;
+    }
+    int ok = write_npy4(npy, QEM_DTYPE_UINT16, shape, data);
+    free(data);
+    qem_error e = {0};
+    qem_save_options so;
+    qem_save_options_init(&so);
+    so.chunk_scans = 700;
+    if (ok && qem_save_file(npy, qem, &so, &e) != QEM_OK) {
+        fprintf(stderr, "write_sparse_sources(%s): %s\n", qem, e.message);
+        ok = 0;
+    }
+    return ok;
+}
+
 int main(void)
 {
     const char *fixtures[] = {"qem/u8_sparse_lowdose.qem", "qem/u16_dense_highdose.qem",
@@ -361,6 +390,12 @@ int main(void)
         free(qem);
     }
     free(pack);
+    const uint64_t sparse_shape[4] = {30, 40, 16, 16};
+    char *sparse = strdup(test_path("packed-sparse.qem"));
+    CHECK(write_sparse_sources(sparse_shape, 41, test_path("packed-sparse.npy"), sparse));
+    copy_equals(sparse, QEM_RESIDENT_MAPPED, 5);
+    copy_equals(sparse, QEM_RESIDENT_COPY, 3);
+    free(sparse);
     /* Many parts: slabs of whole chunks (5 chunks of 3 parts each), which
      * the reduction shares out slab by slab once each of the product's
      * four pieces of scans spans 4 slabs or more; and chunks of 18 parts,
