@@ -530,23 +530,24 @@ qem_status qem_pack_weighted_sums(const qem_pack *p, uint64_t first, uint64_t co
                     continue;
                 if (local)
                     memset(local, 0, (size_t)(p->sps * planes) * sizeof *local);
+                int tiled = 0;
 #ifdef PACK_AVX512
                 if (kernels.shard_tiles && local && planes == 1 && a == 0 && b == p->sps &&
                     p->profile == QEM_PACK_UINT16_LZ4 && p->sps % PACK_V1_TILE == 0) {
                     shard_tiles_avx512(p, &p->shards[s], active, n_active, weights[0], local);
-                    for (uint64_t i = 0; i < p->sps; i++)
-                        dst[i] = local[i];
-                    continue;
+                    tiled = 1;
                 }
 #endif
-                for (uint64_t j = 0; j < PREFETCH_PIXELS && j < n_active; j++)
-                    prefetch_pixel(p, &p->shards[s], active[j]);
-                for (uint64_t j = 0; j < n_active; j++) {
-                    if (j + PREFETCH_PIXELS < n_active)
-                        prefetch_pixel(p, &p->shards[s], active[j + PREFETCH_PIXELS]);
-                    pixel_shard_sums(p, &p->shards[s], active[j], a, b, weights, planes,
-                                     local ? NULL : dst, local, local ? p->sps : count, a, tile,
-                                     &kernels);
+                if (!tiled) {
+                    for (uint64_t j = 0; j < PREFETCH_PIXELS && j < n_active; j++)
+                        prefetch_pixel(p, &p->shards[s], active[j]);
+                    for (uint64_t j = 0; j < n_active; j++) {
+                        if (j + PREFETCH_PIXELS < n_active)
+                            prefetch_pixel(p, &p->shards[s], active[j + PREFETCH_PIXELS]);
+                        pixel_shard_sums(p, &p->shards[s], active[j], a, b, weights, planes,
+                                         local ? NULL : dst, local, local ? p->sps : count, a,
+                                         tile, &kernels);
+                    }
                 }
                 for (unsigned k = 0; local && k < planes; k++)
                     for (uint64_t i = 0; i < b - a; i++)
