@@ -11,7 +11,8 @@
  *     (p50, p95, max), and every move series' maximum; each of these
  *     series starts with a request that is not a move (an 11-pixel jump,
  *     a new detector), timed on its own as "switch";
- *   - the server's peak resident memory (VmHWM) at the end of each run.
+ *   - the server's peak resident memory (VmHWM) once ready, before any
+ *     move, and at the end of each run.
  * --json FILE writes every figure for a driver (bench/bench_scale.py);
  * --dense NPY --mask M.u8 times a plain C loop over the mapped .npy (the
  * dense baseline of the same virtual image). Synthetic sets (bench/synth.c) are generated into --workdir, checked
@@ -316,7 +317,8 @@ typedef struct run_result {
      * p50, max (the others come from kept images) */
     double move_computed, move_cp50, move_cmax, adf_computed, adf_cp50, adf_cmax;
     double rect_computed, rect_cp50, rect_cmax;
-    double rss_peak_mib; /* the server's VmHWM before it stopped */
+    double rss_peak_mib;  /* the server's VmHWM before it stopped */
+    double rss_ready_mib; /* its VmHWM once ready, before any move */
     /* a copy recording no prepared values: first image on the first and
      * the second open over one fresh cache folder */
     double bare_first_ms, bare_second_ms;
@@ -520,6 +522,7 @@ static int measure_files(const char *qem, const char *const *files, int nfiles,
         usleep(1000);
     }
     r->packed_ms = now_ms() - t0;
+    r->rss_ready_mib = peak_rss_mib(s.pid);
     /* Moves: two decimals, as the page sends a changed detector. */
     cr = round(cr * 100) / 100;
     cc = round(cc * 100) / 100;
@@ -1096,6 +1099,7 @@ static void json_file(FILE *j, int first, const char *set_name, const uint64_t s
     JF(jump_p95);
     JF(jump_max);
     JF(rss_peak_mib);
+    JF(rss_ready_mib);
     JF(bf_row);
     JF(bf_col);
     JF(bf_radius);
