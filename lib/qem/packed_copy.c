@@ -56,14 +56,14 @@ static inline const uint8_t *pixel_meta(const qem_packed_part *part, uint64_t px
 }
 
 /* Where the pixel described by `m` starts, and its code bytes. */
-static inline uint32_t meta_word(const uint8_t *m)
+static inline uint32_t meta_start(const uint8_t *m)
 {
     uint32_t w;
     memcpy(&w, m, sizeof w);
     return w;
 }
 
-static inline const uint8_t *meta_widths(const uint8_t *m)
+static inline const uint8_t *meta_codes(const uint8_t *m)
 {
     return m + 4;
 }
@@ -183,7 +183,7 @@ typedef struct slab_work {
 /* The slab of chunks [c0, c1) (parts [k0, k0 + n)) into c->parts and its
  * allocation c->slabs[slab]: for each group of pixels, every part's
  * samples decoded, then each pixel's tiles of every part in turn. The
- * descriptions and words are written where they stay, in address space
+ * descriptions and halves are written where they stay, in address space
  * for the widest tiles trimmed to what they took: no staging buffer to
  * copy from (its copy was the build's peak memory above the finished
  * copy, doc/benchmarks.md). */
@@ -206,7 +206,7 @@ static qem_status build_slab(const qem_file *f, qem_packed_copy *c, uint64_t sla
     uint8_t *block = qem_large_reserve((size_t)reserved);
     if (!block)
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory for the packed copy");
-    uint16_t *words = (uint16_t *)(void *)(block + meta_bytes);
+    uint16_t *halves = (uint16_t *)(void *)(block + meta_bytes);
     for (uint64_t ci = c0; ci < c1; ci++) {
         const qem_status st = qem_chunk_load((qem_file *)f, ci, 0, &w->views[ci - c0], error);
         if (st != QEM_OK) {
@@ -270,10 +270,10 @@ static qem_status build_slab(const qem_file *f, qem_packed_copy *c, uint64_t sla
                         code = CODE_HIGH;
                     wd[t / 2] |= (uint8_t)(code << (4 * (t % 2)));
                     if (code >= CODE_LOW)
-                        words[used] = (uint16_t)(plane[0] >> (code == CODE_HIGH ? 16 : 0));
+                        halves[used] = (uint16_t)(plane[0] >> (code == CODE_HIGH ? 16 : 0));
                     else
                         for (unsigned b = 0; b < code_width[code]; b++)
-                            memcpy(words + used + 2 * b, &plane[b], sizeof *plane);
+                            memcpy(halves + used + 2 * b, &plane[b], sizeof *plane);
                     used += code_halves[code];
                 }
             }
@@ -293,7 +293,7 @@ static qem_status build_slab(const qem_file *f, qem_packed_copy *c, uint64_t sla
         qem_packed_part *part = &c->parts[k0 + k];
         part->meta_stride = stride;
         part->meta = block + k * QEM_PACKED_META;
-        part->words = words;
+        part->halves = halves;
     }
     *bytes = total;
     return QEM_OK;
@@ -466,19 +466,19 @@ void qem_packed_pattern(const qem_packed_copy *c, const qem_file *f, uint64_t sc
         &c->parts[c->chunk_part[ci] + (scan - ch->first) / QEM_INTERVAL];
     const uint32_t i = (uint32_t)(scan - part->first);
     const unsigned t = i / QEM_PACKED_TILE, k = i % QEM_PACKED_TILE;
-    /* Each pixel's record and words lie in its own run of the slab: the
-     * record is asked for 16 pixels ahead, the words 8 ahead. */
+    /* Each pixel's record and halves lie in its own run of the slab: the
+     * record is asked for 16 pixels ahead, the halves 8 ahead. */
     enum { AHEAD = 16 };
     for (uint64_t px = 0; px < c->pixels; px++) {
         if (px + AHEAD < c->pixels)
             __builtin_prefetch(pixel_meta(part, px + AHEAD));
         if (px + AHEAD / 2 < c->pixels) {
             const uint8_t *next = pixel_meta(part, px + AHEAD / 2);
-            __builtin_prefetch(part->words + meta_word(next) + halves_before(meta_widths(next), t));
+            __builtin_prefetch(part->halves + meta_start(next) + halves_before(meta_codes(next), t));
         }
-        const uint8_t *m = pixel_meta(part, px), *w = meta_widths(m);
+        const uint8_t *m = pixel_meta(part, px), *w = meta_codes(m);
         const uint32_t v =
-            tile_value(part->words + meta_word(m) + halves_before(w, t), tile_code(w, t), k);
+            tile_value(part->halves + meta_start(m) + halves_before(w, t), tile_code(w, t), k);
         if (item == 1)
             ((uint8_t *)out)[px] = (uint8_t)v;
         else
@@ -539,15 +539,15 @@ static void part_sums_base(const qem_packed_part *part, const uint64_t *active, 
     int32_t wk[PLANES_INLINE];
     for (uint64_t j = 0; j < n_active; j++) {
         const uint64_t px = active[j];
-        const uint8_t *m = pixel_meta(part, px), *w = meta_widths(m);
+        const uint8_t *m = pixel_meta(part, px), *w = meta_codes(m);
         for (unsigned k = 0; k < planes; k++)
             wk[k] = weights[k][px];
-        uint32_t word = meta_word(m) + halves_before(w, t0);
+        uint32_t word = meta_start(m) + halves_before(w, t0);
         for (unsigned t = t0; t < t1; t++) {
             const unsigned code = tile_code(w, t);
             const uint32_t at = t * QEM_PACKED_TILE;
             if (code)
-                tile_sums(part->words + word, code, at, at < a ? a : at,
+                tile_sums(part->halves + word, code, at, at < a ? a : at,
                           at + QEM_PACKED_TILE > b ? b : at + QEM_PACKED_TILE, wk, planes, sum32,
                           sum64);
             word += code_halves[code];
@@ -565,8 +565,8 @@ static inline void prefetch_ahead(const qem_packed_part *part, const uint64_t *a
         __builtin_prefetch(pixel_meta(part, active[j + 8]));
     if (j + 4 < n_active) {
         const uint8_t *m = pixel_meta(part, active[j + 4]);
-        const uint16_t *start = part->words + meta_word(m);
-        const uint32_t halves = halves_before(meta_widths(m), 16);
+        const uint16_t *start = part->halves + meta_start(m);
+        const uint32_t halves = halves_before(meta_codes(m), 16);
         for (uint32_t w = 0; w < halves; w += 32)
             __builtin_prefetch(start + w);
     }
@@ -624,13 +624,13 @@ part_sums_avx512_tiles(const qem_packed_part *part, const uint64_t *active, uint
             if (j + 8 < n)
                 __builtin_prefetch(pixel_meta(part, active[g0 + j + 8]));
             const uint8_t *m = pixel_meta(part, active[g0 + j]);
-            at[j] = meta_word(m);
-            memcpy(&nibbles[j], meta_widths(m), sizeof nibbles[j]);
+            at[j] = meta_start(m);
+            memcpy(&nibbles[j], meta_codes(m), sizeof nibbles[j]);
             w[j] = weights[active[g0 + j]];
             unit &= w[j] == 1 || w[j] == -1;
-            const uint32_t halves = halves_before(meta_widths(m), 16);
+            const uint32_t halves = halves_before(meta_codes(m), 16);
             for (uint32_t k = 0; k < halves; k += 32)
-                __builtin_prefetch(part->words + at[j] + k);
+                __builtin_prefetch(part->halves + at[j] + k);
         }
         for (unsigned t = 0; t < tiles; t++) {
             int32_t *dst = sum32 + t * QEM_PACKED_TILE;
@@ -639,7 +639,7 @@ part_sums_avx512_tiles(const qem_packed_part *part, const uint64_t *active, uint
                 for (unsigned j = 0; j < n; j++) {
                     const unsigned code = (unsigned)(nibbles[j] >> (4 * t)) & 15u;
                     __m512i v0, v1;
-                    tile_vectors(part->words + at[j], code, &v0, &v1);
+                    tile_vectors(part->halves + at[j], code, &v0, &v1);
                     at[j] += code_halves[code];
                     const __m512i times = _mm512_set1_epi32(w[j]);
                     d0 = _mm512_add_epi32(d0, _mm512_mullo_epi32(v0, times));
@@ -652,7 +652,7 @@ part_sums_avx512_tiles(const qem_packed_part *part, const uint64_t *active, uint
                     const unsigned code = (unsigned)(nibbles[j] >> (4 * t)) & 15u,
                                    W = code_width[code];
                     const struct code_read *r = &code_read[code];
-                    const uint16_t *src = part->words + at[j];
+                    const uint16_t *src = part->halves + at[j];
                     at[j] += code_halves[code];
                     const __m512i one = _mm512_set1_epi16((short)w[j]);
                     /* Planes past the width are masked to none. */
@@ -701,13 +701,13 @@ part_sums_avx512(const qem_packed_part *part, const uint64_t *active, uint64_t n
         prefetch_ahead(part, active, n_active, j);
         const uint8_t *m = pixel_meta(part, px);
         uint64_t nibbles;
-        memcpy(&nibbles, meta_widths(m), sizeof nibbles);
+        memcpy(&nibbles, meta_codes(m), sizeof nibbles);
         for (unsigned k = 0; k < planes; k++)
             wk[k] = weights[k][px];
-        uint32_t word = meta_word(m) + halves_before(meta_widths(m), t0);
+        uint32_t word = meta_start(m) + halves_before(meta_codes(m), t0);
         for (unsigned t = t0; t < t1; t++) {
             const unsigned code = (unsigned)(nibbles >> (4 * t)) & 15u;
-            const uint16_t *src = part->words + word;
+            const uint16_t *src = part->halves + word;
             word += code_halves[code];
             if (!code)
                 continue;
@@ -786,7 +786,7 @@ qem_status qem_packed_weighted_sums(const qem_file *f, const qem_packed_copy *c,
     threads = qem_threads_resolve(threads > 0 ? threads : 1);
     if (p1 - p0 < 2)
         threads = 1;
-    /* A thread takes a slab's parts one after another (its pixels' words
+    /* A thread takes a slab's parts one after another (its pixels' halves
      * follow on), when there are slabs enough to share; else single parts. */
     uint64_t s0 = 0, s1;
     while (c->slab_part[s0 + 1] <= p0)

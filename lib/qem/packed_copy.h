@@ -28,7 +28,7 @@
 #define QEM_PACKED_META 12u
 
 /* Parts a slab gathers (whole chunks, at least one): one allocation in
- * which each pixel's descriptions, then each pixel's words, lie together
+ * which each pixel's descriptions, then each pixel's halves, lie together
  * for all the slab's parts. A move reads few pixels of every part, so it
  * reads runs of consecutive memory rather than lines scattered over every
  * part (fewer lines, pages and page walks; doc/benchmarks.md). */
@@ -39,7 +39,7 @@ typedef struct qem_packed_part {
     uint32_t scans;        /* samples a pixel (<= 512) */
     uint32_t meta_stride;  /* bytes from one pixel's description to the next */
     const uint8_t *meta;   /* pixel 0's description in this part */
-    const uint16_t *words; /* the slab's halves; 2 PLANES_READ zero halves after */
+    const uint16_t *halves; /* the slab's; 2 PLANES_READ zero halves after */
 } qem_packed_part;
 
 typedef struct qem_packed_copy {
