@@ -19,6 +19,10 @@ extern const command_spec pack_commands[];    /* cmd_pack.c: pack inspect, plan,
 extern const command_spec view_commands[];    /* view/view.c: view */
 extern const command_spec record_commands[];  /* cmd_record.c: record */
 
+/* view/view.c: runs `qem view` again as `argv` with OMP_WAIT_POLICY=passive
+ * unless the environment sets a wait policy or spin count; returns only when it did not. */
+void view_exec_with_passive_wait(char **argv);
+
 /* 1 when `path` ends in ".EXT" for one of `extensions` ("tif|tiff"),
  * ignoring case. */
 int has_extension(const char *path, const char *extensions);

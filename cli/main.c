@@ -159,6 +159,8 @@ int main(int argc, char **argv)
         return rc;
     if ((rc = check_environment()))
         return rc;
+    if (!strcmp(c->name, "view"))
+        view_exec_with_passive_wait(argv);
     rc = c->run(&a);
     return interrupted_by() ? interrupt_exit_status() : rc;
 }

@@ -302,6 +302,22 @@ void view_stop(view_running *v)
         waitpid(v->browser, NULL, WNOHANG);
 }
 
+/* libgomp's idle workers spin after each parallel region (its default),
+ * which suits batch work. A server's updates are short regions on cores
+ * shared with the browser and the server's other threads, and the spinning
+ * took the core the next update needed: a series of three 512 files
+ * answered 1-px moves in 26 ms (p50) spinning, 15 ms sleeping, beside a
+ * Python client (doc/benchmarks.md). libgomp reads the policy only when it
+ * loads, hence the second start; a caller who set it (or libgomp's spin
+ * count) keeps that. */
+void view_exec_with_passive_wait(char **argv)
+{
+    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT") || setenv("OMP_WAIT_POLICY", "passive", 1) != 0)
+        return;
+    execv("/proc/self/exe", argv);
+    unsetenv("OMP_WAIT_POLICY"); /* not run again (no /proc): serve as started */
+}
+
 static int run_view(const args *a)
 {
     view_config config;
@@ -355,7 +371,8 @@ const command_spec view_commands[] = {
      "recent detectors (--keep-masks), so a detector dragged back is a copy, and\n"
      "once the bodies are checked the server builds a bit-packed copy of each\n"
      ".qem file's counts while they fit in --packed-copy, which detector moves\n"
-     "and patterns then read instead of decoding. The API the page uses (also\n"
-     "for scripts) is in doc/viewer.md.\n",
+     "and patterns then read instead of decoding. Its OpenMP threads sleep\n"
+     "between computations (OMP_WAIT_POLICY=passive, unless the environment sets\n"
+     "a policy). The API the page uses (also for scripts) is in doc/viewer.md.\n",
      1, VIEW_MAX_FILES, "at least one FILE", view_options, run_view},
     {NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, NULL}};

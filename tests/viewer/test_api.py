@@ -875,3 +875,31 @@ def test_pack_opens_before_its_load_on_its_prepared_image(tmp_path):
     finally:
         err = server.stop()
     assert "is damaged" in err
+
+
+def server_environment(server):
+    with open("/proc/%d/environ" % server.proc.pid, "rb") as f:
+        return dict(item.split(b"=", 1) for item in f.read().split(b"\0") if b"=" in item)
+
+
+@pytest.mark.parametrize("given", [None, "active", "spin"], ids=["unset", "active", "spincount"])
+def test_server_threads_wait_passively_unless_told(given):
+    """qem view starts itself again with OMP_WAIT_POLICY=passive (libgomp
+    reads it only when it loads), in the same process, which then serves;
+    a policy or spin count the caller set is kept."""
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    if given == "active":
+        env["OMP_WAIT_POLICY"] = "active"
+    elif given == "spin":
+        env["GOMP_SPINCOUNT"] = "1000"
+    path = fixture("qem", "u16_dense_highdose.qem")
+    with Server([path], env=env) as server:
+        seen = server_environment(server)
+        assert seen.get(b"OMP_WAIT_POLICY") == {None: b"passive", "active": b"active",
+                                                 "spin": None}[given]
+        assert seen.get(b"GOMP_SPINCOUNT") == (b"1000" if given == "spin" else None)
+        with open("/proc/%d/cmdline" % server.proc.pid, "rb") as f:
+            assert f.read().split(b"\0")[1:3] == [b"view", b"--no-open"]
+        info = json.loads(server.get("/api/info")[1])["files"][0]
+        assert info["shape"] == json.loads(subprocess.run(
+            [QEM, "info", "--json", path], capture_output=True, text=True, check=True).stdout)["shape"]

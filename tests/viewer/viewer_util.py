@@ -52,14 +52,14 @@ def uses_asan():
 class Server:
     """`qem view --no-open --port 0 FILES...`, stopped by SIGTERM."""
 
-    def __init__(self, files, *extra):
+    def __init__(self, files, *extra, env=None):
         # Mean patterns kept between opens go to a folder of the tests' own.
         self.proc = subprocess.Popen(
             [QEM, "view", "--no-open", "--port", "0", *extra, *files],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env={**os.environ, "XDG_CACHE_HOME": CACHE_HOME},
+            env={**(os.environ if env is None else env), "XDG_CACHE_HOME": CACHE_HOME},
         )
         ready, _, _ = select.select([self.proc.stdout], [], [], 120)
         assert ready, "qem view printed no address within 120 s"
