@@ -616,25 +616,8 @@ static void route_live(view_server *s, const view_request *q, view_reply *r)
     qem_detector_session_free(fresh);
     unsigned char *body = NULL;
     size_t used = 0;
-    for (size_t k = 0; st == QEM_OK && k < s->nfiles; k++) {
-        size_t n = 0;
-        unsigned char *one = view_image_npy(&images[k], &n);
-        if (one && !body) {
-            body = one; /* the first image starts the body: no copy of it */
-            used = n;
-            continue;
-        }
-        unsigned char *grown = one ? realloc(body, used + n) : NULL;
-        if (!grown) {
-            free(one);
-            st = view_fail(&e, QEM_E_NO_MEMORY, "out of memory for the images");
-            break;
-        }
-        body = grown;
-        memcpy(body + used, one, n);
-        used += n;
-        free(one);
-    }
+    if (st == QEM_OK && !(body = view_images_npy(images, s->nfiles, &used)))
+        st = view_fail(&e, QEM_E_NO_MEMORY, "out of memory for the images");
     for (size_t k = 0; images && k < s->nfiles; k++)
         qem_image_free(&images[k]);
     free(images);

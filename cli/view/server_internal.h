@@ -164,6 +164,8 @@ void view_log_line(const view_server *s, const char *text);
 unsigned char *view_npy_body(qem_dtype dtype, unsigned ndim, const uint64_t *shape,
                              const void *data, size_t *length);
 unsigned char *view_image_npy(const qem_image *im, size_t *length);
+/* The .npy of each image, one after another, in one body. */
+unsigned char *view_images_npy(const qem_image *images, size_t count, size_t *length);
 
 /* Where the recording stands (config.live); files: finished and complete,
  * every scan of file 0 received. */
