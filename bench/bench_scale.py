@@ -601,13 +601,13 @@ def main():
             "", f"{ms(sv['fresh_switch'])} / {ms(sv['adf_switch'])} / {ms(sv['rect_switch'])}",
             "", "")
         # Encoded size of the three files; the images of recent detectors
-        # each page keeps (--keep-masks, 256 MiB by default) come on top.
+        # each page keeps (--keep-masks, 128 MiB by default) come on top.
         q = viewer["qem"]
         encoded = sum(os.path.getsize(f) for f in (q["path"], q["calibrated_path"],
                                                     viewer["pack"]["path"])) / MIB
         row("qem view, the series of three: first image (all three), s / server peak RSS "
             "(VmHWM) once ready, before any move / at the end, with the kept images of recent "
-            "detectors (--keep-masks 256 MiB a page), MiB",
+            "detectors (--keep-masks 128 MiB a page), MiB",
             "", f"{sv['first_ms'] / 1e3:.2f} / {sv['rss_ready_mib']:.0f} / "
             f"{sv['rss_peak_mib']:.0f} (files {encoded:.0f})",
             "<= encoded size + 1 GiB",

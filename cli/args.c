@@ -112,8 +112,9 @@ const option_spec option_specs[OPT_COUNT] = {
     [OPT_VERBOSE] = {"--verbose", NULL, ARG_FLAG, NULL, 0, 0, 0, 0, 0, NULL,
                      "one line per request on stderr (the token hidden)"},
     [OPT_KEEP_MASKS] = {"--keep-masks", NULL, ARG_INT, "MIB", 0, 1 << 20, 0, 0, 0, NULL,
-                        "MiB of recent detectors' images each page keeps, so a detector\n"
-                        "dragged back is a copy (default 256; 0 = none)"},
+                        "MiB of recent detectors' images each page keeps (count images\n"
+                        "as uint16 when they fit), so a detector dragged back is a copy\n"
+                        "(default 128; 0 = none)"},
     [OPT_COLUMN_CACHE] = {"--column-cache", NULL, ARG_INT, "MIB", 0, 1 << 20, 0, 0, 0, NULL,
                           "MiB of decoded pixel columns kept for .qem files, divided among\n"
                           "the files, so a detector moved over pixels it has crossed reads them\n"

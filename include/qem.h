@@ -736,7 +736,9 @@ QEM_API void qem_detector_session_free(qem_detector_session *session);
  * image is its sums) of up to `bytes` of the session's
  * recent masks, least recently used replaced: setting a kept mask again (a
  * detector dragged back over where it was) swaps its images in without
- * computing; stats.from_kept says so. 0 (the default) keeps none. */
+ * computing; stats.from_kept says so. A count image whose values all fit
+ * 16 bits counts (and is held) as uint16; it comes back as it was made.
+ * 0 (the default) keeps none. */
 QEM_API qem_status qem_detector_session_keep(qem_detector_session *session, uint64_t bytes,
                                              qem_error *error);
 /* Sets the mask: full computation (first time), or an update that adds and

@@ -203,7 +203,7 @@ int view_config_from_args(const args *a, const char *command, view_config *confi
                             given(a, OPT_FROM_DISK)   ? QEM_RESIDENT_NONE
                             : given(a, OPT_COPY_BODY) ? QEM_RESIDENT_COPY
                                                       : QEM_RESIDENT_MAPPED,
-                            given(a, OPT_KEEP_MASKS) ? (uint64_t)a->v[OPT_KEEP_MASKS].i[0] : 256,
+                            given(a, OPT_KEEP_MASKS) ? (uint64_t)a->v[OPT_KEEP_MASKS].i[0] : 128,
                             given(a, OPT_COLUMN_CACHE) ? (uint64_t)a->v[OPT_COLUMN_CACHE].i[0]
                                                        : 0,
                             given(a, OPT_PACKED_COPY) ? (uint64_t)a->v[OPT_PACKED_COPY].i[0]

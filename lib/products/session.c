@@ -180,12 +180,64 @@ static void kept_trim(qem_detector_session *s)
     }
 }
 
+/* Count images kept as uint16 when every value fits. Kept images are
+ * memory the session has not used before until the limit recycles it, and
+ * fresh pages cost about 2.3 ms a MiB on the benchmark's virtual machine:
+ * a series of three 512 files took 18 ms a new 1-px move while keeping
+ * uint32 images against 11 ms without (doc/benchmarks.md). The kept limit
+ * then holds twice as many masks. */
+static void narrow_kept(qem_detector_session *s, qem_image *images, int64_t *const *sums)
+{
+    for (size_t i = 0; i < s->count; i++) {
+        qem_image *im = &images[i];
+        if (sums[i] || im->dtype != QEM_DTYPE_UINT32 || im->ndim != 2)
+            continue;
+        const uint64_t n = im->shape[0] * im->shape[1];
+        const uint32_t *wide = im->data;
+        uint32_t any = 0;
+        for (uint64_t k = 0; k < n; k++)
+            any |= wide[k];
+        qem_image narrow;
+        if (any > 0xFFFFu ||
+            image_take(s, QEM_DTYPE_UINT16, im->shape[0], im->shape[1], &narrow, NULL) != QEM_OK)
+            continue;
+        uint16_t *to = narrow.data;
+        for (uint64_t k = 0; k < n; k++)
+            to[k] = (uint16_t)wide[k];
+        image_release(s, im);
+        *im = narrow;
+    }
+}
+
+/* Kept images back to the dtype a session's images have (a uint16 one is
+ * a narrowed uint32); 0 when memory failed, each image still whole. */
+static int widen_kept(qem_detector_session *s, qem_image *images)
+{
+    for (size_t i = 0; i < s->count; i++) {
+        qem_image *im = &images[i];
+        if (im->dtype != QEM_DTYPE_UINT16)
+            continue;
+        qem_image wide;
+        if (image_take(s, QEM_DTYPE_UINT32, im->shape[0], im->shape[1], &wide, NULL) != QEM_OK)
+            return 0;
+        const uint64_t n = im->shape[0] * im->shape[1];
+        const uint16_t *from = im->data;
+        uint32_t *to = wide.data;
+        for (uint64_t k = 0; k < n; k++)
+            to[k] = from[k];
+        image_release(s, im);
+        *im = wide;
+    }
+    return 1;
+}
+
 /* The current mask and results become a kept entry (the session keeps
  * none of them current afterwards); dropped when they cannot be kept. */
 static void keep_current(qem_detector_session *s)
 {
     if (!s->mask)
         return;
+    narrow_kept(s, s->images, s->sums);
     kept_mask k = {s->mask, s->mask_hash, s->sums, s->images, s->sources[0]->pixels, ++s->clock};
     for (size_t i = 0; i < s->count; i++)
         k.bytes += (s->sums[i] ? s->sources[i]->scans * sizeof(int64_t) : 0) +
@@ -255,7 +307,7 @@ static int take_kept(qem_detector_session *s, const uint8_t *mask, uint64_t hash
         int same = 1;
         for (uint64_t px = 0; same && px < p0->pixels; px++)
             same = (e->mask[px] != 0) == (mask[px] != 0);
-        if (!same)
+        if (!same || !widen_kept(s, e->images))
             continue;
         uint64_t changed = 0;
         for (uint64_t px = 0; px < p0->pixels; px++)
@@ -266,6 +318,7 @@ static int take_kept(qem_detector_session *s, const uint8_t *mask, uint64_t hash
         s->mask_hash = e->hash;
         s->sums = e->sums;
         s->images = e->images;
+        narrow_kept(s, was.images, was.sums);
         uint64_t bytes = p0->pixels;
         for (size_t i = 0; i < s->count; i++)
             bytes += (was.sums[i] ? s->sources[i]->scans * sizeof(int64_t) : 0) +

@@ -146,7 +146,8 @@ static void kept_masks_and_isolation(int mode)
     char *a = strdup(test_path(name[0])), *b = strdup(test_path(name[1])),
          *x = strdup(test_path(name[2]));
     CHECK(write_count_sources(shape, 3, 40, 700, test_path(name[3]), a, NULL));
-    CHECK(write_count_sources(shape, 4, 40, 700, test_path(name[4]), b, NULL));
+    /* File b's sums over a disk pass 65535: its kept images stay uint32. */
+    CHECK(write_count_sources(shape, 4, 5000, 700, test_path(name[4]), b, NULL));
     qem_container *pa = test_open_source(a, 0, 0), *ca = test_open_source(a, mode, 0),
                   *cb = test_open_source(b, mode, 0);
     if (!pa || !ca || !cb)
@@ -160,8 +161,9 @@ static void kept_masks_and_isolation(int mode)
     CHECK_OK(qem_detector_session_create(both, 2, &kept, &e), &e);
     CHECK_OK(qem_detector_session_create(&ppa, 1, &ref, &e), &e);
     /* Room for three masks' results: each its mask (256 bytes) and, per
-     * source, a uint32 image (counts: the image holds the exact sums). */
-    CHECK_OK(qem_detector_session_keep(kept, 3 * (256 + 2 * 1200 * 4), &e), &e);
+     * source, its image (counts: the image holds the exact sums), kept as
+     * uint16 where every value fits (file a), else uint32 (file b). */
+    CHECK_OK(qem_detector_session_keep(kept, 3 * (256 + 1200 * 2 + 1200 * 4), &e), &e);
     uint8_t mask[256];
     const int path[] = {5, 6, 7, 8, 7, 6, 5, 9, 5, 8};
     /* Back over 7, 6, 5: kept; 9 is new (8, the least recent, goes); back
