@@ -308,14 +308,21 @@ void view_stop(view_running *v)
  * took the core the next update needed: a series of three 512 files
  * answered 1-px moves in 26 ms (p50) spinning, 15 ms sleeping, beside a
  * Python client (doc/benchmarks.md). libgomp reads the policy only when it
- * loads, hence the second start; a caller who set it (or libgomp's spin
- * count) keeps that. */
+ * loads, hence the second start. A caller who set it or libgomp's spin
+ * count keeps that, and the server stays in the first process (one that
+ * valgrind started, say). */
 void view_exec_with_passive_wait(char **argv)
 {
-    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT") || setenv("OMP_WAIT_POLICY", "passive", 1) != 0)
+    /* The program's own path as /proc names it (valgrind answers with its
+     * client's), not the link itself. */
+    char self[4096];
+    const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0 || (size_t)n >= sizeof self - 1 || getenv("OMP_WAIT_POLICY") ||
+        getenv("GOMP_SPINCOUNT") || setenv("OMP_WAIT_POLICY", "passive", 1) != 0)
         return;
-    execv("/proc/self/exe", argv);
-    unsetenv("OMP_WAIT_POLICY"); /* not run again (no /proc): serve as started */
+    self[n] = '\0';
+    execv(self, argv);
+    unsetenv("OMP_WAIT_POLICY"); /* not run again (the program moved?): serve as started */
 }
 
 static int run_view(const args *a)
