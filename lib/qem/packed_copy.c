@@ -50,22 +50,10 @@ static inline unsigned tile_code(const uint8_t *w, unsigned t)
     return (w[t / 2] >> (4 * (t % 2))) & 15u;
 }
 
-static inline const uint8_t *pixel_meta(const qem_packed_part *part, uint64_t px)
+/* Pixel px's eight code bytes in `part`. */
+static inline const uint8_t *pixel_codes(const qem_packed_part *part, uint64_t px)
 {
     return part->meta + px * part->meta_stride;
-}
-
-/* Where the pixel described by `m` starts, and its code bytes. */
-static inline uint32_t meta_start(const uint8_t *m)
-{
-    uint32_t w;
-    memcpy(&w, m, sizeof w);
-    return w;
-}
-
-static inline const uint8_t *meta_codes(const uint8_t *m)
-{
-    return m + 4;
 }
 
 /* Halves of a pixel's tiles before tile t (t <= 16) of its eight code
@@ -83,6 +71,44 @@ static inline uint32_t halves_before(const uint8_t *w, unsigned t)
     return 2u * (uint32_t)((bytes * 0x0101010101010101ull) >> 56) +
            6u * (uint32_t)__builtin_popcountll(c13) - 27u * (uint32_t)__builtin_popcountll(c14) -
            29u * (uint32_t)__builtin_popcountll(c15);
+}
+
+/* Halves the `parts` code records at `codes` take together. */
+static inline uint32_t halves_of_parts(const uint8_t *codes, unsigned parts)
+{
+    uint32_t halves = 0;
+    for (unsigned k = 0; k < parts; k++)
+        halves += halves_before(codes + (size_t)QEM_PACKED_CODES * k, QEM_PACKED_TILES);
+    return halves;
+}
+
+/* Pixel px's description in the slab of `part`: its run's start, then
+ * the codes of the slab's first part. */
+static inline const uint8_t *pixel_record(const qem_packed_part *part, uint64_t px)
+{
+    return pixel_codes(part, px) - (size_t)QEM_PACKED_CODES * part->index - QEM_PACKED_RUN_START;
+}
+
+static inline uint32_t run_start(const uint8_t *record)
+{
+    uint32_t start;
+    memcpy(&start, record, sizeof start);
+    return start;
+}
+
+/* Where each of n pixels' tiles in `part` start (pixel pixels[j], or
+ * first + j where pixels is NULL): its run's start plus the halves of the
+ * slab's earlier parts. */
+typedef void (*part_starts_fn)(const qem_packed_part *part, const uint64_t *pixels,
+                               uint64_t first, uint64_t n, uint32_t *start);
+
+static void part_starts(const qem_packed_part *part, const uint64_t *pixels, uint64_t first,
+                        uint64_t n, uint32_t *start)
+{
+    for (uint64_t j = 0; j < n; j++) {
+        const uint8_t *record = pixel_record(part, pixels ? pixels[j] : first + j);
+        start[j] = run_start(record) + halves_of_parts(record + QEM_PACKED_RUN_START, part->index);
+    }
 }
 
 static inline uint32_t load32(const uint16_t *p)
@@ -192,7 +218,7 @@ static qem_status build_slab(const qem_file *f, qem_packed_copy *c, uint64_t sla
                              qem_error *error)
 {
     const uint64_t P = f->pixels, k0 = c->slab_part[slab], n = c->slab_part[slab + 1] - k0;
-    const uint32_t stride = (uint32_t)(n * QEM_PACKED_META);
+    const uint32_t stride = (uint32_t)(QEM_PACKED_RUN_START + n * QEM_PACKED_CODES);
     uint64_t widest = 0; /* halves if every tile took 16 planes */
     for (uint64_t k = 0; k < n; k++)
         widest += (c->parts[k0 + k].scans + QEM_PACKED_TILE - 1) / QEM_PACKED_TILE * 32u;
@@ -239,14 +265,17 @@ static qem_status build_slab(const qem_file *f, qem_packed_copy *c, uint64_t sla
                 const uint32_t scans = part->scans;
                 const unsigned tiles = (scans + QEM_PACKED_TILE - 1) / QEM_PACKED_TILE;
                 const uint16_t *col = w->columns + k * PIXEL_GROUP * QEM_INTERVAL + j * scans;
-                uint8_t *desc = block + (p0 + j) * stride + k * QEM_PACKED_META, *wd = desc + 4;
+                uint8_t *record = block + (p0 + j) * stride;
+                uint8_t *wd = record + QEM_PACKED_RUN_START + k * QEM_PACKED_CODES;
                 if (used + tiles * 32u > widest) {
                     st = qem_fail(error, QEM_E_LIMIT,
                                   "a slab of the packed copy passes 2^32 halves");
                     break;
                 }
-                const uint32_t start = (uint32_t)used;
-                memcpy(desc, &start, sizeof start);
+                if (k == 0) {
+                    const uint32_t start = (uint32_t)used;
+                    memcpy(record, &start, sizeof start);
+                }
                 for (unsigned t = 0; t < tiles; t++) {
                     const uint32_t at = t * QEM_PACKED_TILE;
                     const uint16_t *values = col + at;
@@ -292,7 +321,8 @@ static qem_status build_slab(const qem_file *f, qem_packed_copy *c, uint64_t sla
     for (uint64_t k = 0; k < n; k++) {
         qem_packed_part *part = &c->parts[k0 + k];
         part->meta_stride = stride;
-        part->meta = block + k * QEM_PACKED_META;
+        part->index = (uint32_t)k;
+        part->meta = block + QEM_PACKED_RUN_START + k * QEM_PACKED_CODES;
         part->halves = halves;
     }
     *bytes = total;
@@ -457,6 +487,8 @@ qem_status qem_packed_copy_build(qem_file *f, uint64_t limit, int threads,
 
 /* --- reading ---------------------------------------------------------------- */
 
+static part_starts_fn part_starts_select(void);
+
 void qem_packed_pattern(const qem_packed_copy *c, const qem_file *f, uint64_t scan, void *out,
                         unsigned item)
 {
@@ -466,23 +498,27 @@ void qem_packed_pattern(const qem_packed_copy *c, const qem_file *f, uint64_t sc
         &c->parts[c->chunk_part[ci] + (scan - ch->first) / QEM_INTERVAL];
     const uint32_t i = (uint32_t)(scan - part->first);
     const unsigned t = i / QEM_PACKED_TILE, k = i % QEM_PACKED_TILE;
-    /* Each pixel's record and halves lie in its own run of the slab: the
-     * record is asked for 16 pixels ahead, the halves 8 ahead. */
-    enum { AHEAD = 16 };
-    for (uint64_t px = 0; px < c->pixels; px++) {
-        if (px + AHEAD < c->pixels)
-            __builtin_prefetch(pixel_meta(part, px + AHEAD));
-        if (px + AHEAD / 2 < c->pixels) {
-            const uint8_t *next = pixel_meta(part, px + AHEAD / 2);
-            __builtin_prefetch(part->halves + meta_start(next) + halves_before(meta_codes(next), t));
+    const part_starts_fn starts_of = part_starts_select();
+    /* Each pixel's record and halves lie in its own run of the slab: a
+     * group's starts are found (reading its records), every one of its
+     * tiles is asked for, then read. */
+    enum { GROUP = 64 };
+    uint32_t tile[GROUP];
+    for (uint64_t p0 = 0; p0 < c->pixels; p0 += GROUP) {
+        const unsigned n = (unsigned)(c->pixels - p0 < GROUP ? c->pixels - p0 : GROUP);
+        starts_of(part, NULL, p0, n, tile);
+        for (unsigned j = 0; j < n; j++) {
+            tile[j] += halves_before(pixel_codes(part, p0 + j), t);
+            __builtin_prefetch(part->halves + tile[j]);
         }
-        const uint8_t *m = pixel_meta(part, px), *w = meta_codes(m);
-        const uint32_t v =
-            tile_value(part->halves + meta_start(m) + halves_before(w, t), tile_code(w, t), k);
-        if (item == 1)
-            ((uint8_t *)out)[px] = (uint8_t)v;
-        else
-            ((uint16_t *)out)[px] = (uint16_t)v;
+        for (unsigned j = 0; j < n; j++) {
+            const uint32_t v =
+                tile_value(part->halves + tile[j], tile_code(pixel_codes(part, p0 + j), t), k);
+            if (item == 1)
+                ((uint8_t *)out)[p0 + j] = (uint8_t)v;
+            else
+                ((uint16_t *)out)[p0 + j] = (uint16_t)v;
+        }
     }
 }
 
@@ -504,10 +540,13 @@ static int sums_fit_int32(const int32_t *const *weights, unsigned planes, const 
 }
 
 /* One part's reduction over local scans [a, b): int32 sums into sum32 when
- * narrow, else int64 sums into sum64 (planes x 512 each). */
+ * narrow, else int64 sums into sum64 (planes x 512 each). start[j] is
+ * where active pixel j's tiles in the part start; with `advance` it is
+ * moved on to where they start in the slab's next part. */
 typedef void (*part_sums_fn)(const qem_packed_part *part, const uint64_t *active,
                              uint64_t n_active, const int32_t *const *weights, unsigned planes,
-                             uint32_t a, uint32_t b, int32_t *sum32, int64_t *sum64);
+                             uint32_t a, uint32_t b, int32_t *sum32, int64_t *sum64,
+                             uint32_t *start, int advance);
 
 /* Tile t's samples [lo, hi) (scans of the part) at their weights. */
 static inline void tile_sums(const uint16_t *src, unsigned code, uint32_t at, uint32_t lo,
@@ -533,16 +572,18 @@ enum { PLANES_INLINE = 4 };
 
 static void part_sums_base(const qem_packed_part *part, const uint64_t *active, uint64_t n_active,
                            const int32_t *const *weights, unsigned planes, uint32_t a, uint32_t b,
-                           int32_t *sum32, int64_t *sum64)
+                           int32_t *sum32, int64_t *sum64, uint32_t *start, int advance)
 {
     const unsigned t0 = a / QEM_PACKED_TILE, t1 = (b + QEM_PACKED_TILE - 1) / QEM_PACKED_TILE;
     int32_t wk[PLANES_INLINE];
     for (uint64_t j = 0; j < n_active; j++) {
         const uint64_t px = active[j];
-        const uint8_t *m = pixel_meta(part, px), *w = meta_codes(m);
+        const uint8_t *w = pixel_codes(part, px);
         for (unsigned k = 0; k < planes; k++)
             wk[k] = weights[k][px];
-        uint32_t word = meta_start(m) + halves_before(w, t0);
+        uint32_t word = start[j] + halves_before(w, t0);
+        if (advance)
+            start[j] += halves_before(w, QEM_PACKED_TILES);
         for (unsigned t = t0; t < t1; t++) {
             const unsigned code = tile_code(w, t);
             const uint32_t at = t * QEM_PACKED_TILE;
@@ -559,16 +600,15 @@ static void part_sums_base(const qem_packed_part *part, const uint64_t *active, 
  * in each part): where pixel j + 8 is described is asked for first, then
  * pixel j + 4's tiles, all of them, once its description is in. */
 static inline void prefetch_ahead(const qem_packed_part *part, const uint64_t *active,
-                                  uint64_t n_active, uint64_t j)
+                                  const uint32_t *start, uint64_t n_active, uint64_t j)
 {
     if (j + 8 < n_active)
-        __builtin_prefetch(pixel_meta(part, active[j + 8]));
+        __builtin_prefetch(pixel_codes(part, active[j + 8]));
     if (j + 4 < n_active) {
-        const uint8_t *m = pixel_meta(part, active[j + 4]);
-        const uint16_t *start = part->halves + meta_start(m);
-        const uint32_t halves = halves_before(meta_codes(m), 16);
+        const uint16_t *tiles = part->halves + start[j + 4];
+        const uint32_t halves = halves_before(pixel_codes(part, active[j + 4]), QEM_PACKED_TILES);
         for (uint32_t w = 0; w < halves; w += 32)
-            __builtin_prefetch(start + w);
+            __builtin_prefetch(tiles + w);
     }
 }
 
@@ -612,7 +652,8 @@ enum { TILE_GROUP = 256 };
 
 __attribute__((target(PACKED_AVX512))) static void
 part_sums_avx512_tiles(const qem_packed_part *part, const uint64_t *active, uint64_t n_active,
-                       const int32_t *weights, unsigned tiles, int32_t *sum32)
+                       const int32_t *weights, unsigned tiles, int32_t *sum32, uint32_t *start,
+                       int advance)
 {
     uint32_t at[TILE_GROUP];
     uint64_t nibbles[TILE_GROUP];
@@ -622,13 +663,13 @@ part_sums_avx512_tiles(const qem_packed_part *part, const uint64_t *active, uint
         int unit = 1;
         for (unsigned j = 0; j < n; j++) {
             if (j + 8 < n)
-                __builtin_prefetch(pixel_meta(part, active[g0 + j + 8]));
-            const uint8_t *m = pixel_meta(part, active[g0 + j]);
-            at[j] = meta_start(m);
-            memcpy(&nibbles[j], meta_codes(m), sizeof nibbles[j]);
+                __builtin_prefetch(pixel_codes(part, active[g0 + j + 8]));
+            const uint8_t *m = pixel_codes(part, active[g0 + j]);
+            at[j] = start[g0 + j];
+            memcpy(&nibbles[j], m, sizeof nibbles[j]);
             w[j] = weights[active[g0 + j]];
             unit &= w[j] == 1 || w[j] == -1;
-            const uint32_t halves = halves_before(meta_codes(m), 16);
+            const uint32_t halves = halves_before(m, QEM_PACKED_TILES);
             for (uint32_t k = 0; k < halves; k += 32)
                 __builtin_prefetch(part->halves + at[j] + k);
         }
@@ -676,6 +717,9 @@ part_sums_avx512_tiles(const qem_packed_part *part, const uint64_t *active, uint
             _mm512_storeu_si512(dst, d0);
             _mm512_storeu_si512(dst + 16, d1);
         }
+        /* Past every tile: the codes of tiles after `tiles` are zero. */
+        if (advance)
+            memcpy(start + g0, at, n * sizeof *at);
     }
 }
 
@@ -684,27 +728,30 @@ part_sums_avx512_tiles(const qem_packed_part *part, const uint64_t *active, uint
 __attribute__((target(PACKED_AVX512))) static void
 part_sums_avx512(const qem_packed_part *part, const uint64_t *active, uint64_t n_active,
                  const int32_t *const *weights, unsigned planes, uint32_t a, uint32_t b,
-                 int32_t *sum32, int64_t *sum64)
+                 int32_t *sum32, int64_t *sum64, uint32_t *start, int advance)
 {
     if (!sum32) {
-        part_sums_base(part, active, n_active, weights, planes, a, b, sum32, sum64);
+        part_sums_base(part, active, n_active, weights, planes, a, b, sum32, sum64, start,
+                       advance);
         return;
     }
     const unsigned t0 = a / QEM_PACKED_TILE, t1 = (b + QEM_PACKED_TILE - 1) / QEM_PACKED_TILE;
     if (planes == 1 && a == 0 && b == part->scans) {
-        part_sums_avx512_tiles(part, active, n_active, weights[0], t1, sum32);
+        part_sums_avx512_tiles(part, active, n_active, weights[0], t1, sum32, start, advance);
         return;
     }
     int32_t wk[PLANES_INLINE];
     for (uint64_t j = 0; j < n_active; j++) {
         const uint64_t px = active[j];
-        prefetch_ahead(part, active, n_active, j);
-        const uint8_t *m = pixel_meta(part, px);
+        prefetch_ahead(part, active, start, n_active, j);
+        const uint8_t *m = pixel_codes(part, px);
         uint64_t nibbles;
-        memcpy(&nibbles, meta_codes(m), sizeof nibbles);
+        memcpy(&nibbles, m, sizeof nibbles);
         for (unsigned k = 0; k < planes; k++)
             wk[k] = weights[k][px];
-        uint32_t word = meta_start(m) + halves_before(meta_codes(m), t0);
+        uint32_t word = start[j] + halves_before(m, t0);
+        if (advance)
+            start[j] += halves_before(m, QEM_PACKED_TILES);
         for (unsigned t = t0; t < t1; t++) {
             const unsigned code = (unsigned)(nibbles >> (4 * t)) & 15u;
             const uint16_t *src = part->halves + word;
@@ -743,7 +790,43 @@ part_sums_avx512(const qem_packed_part *part, const uint64_t *active, uint64_t n
         }
     }
 }
+
+/* part_starts, the earlier parts' code bytes 64 at a time (a slab of
+ * 16 parts: two loads): each nibble's halves from a 16-entry shuffle,
+ * summed by SAD. */
+__attribute__((target(PACKED_AVX512))) static void
+part_starts_avx512(const qem_packed_part *part, const uint64_t *pixels, uint64_t first, uint64_t n,
+                   uint32_t *start)
+{
+    const __m512i table = _mm512_broadcast_i32x4(
+        _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 32, 1, 1));
+    const __m512i low = _mm512_set1_epi8(0x0F), zero = _mm512_setzero_si512();
+    const uint64_t bytes = (uint64_t)QEM_PACKED_CODES * part->index;
+    for (uint64_t j = 0; j < n; j++) {
+        const uint8_t *record = pixel_record(part, pixels ? pixels[j] : first + j);
+        const uint8_t *codes = record + QEM_PACKED_RUN_START;
+        __m512i total = zero;
+        for (uint64_t at = 0; at < bytes; at += 64) {
+            const __mmask64 keep = bytes - at >= 64 ? ~0ull : (1ull << (bytes - at)) - 1u;
+            const __m512i x = _mm512_maskz_loadu_epi8(keep, codes + at);
+            const __m512i lo = _mm512_shuffle_epi8(table, _mm512_and_si512(x, low));
+            const __m512i hi =
+                _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(x, 4), low));
+            total = _mm512_add_epi64(total, _mm512_sad_epu8(_mm512_add_epi8(lo, hi), zero));
+        }
+        start[j] = run_start(record) + (uint32_t)_mm512_reduce_add_epi64(total);
+    }
+}
 #endif
+
+static part_starts_fn part_starts_select(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (packed_avx512())
+        return part_starts_avx512;
+#endif
+    return part_starts;
+}
 
 static part_sums_fn part_sums_select(void)
 {
@@ -782,6 +865,7 @@ qem_status qem_packed_weighted_sums(const qem_file *f, const qem_packed_copy *c,
     const int narrow = sums_fit_int32(weights, planes, active, n_active,
                                       f->dtype == QEM_DTYPE_UINT8 ? 255 : 65535);
     const part_sums_fn part_sums = part_sums_select();
+    const part_starts_fn starts_of = part_starts_select();
     int nomem = 0;
     threads = qem_threads_resolve(threads > 0 ? threads : 1);
     if (p1 - p0 < 2)
@@ -799,7 +883,8 @@ qem_status qem_packed_weighted_sums(const qem_file *f, const qem_packed_copy *c,
     {
         int32_t *sum32 = narrow ? malloc((size_t)planes * QEM_INTERVAL * sizeof *sum32) : NULL;
         int64_t *sum64 = narrow ? NULL : malloc((size_t)planes * QEM_INTERVAL * sizeof *sum64);
-        if (!sum32 && !sum64) {
+        uint32_t *start = malloc((size_t)(n_active ? n_active : 1) * sizeof *start);
+        if ((!sum32 && !sum64) || !start) {
 #pragma omp atomic write
             nomem = 1;
         }
@@ -811,9 +896,13 @@ qem_status qem_packed_weighted_sums(const qem_file *f, const qem_packed_copy *c,
                 to = c->slab_part[s0 + u + 1] < p1 ? c->slab_part[s0 + u + 1] : p1;
             }
             for (uint64_t pi = from; pi < to; pi++) {
-                if (!sum32 && !sum64)
+                if ((!sum32 && !sum64) || !start)
                     continue;
                 const qem_packed_part *part = &c->parts[pi];
+                /* Found once a unit; each part then moves them on (the
+                 * unit's parts follow on in one slab). */
+                if (pi == from)
+                    starts_of(part, active, 0, n_active, start);
                 const uint32_t a = (uint32_t)(first > part->first ? first - part->first : 0);
                 const uint32_t b =
                     (uint32_t)(end - part->first < part->scans ? end - part->first : part->scans);
@@ -825,7 +914,8 @@ qem_status qem_packed_weighted_sums(const qem_file *f, const qem_packed_copy *c,
                     part_sums(part, active, n_active, weights + g,
                               planes - g < PLANES_INLINE ? planes - g : PLANES_INLINE, a, b,
                               sum32 ? sum32 + (size_t)g * QEM_INTERVAL : NULL,
-                              sum64 ? sum64 + (size_t)g * QEM_INTERVAL : NULL);
+                              sum64 ? sum64 + (size_t)g * QEM_INTERVAL : NULL, start,
+                              g + PLANES_INLINE >= planes);
                 for (unsigned k = 0; k < planes; k++) {
                     int64_t *dst = out + (size_t)k * count + (part->first + a - first);
                     for (uint32_t i = a; i < b; i++)
@@ -836,6 +926,7 @@ qem_status qem_packed_weighted_sums(const qem_file *f, const qem_packed_copy *c,
         }
         free(sum32);
         free(sum64);
+        free(start);
     }
     free(active);
     return nomem ? qem_fail(error, QEM_E_NO_MEMORY, "out of memory") : QEM_OK;

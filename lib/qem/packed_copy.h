@@ -22,10 +22,14 @@
 #define QEM_PACKED_TILE 32u
 #define QEM_PACKED_TILES 16u /* tiles of a 512-scan block */
 
-/* Bytes describing one pixel in a part: the half where its tiles start
- * (u32, from the slab's first half), then eight bytes of tile codes
- * (tile t's nibble at bits 4 (t % 2) of byte t / 2). */
-#define QEM_PACKED_META 12u
+/* Bytes describing one pixel in a slab: the half where its run of tiles
+ * starts (u32, from the slab's first half), then for each of the slab's
+ * parts eight bytes of tile codes (tile t's nibble at bits 4 (t % 2) of
+ * byte t / 2). A part's tiles follow the previous part's in the run, so
+ * where they start is the run's start plus the halves the earlier parts'
+ * codes take: no start is stored per part (a third less of the records). */
+#define QEM_PACKED_RUN_START 4u
+#define QEM_PACKED_CODES 8u
 
 /* Parts a slab gathers (whole chunks, at least one): one allocation in
  * which each pixel's descriptions, then each pixel's halves, lie together
@@ -38,7 +42,8 @@ typedef struct qem_packed_part {
     uint64_t first;        /* first scan */
     uint32_t scans;        /* samples a pixel (<= 512) */
     uint32_t meta_stride;  /* bytes from one pixel's description to the next */
-    const uint8_t *meta;   /* pixel 0's description in this part */
+    uint32_t index;        /* the part's place in its slab */
+    const uint8_t *meta;   /* pixel 0's tile codes in this part */
     const uint16_t *halves; /* the slab's; 2 PLANES_READ zero halves after */
 } qem_packed_part;
 
