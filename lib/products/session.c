@@ -231,6 +231,16 @@ static int widen_kept(qem_detector_session *s, qem_image *images)
     return 1;
 }
 
+/* What a kept entry holds: its mask, then each source's sums and image. */
+static uint64_t kept_entry_bytes(const qem_detector_session *s, int64_t *const *sums,
+                                 const qem_image *images)
+{
+    uint64_t bytes = s->sources[0]->pixels;
+    for (size_t i = 0; i < s->count; i++)
+        bytes += (sums[i] ? s->sources[i]->scans * sizeof(int64_t) : 0) + image_bytes(&images[i]);
+    return bytes;
+}
+
 /* The current mask and results become a kept entry (the session keeps
  * none of them current afterwards); dropped when they cannot be kept. */
 static void keep_current(qem_detector_session *s)
@@ -238,10 +248,8 @@ static void keep_current(qem_detector_session *s)
     if (!s->mask)
         return;
     narrow_kept(s, s->images, s->sums);
-    kept_mask k = {s->mask, s->mask_hash, s->sums, s->images, s->sources[0]->pixels, ++s->clock};
-    for (size_t i = 0; i < s->count; i++)
-        k.bytes += (s->sums[i] ? s->sources[i]->scans * sizeof(int64_t) : 0) +
-                   image_bytes(&s->images[i]);
+    kept_mask k = {s->mask, s->mask_hash, s->sums, s->images,
+                   kept_entry_bytes(s, s->sums, s->images), ++s->clock};
     s->mask = NULL;
     s->sums = calloc(s->count, sizeof *s->sums);
     s->images = calloc(s->count, sizeof *s->images);
@@ -319,12 +327,8 @@ static int take_kept(qem_detector_session *s, const uint8_t *mask, uint64_t hash
         s->sums = e->sums;
         s->images = e->images;
         narrow_kept(s, was.images, was.sums);
-        uint64_t bytes = p0->pixels;
-        for (size_t i = 0; i < s->count; i++)
-            bytes += (was.sums[i] ? s->sources[i]->scans * sizeof(int64_t) : 0) +
-                     image_bytes(&was.images[i]);
-        s->kept_bytes += bytes - e->bytes;
-        was.bytes = bytes;
+        was.bytes = kept_entry_bytes(s, was.sums, was.images);
+        s->kept_bytes += was.bytes - e->bytes;
         *e = was;
         kept_trim(s); /* the current results may weigh more than the entry's */
         s->stats.full_recomputation = 0;
