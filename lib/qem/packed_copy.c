@@ -546,7 +546,7 @@ static int sums_fit_int32(const int32_t *const *weights, unsigned planes, const 
 typedef void (*part_sums_fn)(const qem_packed_part *part, const uint64_t *active,
                              uint64_t n_active, const int32_t *const *weights, unsigned planes,
                              uint32_t a, uint32_t b, int32_t *sum32, int64_t *sum64,
-                             uint32_t *start, int advance);
+                             uint32_t *start, int advance, const qem_packed_part *next);
 
 /* Tile t's samples [lo, hi) (scans of the part) at their weights. */
 static inline void tile_sums(const uint16_t *src, unsigned code, uint32_t at, uint32_t lo,
@@ -572,8 +572,10 @@ enum { PLANES_INLINE = 4 };
 
 static void part_sums_base(const qem_packed_part *part, const uint64_t *active, uint64_t n_active,
                            const int32_t *const *weights, unsigned planes, uint32_t a, uint32_t b,
-                           int32_t *sum32, int64_t *sum64, uint32_t *start, int advance)
+                           int32_t *sum32, int64_t *sum64, uint32_t *start, int advance,
+                           const qem_packed_part *next)
 {
+    (void)next;
     const unsigned t0 = a / QEM_PACKED_TILE, t1 = (b + QEM_PACKED_TILE - 1) / QEM_PACKED_TILE;
     int32_t wk[PLANES_INLINE];
     for (uint64_t j = 0; j < n_active; j++) {
@@ -645,70 +647,150 @@ fold_plane(__m512i p, unsigned b, __m512i *d0, __m512i *d1)
  * tile's 32 sums stay in registers while every pixel of a group adds to
  * them, so they are loaded and stored once a group, not once a pixel.
  * With weights of +-1 (every move, every mask) a pixel adds each of its
- * tile's first PLANES_READ planes as a lane mask to one 16-bit count per
- * plane and lane, folded into the sums once a group: two instructions a
- * plane, none unpacking values (doc/benchmarks.md). */
+ * tile's planes as a lane mask to one 16-bit count per plane and lane,
+ * folded into the sums once a group: two instructions a plane, none
+ * unpacking values (doc/benchmarks.md). A group's pixels are sorted by
+ * the planes their tiles in the part need at most (an ADF ring's pixels
+ * mostly one or two) and by sign, so each kind runs a loop reading only
+ * those planes, with no branch on widths that vary tile to tile. */
 enum { TILE_GROUP = 256 };
 
-__attribute__((target(PACKED_AVX512))) static void
-part_sums_avx512_tiles(const qem_packed_part *part, const uint64_t *active, uint64_t n_active,
-                       const int32_t *weights, unsigned tiles, int32_t *sum32, uint32_t *start,
-                       int advance)
+/* What a pixel's tiles in a part need: planes read of every tile, and
+ * whether wider tiles may follow (codes 5-13). */
+enum { KIND_ONE, KIND_TWO, KIND_FOUR, KIND_WIDE, KINDS };
+
+/* The kind of a pixel from its 16 tile codes (a nibble each, bits
+ * b0-b3): one plane holds codes 0, 1, 14, 15; two add code 2; four add
+ * codes 3 and 4. */
+static inline unsigned pixel_kind(uint64_t x)
 {
+    const uint64_t ones = 0x1111111111111111ull;
+    const uint64_t b0 = x & ones, b1 = (x >> 1) & ones, b2 = (x >> 2) & ones, b3 = (x >> 3) & ones;
+    if (!((b1 ^ b2) | (b2 ^ b3)))
+        return KIND_ONE;
+    if (!((b2 ^ b3) | (b2 & ~b1) | (~b2 & b1 & b0)))
+        return KIND_TWO;
+    if (!((b3 & ~(b2 & b1)) | (~b3 & b2 & (b1 | b0))))
+        return KIND_FOUR;
+    return KIND_WIDE;
+}
+
+/* Tile t of pixels [from, to) of a group, each at weight +1 (or -1 when
+ * `negative`), into the counts c0-c3 (`planes` of them) and, past
+ * PLANES_READ when `wide`, straight into the sums. */
+__attribute__((target(PACKED_AVX512), always_inline)) static inline void
+count_tile(const uint16_t *halves, unsigned t, const uint64_t *nibbles, uint32_t *at,
+           unsigned from, unsigned to, unsigned planes, int wide, int negative, __m512i *c0,
+           __m512i *c1, __m512i *c2, __m512i *c3, __m512i *d0, __m512i *d1)
+{
+    const __m512i one = _mm512_set1_epi16(1);
+#define COUNT(c, k) (*(c) = negative ? _mm512_mask_sub_epi16(*(c), (k), *(c), one)               \
+                                     : _mm512_mask_add_epi16(*(c), (k), *(c), one))
+    for (unsigned s = from; s < to; s++) {
+        const unsigned code = (unsigned)(nibbles[s] >> (4 * t)) & 15u;
+        const struct code_read *r = &code_read[code];
+        const uint16_t *src = halves + at[s];
+        at[s] += code_halves[code];
+        /* Planes past the width are masked to none. */
+        COUNT(c0, (load32(src) & r->mask[0]) << r->shift);
+        if (planes > 1)
+            COUNT(c1, load32(src + 2) & r->mask[1]);
+        if (planes > 2) {
+            COUNT(c2, load32(src + 4) & r->mask[2]);
+            COUNT(c3, load32(src + 6) & r->mask[3]);
+        }
+        if (wide)
+            for (unsigned b = PLANES_READ; b < code_width[code]; b++) {
+                const int32_t scale = (int32_t)(1u << b);
+                const __m512i times = _mm512_set1_epi32(negative ? -scale : scale);
+                const uint32_t plane = load32(src + 2 * b);
+                *d0 = _mm512_mask_add_epi32(*d0, (__mmask16)plane, *d0, times);
+                *d1 = _mm512_mask_add_epi32(*d1, (__mmask16)(plane >> 16), *d1, times);
+            }
+    }
+#undef COUNT
+}
+
+__attribute__((target(PACKED_AVX512))) static void
+part_sums_avx512_tiles(const qem_packed_part *part, const qem_packed_part *next,
+                       const uint64_t *active, uint64_t n_active, const int32_t *weights,
+                       unsigned tiles, int32_t *sum32, uint32_t *start, int advance)
+{
+    /* Slot s of a group holds pixel g0 + pixel_of[s]; the kinds' slots
+     * follow one another, each positive then negative, from begin[]. */
     uint32_t at[TILE_GROUP];
     uint64_t nibbles[TILE_GROUP];
     int32_t w[TILE_GROUP];
+    uint16_t pixel_of[TILE_GROUP];
+    uint8_t key[TILE_GROUP];
+    /* Where each pixel's tiles in `next` start, and their halves. */
+    uint32_t ahead_at[TILE_GROUP];
+    uint16_t ahead_halves[TILE_GROUP];
     for (uint64_t g0 = 0; g0 < n_active; g0 += TILE_GROUP) {
         const unsigned n = (unsigned)(n_active - g0 < TILE_GROUP ? n_active - g0 : TILE_GROUP);
+        unsigned begin[2 * KINDS + 1] = {0};
         int unit = 1;
         for (unsigned j = 0; j < n; j++) {
             if (j + 8 < n)
                 __builtin_prefetch(pixel_codes(part, active[g0 + j + 8]));
             const uint8_t *m = pixel_codes(part, active[g0 + j]);
-            at[j] = start[g0 + j];
-            memcpy(&nibbles[j], m, sizeof nibbles[j]);
-            w[j] = weights[active[g0 + j]];
-            unit &= w[j] == 1 || w[j] == -1;
+            uint64_t x;
+            memcpy(&x, m, sizeof x);
+            const int32_t wj = weights[active[g0 + j]];
+            unit &= wj == 1 || wj == -1;
+            key[j] = (uint8_t)(2 * pixel_kind(x) + (wj < 0));
+            begin[key[j] + 1]++;
             const uint32_t halves = halves_before(m, QEM_PACKED_TILES);
             for (uint32_t k = 0; k < halves; k += 32)
-                __builtin_prefetch(part->halves + at[j] + k);
+                __builtin_prefetch(part->halves + start[g0 + j] + k);
+        }
+        for (unsigned k = 0; k < 2 * KINDS; k++)
+            begin[k + 1] += begin[k];
+        unsigned fill[2 * KINDS];
+        memcpy(fill, begin, sizeof fill);
+        for (unsigned j = 0; j < n; j++) {
+            const unsigned s = fill[key[j]]++;
+            pixel_of[s] = (uint16_t)j;
+            at[s] = start[g0 + j];
+            memcpy(&nibbles[s], pixel_codes(part, active[g0 + j]), sizeof nibbles[s]);
+            w[s] = weights[active[g0 + j]];
+            ahead_at[s] = at[s] + halves_before(pixel_codes(part, active[g0 + j]), QEM_PACKED_TILES);
+            ahead_halves[s] =
+                next ? (uint16_t)halves_before(pixel_codes(next, active[g0 + j]), QEM_PACKED_TILES)
+                     : 0;
         }
         for (unsigned t = 0; t < tiles; t++) {
             int32_t *dst = sum32 + t * QEM_PACKED_TILE;
             __m512i d0 = _mm512_loadu_si512(dst), d1 = _mm512_loadu_si512(dst + 16);
+            /* The next part's tiles, a share of the pixels a tile: the
+             * loads here wait on memory otherwise. */
+            for (unsigned s = t * n / tiles; s < (t + 1) * n / tiles; s++)
+                for (uint32_t k = 0; k < ahead_halves[s]; k += 32)
+                    __builtin_prefetch(part->halves + ahead_at[s] + k, 0, 2);
             if (!unit) {
-                for (unsigned j = 0; j < n; j++) {
-                    const unsigned code = (unsigned)(nibbles[j] >> (4 * t)) & 15u;
+                for (unsigned s = 0; s < n; s++) {
+                    const unsigned code = (unsigned)(nibbles[s] >> (4 * t)) & 15u;
                     __m512i v0, v1;
-                    tile_vectors(part->halves + at[j], code, &v0, &v1);
-                    at[j] += code_halves[code];
-                    const __m512i times = _mm512_set1_epi32(w[j]);
+                    tile_vectors(part->halves + at[s], code, &v0, &v1);
+                    at[s] += code_halves[code];
+                    const __m512i times = _mm512_set1_epi32(w[s]);
                     d0 = _mm512_add_epi32(d0, _mm512_mullo_epi32(v0, times));
                     d1 = _mm512_add_epi32(d1, _mm512_mullo_epi32(v1, times));
                 }
             } else {
                 /* |count| <= TILE_GROUP: 16 bits hold it. */
                 __m512i c0 = _mm512_setzero_si512(), c1 = c0, c2 = c0, c3 = c0;
-                for (unsigned j = 0; j < n; j++) {
-                    const unsigned code = (unsigned)(nibbles[j] >> (4 * t)) & 15u,
-                                   W = code_width[code];
-                    const struct code_read *r = &code_read[code];
-                    const uint16_t *src = part->halves + at[j];
-                    at[j] += code_halves[code];
-                    const __m512i one = _mm512_set1_epi16((short)w[j]);
-                    /* Planes past the width are masked to none. */
-                    c0 = _mm512_mask_add_epi16(c0, (load32(src) & r->mask[0]) << r->shift, c0, one);
-                    c1 = _mm512_mask_add_epi16(c1, load32(src + 2) & r->mask[1], c1, one);
-                    c2 = _mm512_mask_add_epi16(c2, load32(src + 4) & r->mask[2], c2, one);
-                    c3 = _mm512_mask_add_epi16(c3, load32(src + 6) & r->mask[3], c3, one);
-                    for (unsigned b = PLANES_READ; b < W; b++) {
-                        /* Rare: wider planes straight into the sums. */
-                        const __m512i times = _mm512_set1_epi32(w[j] * (int32_t)(1u << b));
-                        const uint32_t plane = load32(src + 2 * b);
-                        d0 = _mm512_mask_add_epi32(d0, (__mmask16)plane, d0, times);
-                        d1 = _mm512_mask_add_epi32(d1, (__mmask16)(plane >> 16), d1, times);
-                    }
-                }
+                const uint16_t *h = part->halves;
+#define KIND(kind, planes, wide)                                                                  \
+    count_tile(h, t, nibbles, at, begin[2 * (kind)], begin[2 * (kind) + 1], planes, wide, 0, &c0,  \
+               &c1, &c2, &c3, &d0, &d1);                                                           \
+    count_tile(h, t, nibbles, at, begin[2 * (kind) + 1], begin[2 * (kind) + 2], planes, wide, 1,   \
+               &c0, &c1, &c2, &c3, &d0, &d1)
+                KIND(KIND_ONE, 1, 0);
+                KIND(KIND_TWO, 2, 0);
+                KIND(KIND_FOUR, 4, 0);
+                KIND(KIND_WIDE, 4, 1);
+#undef KIND
                 fold_plane(c0, 0, &d0, &d1);
                 fold_plane(c1, 1, &d0, &d1);
                 fold_plane(c2, 2, &d0, &d1);
@@ -719,7 +801,8 @@ part_sums_avx512_tiles(const qem_packed_part *part, const uint64_t *active, uint
         }
         /* Past every tile: the codes of tiles after `tiles` are zero. */
         if (advance)
-            memcpy(start + g0, at, n * sizeof *at);
+            for (unsigned s = 0; s < n; s++)
+                start[g0 + pixel_of[s]] = at[s];
     }
 }
 
@@ -728,16 +811,18 @@ part_sums_avx512_tiles(const qem_packed_part *part, const uint64_t *active, uint
 __attribute__((target(PACKED_AVX512))) static void
 part_sums_avx512(const qem_packed_part *part, const uint64_t *active, uint64_t n_active,
                  const int32_t *const *weights, unsigned planes, uint32_t a, uint32_t b,
-                 int32_t *sum32, int64_t *sum64, uint32_t *start, int advance)
+                 int32_t *sum32, int64_t *sum64, uint32_t *start, int advance,
+                 const qem_packed_part *next)
 {
     if (!sum32) {
         part_sums_base(part, active, n_active, weights, planes, a, b, sum32, sum64, start,
-                       advance);
+                       advance, next);
         return;
     }
     const unsigned t0 = a / QEM_PACKED_TILE, t1 = (b + QEM_PACKED_TILE - 1) / QEM_PACKED_TILE;
     if (planes == 1 && a == 0 && b == part->scans) {
-        part_sums_avx512_tiles(part, active, n_active, weights[0], t1, sum32, start, advance);
+        part_sums_avx512_tiles(part, next, active, n_active, weights[0], t1, sum32, start,
+                               advance);
         return;
     }
     int32_t wk[PLANES_INLINE];
@@ -915,7 +1000,7 @@ qem_status qem_packed_weighted_sums(const qem_file *f, const qem_packed_copy *c,
                               planes - g < PLANES_INLINE ? planes - g : PLANES_INLINE, a, b,
                               sum32 ? sum32 + (size_t)g * QEM_INTERVAL : NULL,
                               sum64 ? sum64 + (size_t)g * QEM_INTERVAL : NULL, start,
-                              g + PLANES_INLINE >= planes);
+                              g + PLANES_INLINE >= planes, pi + 1 < to ? part + 1 : NULL);
                 for (unsigned k = 0; k < planes; k++) {
                     int64_t *dst = out + (size_t)k * count + (part->first + a - first);
                     for (uint32_t i = a; i < b; i++)

@@ -142,6 +142,13 @@ static void copy_equals(const char *path, int resident, uint64_t pattern_step)
             one[p] = k ? w[k * P + p] : -w[p];
         sums_equal(fast, ref, one, P, 1, 0, S);
     }
+    /* A move adds some pixels and takes others away: +1 and -1 in one
+     * plane, pixels of every width mixed in each group. */
+    for (uint64_t k = 0; k < 3; k++) {
+        for (uint64_t p = 0; p < P; p++)
+            one[p] = (int32_t)((p * 37 + k) % 3) - 1;
+        sums_equal(fast, ref, one, P, 1, 0, S);
+    }
     free(one);
     /* Ranges starting and ending inside tiles and blocks. */
     detector_weights(w, t.info.shape[2], t.info.shape[3], 2, 3);
@@ -352,6 +359,41 @@ static int write_sparse_sources(const uint64_t shape[4], uint64_t seed, const ch
     return ok;
 }
 
+/* Pixels of each kind a move reads differently, by p % 7: zeros; ones
+ * (one plane); ones in low or high half tiles only; below 3 (two planes);
+ * below 16 (four); below 40 with rare large counts (wider). */
+static int write_graded_sources(const uint64_t shape[4], uint64_t seed, const char *npy,
+                                const char *qem)
+{
+    const uint64_t P = shape[2] * shape[3], n = shape[0] * shape[1] * P;
+    uint16_t *data = malloc((size_t)n * 2);
+    if (!data)
+        return 0;
+    for (uint64_t k = 0; k < n; k++) {
+        /* Which 16 scans of its 32-scan tile: chunks of 700, blocks of 512. */
+        const uint64_t r = test_rand(&seed), half = k / P % 700 % 512 % 32 / 16;
+        const unsigned kinds[7] = {0,
+                                   r % 100 < 5,
+                                   half == 0 && r % 10 == 0,
+                                   half == 1 && r % 10 == 0,
+                                   (unsigned)(r % 3),
+                                   (unsigned)(r % 16),
+                                   r % 3000 == 0 ? 9000 : (unsigned)(r % 40)};
+        data[k] = (uint16_t)kinds[k % P % 7];
+    }
+    int ok = write_npy4(npy, QEM_DTYPE_UINT16, shape, data);
+    free(data);
+    qem_error e = {0};
+    qem_save_options so;
+    qem_save_options_init(&so);
+    so.chunk_scans = 700;
+    if (ok && qem_save_file(npy, qem, &so, &e) != QEM_OK) {
+        fprintf(stderr, "write_graded_sources(%s): %s\n", qem, e.message);
+        ok = 0;
+    }
+    return ok;
+}
+
 int main(void)
 {
     const char *fixtures[] = {"qem/u8_sparse_lowdose.qem", "qem/u16_dense_highdose.qem",
@@ -396,6 +438,10 @@ int main(void)
     copy_equals(sparse, QEM_RESIDENT_MAPPED, 5);
     copy_equals(sparse, QEM_RESIDENT_COPY, 3);
     free(sparse);
+    char *graded = strdup(test_path("packed-graded.qem"));
+    CHECK(write_graded_sources(sparse_shape, 43, test_path("packed-graded.npy"), graded));
+    copy_equals(graded, QEM_RESIDENT_MAPPED, 5);
+    free(graded);
     /* Many parts: slabs of whole chunks (5 chunks of 3 parts each), which
      * the reduction shares out slab by slab once each of the product's
      * four pieces of scans spans 4 slabs or more; and chunks of 18 parts,
