@@ -652,7 +652,9 @@ fold_plane(__m512i p, unsigned b, __m512i *d0, __m512i *d1)
  * unpacking values (doc/benchmarks.md). A group's pixels are sorted by
  * the planes their tiles in the part need at most (an ADF ring's pixels
  * mostly one or two) and by sign, so each kind runs a loop reading only
- * those planes, with no branch on widths that vary tile to tile. */
+ * those planes, with no branch on widths that vary tile to tile. With
+ * VBMI2 a pixel's planes of every tile are first expanded to words, one
+ * masked load a plane, so a tile's loop only loads each word as a mask. */
 enum { TILE_GROUP = 256 };
 
 /* What a pixel's tiles in a part need: planes read of every tile, and
@@ -711,10 +713,84 @@ count_tile(const uint16_t *halves, unsigned t, const uint64_t *nibbles, uint32_t
 #undef COUNT
 }
 
+#define PACKED_EXPAND PACKED_AVX512 ",avx512vbmi2"
+
+/* The halves of a pixel's 16 tiles in a part (all of width <= `planes`,
+ * 1, 2 or 4) as `planes` expand masks of 32 slots: tile t takes slots
+ * 2 planes t onwards, plane b's two halves at 2b and 2b + 1 (code 14's
+ * half at 0, code 15's at 1). */
+__attribute__((target(PACKED_EXPAND))) static inline void
+slot_masks(uint64_t x, unsigned planes, uint32_t m[4])
+{
+    const __m128i table = _mm_setr_epi8(0, 0x3, 0xF, 0x3F, (char)0xFF, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                        0x1, 0x2);
+    const __m128i low = _mm_set1_epi8(0x0F), zero = _mm_setzero_si128();
+    const __m128i v = _mm_cvtsi64_si128((long long)x);
+    const __m128i codes =
+        _mm_unpacklo_epi8(_mm_and_si128(v, low), _mm_and_si128(_mm_srli_epi16(v, 4), low));
+    __m128i slots = _mm_shuffle_epi8(table, codes); /* byte t: tile t's slots */
+    /* Narrower planes: two tiles' slots a byte (and again for one). */
+    if (planes == 1)
+        slots = _mm_packus_epi16(_mm_maddubs_epi16(slots, _mm_set1_epi16(0x0401)), zero);
+    if (planes <= 2)
+        slots = _mm_packus_epi16(_mm_maddubs_epi16(slots, _mm_set1_epi16(0x1001)), zero);
+    _mm_storeu_si128((__m128i *)m, slots);
+}
+
+/* Slots [from, to) of a group, each pixel's tiles in `halves` at at[s]
+ * and of width <= `planes`, as words from `words` on: word t planes + b
+ * of a pixel is tile t's plane b, the 32 scans' bits. */
+__attribute__((target(PACKED_EXPAND), noinline)) static void
+expand_words(const uint16_t *halves, const uint64_t *nibbles, const uint32_t *at, unsigned from,
+             unsigned to, unsigned planes, uint32_t *words)
+{
+    for (unsigned s = from; s < to; s++, words += 16 * planes) {
+        uint32_t m[4];
+        slot_masks(nibbles[s], planes, m);
+        const uint16_t *src = halves + at[s];
+        for (unsigned i = 0; i < planes; i++) {
+            _mm512_storeu_si512(words + 16 * i, _mm512_maskz_expandloadu_epi16(m[i], src));
+            src += __builtin_popcount(m[i]);
+        }
+    }
+}
+
+/* Tile t of the expanded pixels at `words` (`planes` x 16 words each),
+ * n of them, at weight +1 (or -1 when `negative`) into the counts. */
+__attribute__((target(PACKED_AVX512), always_inline)) static inline void
+count_words(const uint32_t *words, unsigned n, unsigned t, unsigned planes, int negative,
+            __m512i *c0, __m512i *c1, __m512i *c2, __m512i *c3)
+{
+    const __m512i one = _mm512_set1_epi16(1);
+#define COUNT(c, k) (*(c) = negative ? _mm512_mask_sub_epi16(*(c), (k), *(c), one)               \
+                                     : _mm512_mask_add_epi16(*(c), (k), *(c), one))
+    const uint32_t *w = words + (size_t)t * planes;
+    for (unsigned s = 0; s < n; s++, w += 16 * planes) {
+        COUNT(c0, w[0]);
+        if (planes > 1)
+            COUNT(c1, w[1]);
+        if (planes > 2) {
+            COUNT(c2, w[2]);
+            COUNT(c3, w[3]);
+        }
+    }
+#undef COUNT
+}
+
+/* Whether a pixel's tiles are expanded to words once a part (AVX512-VBMI2)
+ * rather than read tile by tile; QEM_PACKED_EXPAND=0 turns it off, for
+ * tests of the other way. */
+static int packed_expand(void)
+{
+    const char *env = getenv("QEM_PACKED_EXPAND");
+    return __builtin_cpu_supports("avx512vbmi2") && !(env && !strcmp(env, "0"));
+}
+
 __attribute__((target(PACKED_AVX512))) static void
 part_sums_avx512_tiles(const qem_packed_part *part, const qem_packed_part *next,
                        const uint64_t *active, uint64_t n_active, const int32_t *weights,
-                       unsigned tiles, int32_t *sum32, uint32_t *start, int advance)
+                       unsigned tiles, int32_t *sum32, uint32_t *start, int advance,
+                       int expand)
 {
     /* Slot s of a group holds pixel g0 + pixel_of[s]; the kinds' slots
      * follow one another, each positive then negative, from begin[]. */
@@ -726,13 +802,21 @@ part_sums_avx512_tiles(const qem_packed_part *part, const qem_packed_part *next,
     /* Where each pixel's tiles in `next` start, and their halves. */
     uint32_t ahead_at[TILE_GROUP];
     uint16_t ahead_halves[TILE_GROUP];
+    const uint8_t *ahead_codes[TILE_GROUP];
+    /* With `expand`, the pixels of kinds below KIND_WIDE as words, each
+     * kind's from kind_words[kind] on (expand_words). */
+    _Alignas(64) uint32_t words[TILE_GROUP * 16 * PLANES_READ];
+    static const unsigned kind_planes[KINDS] = {1, 2, 4, 4};
     for (uint64_t g0 = 0; g0 < n_active; g0 += TILE_GROUP) {
         const unsigned n = (unsigned)(n_active - g0 < TILE_GROUP ? n_active - g0 : TILE_GROUP);
         unsigned begin[2 * KINDS + 1] = {0};
         int unit = 1;
         for (unsigned j = 0; j < n; j++) {
-            if (j + 8 < n)
+            if (j + 8 < n) {
                 __builtin_prefetch(pixel_codes(part, active[g0 + j + 8]));
+                if (next)
+                    __builtin_prefetch(pixel_codes(next, active[g0 + j + 8]));
+            }
             const uint8_t *m = pixel_codes(part, active[g0 + j]);
             uint64_t x;
             memcpy(&x, m, sizeof x);
@@ -740,7 +824,8 @@ part_sums_avx512_tiles(const qem_packed_part *part, const qem_packed_part *next,
             unit &= wj == 1 || wj == -1;
             key[j] = (uint8_t)(2 * pixel_kind(x) + (wj < 0));
             begin[key[j] + 1]++;
-            const uint32_t halves = halves_before(m, QEM_PACKED_TILES);
+            /* A slab's later parts were fetched during the one before. */
+            const uint32_t halves = part->index ? 0 : halves_before(m, QEM_PACKED_TILES);
             for (uint32_t k = 0; k < halves; k += 32)
                 __builtin_prefetch(part->halves + start[g0 + j] + k);
         }
@@ -748,25 +833,43 @@ part_sums_avx512_tiles(const qem_packed_part *part, const qem_packed_part *next,
             begin[k + 1] += begin[k];
         unsigned fill[2 * KINDS];
         memcpy(fill, begin, sizeof fill);
+        const int expanding = expand && unit;
+        uint32_t *kind_words[KINDS], *negative_words[KINDS];
+        for (unsigned k = 0, word = 0; k < KINDS; k++) {
+            kind_words[k] = words + word;
+            negative_words[k] =
+                kind_words[k] + (begin[2 * k + 1] - begin[2 * k]) * 16u * kind_planes[k];
+            word += (begin[2 * k + 2] - begin[2 * k]) * 16u * kind_planes[k];
+        }
         for (unsigned j = 0; j < n; j++) {
             const unsigned s = fill[key[j]]++;
             pixel_of[s] = (uint16_t)j;
             at[s] = start[g0 + j];
-            memcpy(&nibbles[s], pixel_codes(part, active[g0 + j]), sizeof nibbles[s]);
+            const uint8_t *m = pixel_codes(part, active[g0 + j]);
+            memcpy(&nibbles[s], m, sizeof nibbles[s]);
             w[s] = weights[active[g0 + j]];
-            ahead_at[s] = at[s] + halves_before(pixel_codes(part, active[g0 + j]), QEM_PACKED_TILES);
-            ahead_halves[s] =
-                next ? (uint16_t)halves_before(pixel_codes(next, active[g0 + j]), QEM_PACKED_TILES)
-                     : 0;
+            ahead_at[s] = at[s] + halves_before(m, QEM_PACKED_TILES);
+            ahead_codes[s] = next ? pixel_codes(next, active[g0 + j]) : NULL;
+            ahead_halves[s] = next ? (uint16_t)halves_before(ahead_codes[s], QEM_PACKED_TILES) : 0;
         }
+        if (expanding)
+            for (unsigned k = 0; k < KIND_WIDE; k++) {
+                expand_words(part->halves, nibbles, at, begin[2 * k], begin[2 * k + 2],
+                             kind_planes[k], kind_words[k]);
+                for (unsigned s = begin[2 * k]; s < begin[2 * k + 2]; s++)
+                    at[s] = ahead_at[s];
+            }
         for (unsigned t = 0; t < tiles; t++) {
             int32_t *dst = sum32 + t * QEM_PACKED_TILE;
             __m512i d0 = _mm512_loadu_si512(dst), d1 = _mm512_loadu_si512(dst + 16);
             /* The next part's tiles, a share of the pixels a tile: the
              * loads here wait on memory otherwise. */
-            for (unsigned s = t * n / tiles; s < (t + 1) * n / tiles; s++)
+            for (unsigned s = t * n / tiles; s < (t + 1) * n / tiles && next; s++) {
                 for (uint32_t k = 0; k < ahead_halves[s]; k += 32)
                     __builtin_prefetch(part->halves + ahead_at[s] + k, 0, 2);
+                /* The codes after next's: a record spans lines. */
+                __builtin_prefetch(ahead_codes[s] + QEM_PACKED_CODES, 0, 2);
+            }
             if (!unit) {
                 for (unsigned s = 0; s < n; s++) {
                     const unsigned code = (unsigned)(nibbles[s] >> (4 * t)) & 15u;
@@ -786,11 +889,23 @@ part_sums_avx512_tiles(const qem_packed_part *part, const qem_packed_part *next,
                &c1, &c2, &c3, &d0, &d1);                                                           \
     count_tile(h, t, nibbles, at, begin[2 * (kind) + 1], begin[2 * (kind) + 2], planes, wide, 1,   \
                &c0, &c1, &c2, &c3, &d0, &d1)
-                KIND(KIND_ONE, 1, 0);
-                KIND(KIND_TWO, 2, 0);
-                KIND(KIND_FOUR, 4, 0);
+#define KIND_WORDS(kind, planes)                                                                  \
+    count_words(kind_words[kind], begin[2 * (kind) + 1] - begin[2 * (kind)], t, planes, 0, &c0,    \
+                &c1, &c2, &c3);                                                                    \
+    count_words(negative_words[kind], begin[2 * (kind) + 2] - begin[2 * (kind) + 1], t, planes, 1, \
+                &c0, &c1, &c2, &c3)
+                if (expanding) {
+                    KIND_WORDS(KIND_ONE, 1);
+                    KIND_WORDS(KIND_TWO, 2);
+                    KIND_WORDS(KIND_FOUR, 4);
+                } else {
+                    KIND(KIND_ONE, 1, 0);
+                    KIND(KIND_TWO, 2, 0);
+                    KIND(KIND_FOUR, 4, 0);
+                }
                 KIND(KIND_WIDE, 4, 1);
 #undef KIND
+#undef KIND_WORDS
                 fold_plane(c0, 0, &d0, &d1);
                 fold_plane(c1, 1, &d0, &d1);
                 fold_plane(c2, 2, &d0, &d1);
@@ -808,11 +923,11 @@ part_sums_avx512_tiles(const qem_packed_part *part, const qem_packed_part *next,
 
 /* int32 sums, whole tiles by AVX-512 (tile_vectors), partial tiles by
  * tile_sums. */
-__attribute__((target(PACKED_AVX512))) static void
-part_sums_avx512(const qem_packed_part *part, const uint64_t *active, uint64_t n_active,
-                 const int32_t *const *weights, unsigned planes, uint32_t a, uint32_t b,
-                 int32_t *sum32, int64_t *sum64, uint32_t *start, int advance,
-                 const qem_packed_part *next)
+__attribute__((target(PACKED_AVX512), always_inline)) static inline void
+part_sums_avx512_with(const qem_packed_part *part, const uint64_t *active, uint64_t n_active,
+                      const int32_t *const *weights, unsigned planes, uint32_t a, uint32_t b,
+                      int32_t *sum32, int64_t *sum64, uint32_t *start, int advance,
+                      const qem_packed_part *next, int expand)
 {
     if (!sum32) {
         part_sums_base(part, active, n_active, weights, planes, a, b, sum32, sum64, start,
@@ -822,7 +937,7 @@ part_sums_avx512(const qem_packed_part *part, const uint64_t *active, uint64_t n
     const unsigned t0 = a / QEM_PACKED_TILE, t1 = (b + QEM_PACKED_TILE - 1) / QEM_PACKED_TILE;
     if (planes == 1 && a == 0 && b == part->scans) {
         part_sums_avx512_tiles(part, next, active, n_active, weights[0], t1, sum32, start,
-                               advance);
+                               advance, expand);
         return;
     }
     int32_t wk[PLANES_INLINE];
@@ -876,6 +991,26 @@ part_sums_avx512(const qem_packed_part *part, const uint64_t *active, uint64_t n
     }
 }
 
+__attribute__((target(PACKED_AVX512))) static void
+part_sums_avx512(const qem_packed_part *part, const uint64_t *active, uint64_t n_active,
+                 const int32_t *const *weights, unsigned planes, uint32_t a, uint32_t b,
+                 int32_t *sum32, int64_t *sum64, uint32_t *start, int advance,
+                 const qem_packed_part *next)
+{
+    part_sums_avx512_with(part, active, n_active, weights, planes, a, b, sum32, sum64, start,
+                          advance, next, 0);
+}
+
+__attribute__((target(PACKED_AVX512))) static void
+part_sums_avx512_expand(const qem_packed_part *part, const uint64_t *active, uint64_t n_active,
+                        const int32_t *const *weights, unsigned planes, uint32_t a, uint32_t b,
+                        int32_t *sum32, int64_t *sum64, uint32_t *start, int advance,
+                        const qem_packed_part *next)
+{
+    part_sums_avx512_with(part, active, n_active, weights, planes, a, b, sum32, sum64, start,
+                          advance, next, 1);
+}
+
 /* part_starts, the earlier parts' code bytes 64 at a time (a slab of
  * 16 parts: two loads): each nibble's halves from a 16-entry shuffle,
  * summed by SAD. */
@@ -917,7 +1052,7 @@ static part_sums_fn part_sums_select(void)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
     if (packed_avx512())
-        return part_sums_avx512;
+        return packed_expand() ? part_sums_avx512_expand : part_sums_avx512;
 #endif
     return part_sums_base;
 }

@@ -362,16 +362,16 @@ static int write_sparse_sources(const uint64_t shape[4], uint64_t seed, const ch
 /* Pixels of each kind a move reads differently, by p % 7: zeros; ones
  * (one plane); ones in low or high half tiles only; below 3 (two planes);
  * below 16 (four); below 40 with rare large counts (wider). */
-static int write_graded_sources(const uint64_t shape[4], uint64_t seed, const char *npy,
-                                const char *qem)
+static int write_graded_sources(const uint64_t shape[4], uint64_t seed, uint64_t chunk_scans,
+                                const char *npy, const char *qem)
 {
     const uint64_t P = shape[2] * shape[3], n = shape[0] * shape[1] * P;
     uint16_t *data = malloc((size_t)n * 2);
     if (!data)
         return 0;
     for (uint64_t k = 0; k < n; k++) {
-        /* Which 16 scans of its 32-scan tile: chunks of 700, blocks of 512. */
-        const uint64_t r = test_rand(&seed), half = k / P % 700 % 512 % 32 / 16;
+        /* Which 16 scans of its 32-scan tile (blocks of 512 in each chunk). */
+        const uint64_t r = test_rand(&seed), half = k / P % chunk_scans % 512 % 32 / 16;
         const unsigned kinds[7] = {0,
                                    r % 100 < 5,
                                    half == 0 && r % 10 == 0,
@@ -386,7 +386,7 @@ static int write_graded_sources(const uint64_t shape[4], uint64_t seed, const ch
     qem_error e = {0};
     qem_save_options so;
     qem_save_options_init(&so);
-    so.chunk_scans = 700;
+    so.chunk_scans = chunk_scans;
     if (ok && qem_save_file(npy, qem, &so, &e) != QEM_OK) {
         fprintf(stderr, "write_graded_sources(%s): %s\n", qem, e.message);
         ok = 0;
@@ -439,7 +439,7 @@ int main(void)
     copy_equals(sparse, QEM_RESIDENT_COPY, 3);
     free(sparse);
     char *graded = strdup(test_path("packed-graded.qem"));
-    CHECK(write_graded_sources(sparse_shape, 43, test_path("packed-graded.npy"), graded));
+    CHECK(write_graded_sources(sparse_shape, 43, 700, test_path("packed-graded.npy"), graded));
     copy_equals(graded, QEM_RESIDENT_MAPPED, 5);
     free(graded);
     /* Many parts: slabs of whole chunks (5 chunks of 3 parts each), which
@@ -449,6 +449,12 @@ int main(void)
     const uint64_t many[4] = {256, 520, 4, 4}, long_chunks[4] = {150, 150, 4, 4};
     char *slabs = strdup(test_path("packed-slabs.qem"));
     CHECK(write_count_sources(many, 31, 20, 1500, test_path("packed-slabs.npy"), slabs, NULL));
+    copy_equals(slabs, QEM_RESIDENT_MAPPED, 997);
+    free(slabs);
+    /* The same slabs, pixels of every kind: a move carries each pixel's
+     * start from part to part. */
+    slabs = strdup(test_path("packed-graded-slabs.qem"));
+    CHECK(write_graded_sources(many, 33, 1500, test_path("packed-graded-slabs.npy"), slabs));
     copy_equals(slabs, QEM_RESIDENT_MAPPED, 997);
     free(slabs);
     slabs = strdup(test_path("packed-long-chunks.qem"));
