@@ -459,6 +459,17 @@ shard_tiles_avx512(const qem_pack *p, const pack_shard *sh, const uint64_t *acti
                     continue;
                 const uint8_t *src = (const uint8_t *)(sh->words + at[j]);
                 at[j] += 4u * W;
+                if (W == 1 && unit) {
+                    /* A bit a scan (most of an ADF ring's tiles): each
+                     * 16 scans' bits are a lane mask of the +-1. */
+                    const __m512i one = _mm512_set1_epi32(w[j]);
+                    for (unsigned k = 0; k < 8; k++) {
+                        uint16_t bits;
+                        memcpy(&bits, src + 2 * k, sizeof bits);
+                        d[k] = _mm512_mask_add_epi32(d[k], bits, d[k], one);
+                    }
+                    continue;
+                }
                 const __mmask64 load = (1ull << (2 * W)) - 1u;
                 const __m512i sign = _mm512_set1_epi32(-(int32_t)(w[j] < 0));
                 const __m512i times = _mm512_set1_epi32(w[j]);
