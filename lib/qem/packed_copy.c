@@ -168,7 +168,7 @@ static int packed_avx512(void)
 #if defined(__x86_64__) && defined(__GNUC__)
     return qem_rans_path_resolve(QEM_RANS_PATH_AUTO) == QEM_RANS_PATH_AVX512 &&
            __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl");
+           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vbmi2");
 #else
     return 0;
 #endif
@@ -615,7 +615,7 @@ static inline void prefetch_ahead(const qem_packed_part *part, const uint64_t *a
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#define PACKED_AVX512 "avx512f,avx512bw,avx512vl"
+#define PACKED_AVX512 "avx512f,avx512bw,avx512vl,avx512vbmi2"
 
 /* A tile's 32 values in two registers (scans 0-15, 16-31): each plane's
  * word, as a lane mask, sets bit b in the lanes it marks. */
@@ -648,13 +648,13 @@ fold_plane(__m512i p, unsigned b, __m512i *d0, __m512i *d1)
  * them, so they are loaded and stored once a group, not once a pixel.
  * With weights of +-1 (every move, every mask) a pixel adds each of its
  * tile's planes as a lane mask to one 16-bit count per plane and lane,
- * folded into the sums once a group: two instructions a plane, none
- * unpacking values (doc/benchmarks.md). A group's pixels are sorted by
- * the planes their tiles in the part need at most (an ADF ring's pixels
- * mostly one or two) and by sign, so each kind runs a loop reading only
- * those planes, with no branch on widths that vary tile to tile. With
- * VBMI2 a pixel's planes of every tile are first expanded to words, one
- * masked load a plane, so a tile's loop only loads each word as a mask. */
+ * folded into the sums once a group (doc/benchmarks.md). A group's pixels
+ * are sorted by the planes their tiles in the part need at most (an ADF
+ * ring's pixels mostly one or two) and by sign. Those of at most four
+ * planes have every tile's planes expanded to words first, one masked
+ * expand-load a plane and part, so a tile's loop only loads each word as
+ * a mask: no per-tile code, offset or width work. Wider pixels (rare)
+ * are read tile by tile. */
 enum { TILE_GROUP = 256 };
 
 /* What a pixel's tiles in a part need: planes read of every tile, and
@@ -677,13 +677,13 @@ static inline unsigned pixel_kind(uint64_t x)
     return KIND_WIDE;
 }
 
-/* Tile t of pixels [from, to) of a group, each at weight +1 (or -1 when
- * `negative`), into the counts c0-c3 (`planes` of them) and, past
- * PLANES_READ when `wide`, straight into the sums. */
+/* Tile t of pixels [from, to) of a group, of any width, each at weight
+ * +1 (or -1 when `negative`): planes below PLANES_READ into the counts
+ * c0-c3, wider ones straight into the sums. */
 __attribute__((target(PACKED_AVX512), always_inline)) static inline void
-count_tile(const uint16_t *halves, unsigned t, const uint64_t *nibbles, uint32_t *at,
-           unsigned from, unsigned to, unsigned planes, int wide, int negative, __m512i *c0,
-           __m512i *c1, __m512i *c2, __m512i *c3, __m512i *d0, __m512i *d1)
+count_wide_tile(const uint16_t *halves, unsigned t, const uint64_t *nibbles, uint32_t *at,
+                unsigned from, unsigned to, int negative, __m512i *c0, __m512i *c1, __m512i *c2,
+                __m512i *c3, __m512i *d0, __m512i *d1)
 {
     const __m512i one = _mm512_set1_epi16(1);
 #define COUNT(c, k) (*(c) = negative ? _mm512_mask_sub_epi16(*(c), (k), *(c), one)               \
@@ -695,31 +695,25 @@ count_tile(const uint16_t *halves, unsigned t, const uint64_t *nibbles, uint32_t
         at[s] += code_halves[code];
         /* Planes past the width are masked to none. */
         COUNT(c0, (load32(src) & r->mask[0]) << r->shift);
-        if (planes > 1)
-            COUNT(c1, load32(src + 2) & r->mask[1]);
-        if (planes > 2) {
-            COUNT(c2, load32(src + 4) & r->mask[2]);
-            COUNT(c3, load32(src + 6) & r->mask[3]);
+        COUNT(c1, load32(src + 2) & r->mask[1]);
+        COUNT(c2, load32(src + 4) & r->mask[2]);
+        COUNT(c3, load32(src + 6) & r->mask[3]);
+        for (unsigned b = PLANES_READ; b < code_width[code]; b++) {
+            const int32_t scale = (int32_t)(1u << b);
+            const __m512i times = _mm512_set1_epi32(negative ? -scale : scale);
+            const uint32_t plane = load32(src + 2 * b);
+            *d0 = _mm512_mask_add_epi32(*d0, (__mmask16)plane, *d0, times);
+            *d1 = _mm512_mask_add_epi32(*d1, (__mmask16)(plane >> 16), *d1, times);
         }
-        if (wide)
-            for (unsigned b = PLANES_READ; b < code_width[code]; b++) {
-                const int32_t scale = (int32_t)(1u << b);
-                const __m512i times = _mm512_set1_epi32(negative ? -scale : scale);
-                const uint32_t plane = load32(src + 2 * b);
-                *d0 = _mm512_mask_add_epi32(*d0, (__mmask16)plane, *d0, times);
-                *d1 = _mm512_mask_add_epi32(*d1, (__mmask16)(plane >> 16), *d1, times);
-            }
     }
 #undef COUNT
 }
-
-#define PACKED_EXPAND PACKED_AVX512 ",avx512vbmi2"
 
 /* The halves of a pixel's 16 tiles in a part (all of width <= `planes`,
  * 1, 2 or 4) as `planes` expand masks of 32 slots: tile t takes slots
  * 2 planes t onwards, plane b's two halves at 2b and 2b + 1 (code 14's
  * half at 0, code 15's at 1). */
-__attribute__((target(PACKED_EXPAND))) static inline void
+__attribute__((target(PACKED_AVX512))) static inline void
 slot_masks(uint64_t x, unsigned planes, uint32_t m[4])
 {
     const __m128i table = _mm_setr_epi8(0, 0x3, 0xF, 0x3F, (char)0xFF, 0, 0, 0, 0, 0, 0, 0, 0, 0,
@@ -740,7 +734,7 @@ slot_masks(uint64_t x, unsigned planes, uint32_t m[4])
 /* Slots [from, to) of a group, each pixel's tiles in `halves` at at[s]
  * and of width <= `planes`, as words from `words` on: word t planes + b
  * of a pixel is tile t's plane b, the 32 scans' bits. */
-__attribute__((target(PACKED_EXPAND), noinline)) static void
+__attribute__((target(PACKED_AVX512))) static inline void
 expand_words(const uint16_t *halves, const uint64_t *nibbles, const uint32_t *at, unsigned from,
              unsigned to, unsigned planes, uint32_t *words)
 {
@@ -777,20 +771,10 @@ count_words(const uint32_t *words, unsigned n, unsigned t, unsigned planes, int 
 #undef COUNT
 }
 
-/* Whether a pixel's tiles are expanded to words once a part (AVX512-VBMI2)
- * rather than read tile by tile; QEM_PACKED_EXPAND=0 turns it off, for
- * tests of the other way. */
-static int packed_expand(void)
-{
-    const char *env = getenv("QEM_PACKED_EXPAND");
-    return __builtin_cpu_supports("avx512vbmi2") && !(env && !strcmp(env, "0"));
-}
-
 __attribute__((target(PACKED_AVX512))) static void
 part_sums_avx512_tiles(const qem_packed_part *part, const qem_packed_part *next,
                        const uint64_t *active, uint64_t n_active, const int32_t *weights,
-                       unsigned tiles, int32_t *sum32, uint32_t *start, int advance,
-                       int expand)
+                       unsigned tiles, int32_t *sum32, uint32_t *start, int advance)
 {
     /* Slot s of a group holds pixel g0 + pixel_of[s]; the kinds' slots
      * follow one another, each positive then negative, from begin[]. */
@@ -803,8 +787,8 @@ part_sums_avx512_tiles(const qem_packed_part *part, const qem_packed_part *next,
     uint32_t ahead_at[TILE_GROUP];
     uint16_t ahead_halves[TILE_GROUP];
     const uint8_t *ahead_codes[TILE_GROUP];
-    /* With `expand`, the pixels of kinds below KIND_WIDE as words, each
-     * kind's from kind_words[kind] on (expand_words). */
+    /* With weights of +-1, the pixels of kinds below KIND_WIDE as words,
+     * each kind's from kind_words[kind] on (expand_words). */
     _Alignas(64) uint32_t words[TILE_GROUP * 16 * PLANES_READ];
     static const unsigned kind_planes[KINDS] = {1, 2, 4, 4};
     for (uint64_t g0 = 0; g0 < n_active; g0 += TILE_GROUP) {
@@ -833,7 +817,6 @@ part_sums_avx512_tiles(const qem_packed_part *part, const qem_packed_part *next,
             begin[k + 1] += begin[k];
         unsigned fill[2 * KINDS];
         memcpy(fill, begin, sizeof fill);
-        const int expanding = expand && unit;
         uint32_t *kind_words[KINDS], *negative_words[KINDS];
         for (unsigned k = 0, word = 0; k < KINDS; k++) {
             kind_words[k] = words + word;
@@ -852,7 +835,7 @@ part_sums_avx512_tiles(const qem_packed_part *part, const qem_packed_part *next,
             ahead_codes[s] = next ? pixel_codes(next, active[g0 + j]) : NULL;
             ahead_halves[s] = next ? (uint16_t)halves_before(ahead_codes[s], QEM_PACKED_TILES) : 0;
         }
-        if (expanding)
+        if (unit)
             for (unsigned k = 0; k < KIND_WIDE; k++) {
                 expand_words(part->halves, nibbles, at, begin[2 * k], begin[2 * k + 2],
                              kind_planes[k], kind_words[k]);
@@ -884,28 +867,20 @@ part_sums_avx512_tiles(const qem_packed_part *part, const qem_packed_part *next,
                 /* |count| <= TILE_GROUP: 16 bits hold it. */
                 __m512i c0 = _mm512_setzero_si512(), c1 = c0, c2 = c0, c3 = c0;
                 const uint16_t *h = part->halves;
-#define KIND(kind, planes, wide)                                                                  \
-    count_tile(h, t, nibbles, at, begin[2 * (kind)], begin[2 * (kind) + 1], planes, wide, 0, &c0,  \
-               &c1, &c2, &c3, &d0, &d1);                                                           \
-    count_tile(h, t, nibbles, at, begin[2 * (kind) + 1], begin[2 * (kind) + 2], planes, wide, 1,   \
-               &c0, &c1, &c2, &c3, &d0, &d1)
 #define KIND_WORDS(kind, planes)                                                                  \
     count_words(kind_words[kind], begin[2 * (kind) + 1] - begin[2 * (kind)], t, planes, 0, &c0,    \
                 &c1, &c2, &c3);                                                                    \
     count_words(negative_words[kind], begin[2 * (kind) + 2] - begin[2 * (kind) + 1], t, planes, 1, \
                 &c0, &c1, &c2, &c3)
-                if (expanding) {
-                    KIND_WORDS(KIND_ONE, 1);
-                    KIND_WORDS(KIND_TWO, 2);
-                    KIND_WORDS(KIND_FOUR, 4);
-                } else {
-                    KIND(KIND_ONE, 1, 0);
-                    KIND(KIND_TWO, 2, 0);
-                    KIND(KIND_FOUR, 4, 0);
-                }
-                KIND(KIND_WIDE, 4, 1);
-#undef KIND
+                KIND_WORDS(KIND_ONE, 1);
+                KIND_WORDS(KIND_TWO, 2);
+                KIND_WORDS(KIND_FOUR, 4);
 #undef KIND_WORDS
+                const unsigned *wide = begin + 2 * KIND_WIDE;
+                count_wide_tile(h, t, nibbles, at, wide[0], wide[1], 0, &c0, &c1, &c2, &c3, &d0,
+                                &d1);
+                count_wide_tile(h, t, nibbles, at, wide[1], wide[2], 1, &c0, &c1, &c2, &c3, &d0,
+                                &d1);
                 fold_plane(c0, 0, &d0, &d1);
                 fold_plane(c1, 1, &d0, &d1);
                 fold_plane(c2, 2, &d0, &d1);
@@ -923,11 +898,11 @@ part_sums_avx512_tiles(const qem_packed_part *part, const qem_packed_part *next,
 
 /* int32 sums, whole tiles by AVX-512 (tile_vectors), partial tiles by
  * tile_sums. */
-__attribute__((target(PACKED_AVX512), always_inline)) static inline void
-part_sums_avx512_with(const qem_packed_part *part, const uint64_t *active, uint64_t n_active,
-                      const int32_t *const *weights, unsigned planes, uint32_t a, uint32_t b,
-                      int32_t *sum32, int64_t *sum64, uint32_t *start, int advance,
-                      const qem_packed_part *next, int expand)
+__attribute__((target(PACKED_AVX512))) static void
+part_sums_avx512(const qem_packed_part *part, const uint64_t *active, uint64_t n_active,
+                 const int32_t *const *weights, unsigned planes, uint32_t a, uint32_t b,
+                 int32_t *sum32, int64_t *sum64, uint32_t *start, int advance,
+                 const qem_packed_part *next)
 {
     if (!sum32) {
         part_sums_base(part, active, n_active, weights, planes, a, b, sum32, sum64, start,
@@ -937,7 +912,7 @@ part_sums_avx512_with(const qem_packed_part *part, const uint64_t *active, uint6
     const unsigned t0 = a / QEM_PACKED_TILE, t1 = (b + QEM_PACKED_TILE - 1) / QEM_PACKED_TILE;
     if (planes == 1 && a == 0 && b == part->scans) {
         part_sums_avx512_tiles(part, next, active, n_active, weights[0], t1, sum32, start,
-                               advance, expand);
+                               advance);
         return;
     }
     int32_t wk[PLANES_INLINE];
@@ -991,26 +966,6 @@ part_sums_avx512_with(const qem_packed_part *part, const uint64_t *active, uint6
     }
 }
 
-__attribute__((target(PACKED_AVX512))) static void
-part_sums_avx512(const qem_packed_part *part, const uint64_t *active, uint64_t n_active,
-                 const int32_t *const *weights, unsigned planes, uint32_t a, uint32_t b,
-                 int32_t *sum32, int64_t *sum64, uint32_t *start, int advance,
-                 const qem_packed_part *next)
-{
-    part_sums_avx512_with(part, active, n_active, weights, planes, a, b, sum32, sum64, start,
-                          advance, next, 0);
-}
-
-__attribute__((target(PACKED_AVX512))) static void
-part_sums_avx512_expand(const qem_packed_part *part, const uint64_t *active, uint64_t n_active,
-                        const int32_t *const *weights, unsigned planes, uint32_t a, uint32_t b,
-                        int32_t *sum32, int64_t *sum64, uint32_t *start, int advance,
-                        const qem_packed_part *next)
-{
-    part_sums_avx512_with(part, active, n_active, weights, planes, a, b, sum32, sum64, start,
-                          advance, next, 1);
-}
-
 /* part_starts, the earlier parts' code bytes 64 at a time (a slab of
  * 16 parts: two loads): each nibble's halves from a 16-entry shuffle,
  * summed by SAD. */
@@ -1052,7 +1007,7 @@ static part_sums_fn part_sums_select(void)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
     if (packed_avx512())
-        return packed_expand() ? part_sums_avx512_expand : part_sums_avx512;
+        return part_sums_avx512;
 #endif
     return part_sums_base;
 }
