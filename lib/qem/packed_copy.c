@@ -677,6 +677,14 @@ static inline unsigned pixel_kind(uint64_t x)
     return KIND_WIDE;
 }
 
+/* +1 (or -1 when `negative`) into the 16-bit counts of c's lanes in k. */
+__attribute__((target(PACKED_AVX512), always_inline)) static inline void
+count_lanes(__m512i *c, __mmask32 k, int negative)
+{
+    const __m512i one = _mm512_set1_epi16(1);
+    *c = negative ? _mm512_mask_sub_epi16(*c, k, *c, one) : _mm512_mask_add_epi16(*c, k, *c, one);
+}
+
 /* Tile t of pixels [from, to) of a group, of any width, each at weight
  * +1 (or -1 when `negative`): planes below PLANES_READ into the counts
  * c0-c3, wider ones straight into the sums. */
@@ -685,19 +693,16 @@ count_wide_tile(const uint16_t *halves, unsigned t, const uint64_t *nibbles, uin
                 unsigned from, unsigned to, int negative, __m512i *c0, __m512i *c1, __m512i *c2,
                 __m512i *c3, __m512i *d0, __m512i *d1)
 {
-    const __m512i one = _mm512_set1_epi16(1);
-#define COUNT(c, k) (*(c) = negative ? _mm512_mask_sub_epi16(*(c), (k), *(c), one)               \
-                                     : _mm512_mask_add_epi16(*(c), (k), *(c), one))
     for (unsigned s = from; s < to; s++) {
         const unsigned code = (unsigned)(nibbles[s] >> (4 * t)) & 15u;
         const struct code_read *r = &code_read[code];
         const uint16_t *src = halves + at[s];
         at[s] += code_halves[code];
         /* Planes past the width are masked to none. */
-        COUNT(c0, (load32(src) & r->mask[0]) << r->shift);
-        COUNT(c1, load32(src + 2) & r->mask[1]);
-        COUNT(c2, load32(src + 4) & r->mask[2]);
-        COUNT(c3, load32(src + 6) & r->mask[3]);
+        count_lanes(c0, (load32(src) & r->mask[0]) << r->shift, negative);
+        count_lanes(c1, load32(src + 2) & r->mask[1], negative);
+        count_lanes(c2, load32(src + 4) & r->mask[2], negative);
+        count_lanes(c3, load32(src + 6) & r->mask[3], negative);
         for (unsigned b = PLANES_READ; b < code_width[code]; b++) {
             const int32_t scale = (int32_t)(1u << b);
             const __m512i times = _mm512_set1_epi32(negative ? -scale : scale);
@@ -706,7 +711,6 @@ count_wide_tile(const uint16_t *halves, unsigned t, const uint64_t *nibbles, uin
             *d1 = _mm512_mask_add_epi32(*d1, (__mmask16)(plane >> 16), *d1, times);
         }
     }
-#undef COUNT
 }
 
 /* The halves of a pixel's 16 tiles in a part (all of width <= `planes`,
@@ -755,20 +759,16 @@ __attribute__((target(PACKED_AVX512), always_inline)) static inline void
 count_words(const uint32_t *words, unsigned n, unsigned t, unsigned planes, int negative,
             __m512i *c0, __m512i *c1, __m512i *c2, __m512i *c3)
 {
-    const __m512i one = _mm512_set1_epi16(1);
-#define COUNT(c, k) (*(c) = negative ? _mm512_mask_sub_epi16(*(c), (k), *(c), one)               \
-                                     : _mm512_mask_add_epi16(*(c), (k), *(c), one))
     const uint32_t *w = words + (size_t)t * planes;
     for (unsigned s = 0; s < n; s++, w += 16 * planes) {
-        COUNT(c0, w[0]);
+        count_lanes(c0, w[0], negative);
         if (planes > 1)
-            COUNT(c1, w[1]);
+            count_lanes(c1, w[1], negative);
         if (planes > 2) {
-            COUNT(c2, w[2]);
-            COUNT(c3, w[3]);
+            count_lanes(c2, w[2], negative);
+            count_lanes(c3, w[3], negative);
         }
     }
-#undef COUNT
 }
 
 __attribute__((target(PACKED_AVX512))) static void
@@ -783,6 +783,9 @@ part_sums_avx512_tiles(const qem_packed_part *part, const qem_packed_part *next,
     int32_t w[TILE_GROUP];
     uint16_t pixel_of[TILE_GROUP];
     uint8_t key[TILE_GROUP];
+    /* The first pass's reads, by group position, for the placement. */
+    uint64_t codes_of[TILE_GROUP];
+    uint32_t halves_of[TILE_GROUP];
     /* Where each pixel's tiles in `next` start, and their halves. */
     uint32_t ahead_at[TILE_GROUP];
     uint16_t ahead_halves[TILE_GROUP];
@@ -802,15 +805,14 @@ part_sums_avx512_tiles(const qem_packed_part *part, const qem_packed_part *next,
                     __builtin_prefetch(pixel_codes(next, active[g0 + j + 8]));
             }
             const uint8_t *m = pixel_codes(part, active[g0 + j]);
-            uint64_t x;
-            memcpy(&x, m, sizeof x);
+            memcpy(&codes_of[j], m, sizeof codes_of[j]);
             const int32_t wj = weights[active[g0 + j]];
             unit &= wj == 1 || wj == -1;
-            key[j] = (uint8_t)(2 * pixel_kind(x) + (wj < 0));
+            key[j] = (uint8_t)(2 * pixel_kind(codes_of[j]) + (wj < 0));
             begin[key[j] + 1]++;
+            halves_of[j] = halves_before(m, QEM_PACKED_TILES);
             /* A slab's later parts were fetched during the one before. */
-            const uint32_t halves = part->index ? 0 : halves_before(m, QEM_PACKED_TILES);
-            for (uint32_t k = 0; k < halves; k += 32)
+            for (uint32_t k = 0; !part->index && k < halves_of[j]; k += 32)
                 __builtin_prefetch(part->halves + start[g0 + j] + k);
         }
         for (unsigned k = 0; k < 2 * KINDS; k++)
@@ -828,10 +830,9 @@ part_sums_avx512_tiles(const qem_packed_part *part, const qem_packed_part *next,
             const unsigned s = fill[key[j]]++;
             pixel_of[s] = (uint16_t)j;
             at[s] = start[g0 + j];
-            const uint8_t *m = pixel_codes(part, active[g0 + j]);
-            memcpy(&nibbles[s], m, sizeof nibbles[s]);
+            nibbles[s] = codes_of[j];
             w[s] = weights[active[g0 + j]];
-            ahead_at[s] = at[s] + halves_before(m, QEM_PACKED_TILES);
+            ahead_at[s] = at[s] + halves_of[j];
             ahead_codes[s] = next ? pixel_codes(next, active[g0 + j]) : NULL;
             ahead_halves[s] = next ? (uint16_t)halves_before(ahead_codes[s], QEM_PACKED_TILES) : 0;
         }
