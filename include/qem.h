@@ -750,6 +750,12 @@ QEM_API qem_status qem_detector_session_set_mask(qem_detector_session *session,
 /* A copy of source `index`'s current image. */
 QEM_API qem_status qem_detector_session_image(const qem_detector_session *session, size_t index,
                                               qem_image *image, qem_error *error);
+/* Source `index`'s current image where the session holds it, not copied
+ * (a viewer sends it on at once): valid until the session's next set_mask
+ * or free; never pass it to qem_image_free. */
+QEM_API qem_status qem_detector_session_image_view(const qem_detector_session *session,
+                                                   size_t index, const qem_image **image,
+                                                   qem_error *error);
 QEM_API qem_status qem_detector_session_stats(const qem_detector_session *session,
                                               qem_session_stats *stats, qem_error *error);
 

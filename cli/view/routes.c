@@ -604,23 +604,28 @@ static void route_live(view_server *s, const view_request *q, view_reply *r)
         st = series_mask(s, (size_t)q->file, &q->det, mask, &res, &e);
     if (st == QEM_OK)
         st = qem_detector_session_set_mask(session, mask, &e);
-    for (size_t k = 0; st == QEM_OK && k < s->nfiles; k++)
-        st = qem_detector_session_image(session, k, &images[k], &e);
+    /* The session's own images, written into the reply once, while the
+     * lock keeps the next move from replacing them (a series of three 512
+     * images: 3 MiB not copied, nor zeroed, twice more a move). */
+    for (size_t k = 0; st == QEM_OK && k < s->nfiles; k++) {
+        const qem_image *held = NULL;
+        st = qem_detector_session_image_view(session, k, &held, &e);
+        if (st == QEM_OK)
+            images[k] = *held;
+    }
     qem_session_stats stats = {.struct_size = sizeof stats};
     qem_detector_session_stats(session, &stats, NULL);
     const double computed = view_now_ms() - t0;
+    unsigned char *body = NULL;
+    size_t used = 0;
+    if (st == QEM_OK && !(body = view_images_npy(images, s->nfiles, &used)))
+        st = view_fail(&e, QEM_E_NO_MEMORY, "out of memory for the images");
     if (c) {
         pthread_mutex_unlock(&c->lock);
         view_client_release(s, c);
     }
     qem_detector_session_free(fresh);
-    unsigned char *body = NULL;
-    size_t used = 0;
-    if (st == QEM_OK && !(body = view_images_npy(images, s->nfiles, &used)))
-        st = view_fail(&e, QEM_E_NO_MEMORY, "out of memory for the images");
-    for (size_t k = 0; images && k < s->nfiles; k++)
-        qem_image_free(&images[k]);
-    free(images);
+    free(images); /* borrowed: the session's */
     free(mask);
     if (st != QEM_OK) {
         free(body);

@@ -599,15 +599,27 @@ qem_status qem_detector_session_set_mask(qem_detector_session *s, const uint8_t 
     return QEM_OK;
 }
 
-qem_status qem_detector_session_image(const qem_detector_session *s, size_t index,
-                                      qem_image *image, qem_error *error)
+qem_status qem_detector_session_image_view(const qem_detector_session *s, size_t index,
+                                           const qem_image **image, qem_error *error)
 {
     qem_error_clear(error);
+    if (image)
+        *image = NULL;
     if (!s || !image || index >= s->count)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "no source %zu in this session", index);
     if (!s->mask)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "set a mask before asking for an image");
-    const qem_image *from = &s->images[index];
+    *image = &s->images[index];
+    return QEM_OK;
+}
+
+qem_status qem_detector_session_image(const qem_detector_session *s, size_t index,
+                                      qem_image *image, qem_error *error)
+{
+    const qem_image *from = NULL;
+    if (image)
+        memset(image, 0, sizeof *image);
+    QEM_TRY(qem_detector_session_image_view(s, index, image ? &from : NULL, error));
     const uint64_t n = from->shape[0] * from->shape[1] * (from->ndim == 3 ? from->shape[2] : 1);
     QEM_TRY(qem_prod_image_new(image, from->dtype, from->shape[0], from->shape[1],
                                from->ndim == 3 ? from->shape[2] : 1, error));

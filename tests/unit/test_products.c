@@ -392,6 +392,11 @@ static void check_sessions(const char *qem_path, const char *pack_path)
     qem_session_stats st = {.struct_size = sizeof st};
     qem_detector_session_stats(s, &st, NULL);
     CHECK_EQ_U64(st.sources, 1);
+    /* No image before a mask; no source 1 of one. */
+    const qem_image *held = &(qem_image){0};
+    CHECK_STATUS(qem_detector_session_image_view(s, 0, &held, &e), QEM_E_INVALID_ARGUMENT, &e);
+    CHECK(held == NULL);
+    CHECK_STATUS(qem_detector_session_image_view(s, 0, NULL, &e), QEM_E_INVALID_ARGUMENT, &e);
     CHECK(st.resident_bytes > 0);
     uint64_t seed = 5;
     qem_detector_request g;
@@ -413,6 +418,12 @@ static void check_sessions(const char *qem_path, const char *pack_path)
         CHECK_OK(qem_detector_session_image(s, 0, &got, &e), &e);
         CHECK_OK(qem_products_virtual(a, mask, &want, &e), &e);
         wrong += got.dtype != want.dtype || memcmp(got.data, want.data, SCANS * 4) != 0;
+        /* The image the session holds is the copy's. */
+        CHECK_OK(qem_detector_session_image_view(s, 0, &held, &e), &e);
+        wrong += !held || held->dtype != got.dtype || held->ndim != got.ndim ||
+                 memcmp(held->shape, got.shape, sizeof got.shape) != 0 ||
+                 memcmp(held->data, got.data, SCANS * 4) != 0;
+        CHECK_STATUS(qem_detector_session_image_view(s, 1, &held, &e), QEM_E_INVALID_ARGUMENT, &e);
         qem_image_free(&got);
         qem_image_free(&want);
     }
