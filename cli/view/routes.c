@@ -604,9 +604,10 @@ static void route_live(view_server *s, const view_request *q, view_reply *r)
         st = series_mask(s, (size_t)q->file, &q->det, mask, &res, &e);
     if (st == QEM_OK)
         st = qem_detector_session_set_mask(session, mask, &e);
-    /* The session's own images, written into the reply once, while the
-     * lock keeps the next move from replacing them (a series of three 512
-     * images: 3 MiB not copied, nor zeroed, twice more a move). */
+    /* The session's own images, written into the reply while the lock
+     * keeps the next move from replacing them: not first copied into
+     * zeroed images (a series of three 512 images: 3 MiB less to zero and
+     * 3 MiB less to copy a move). */
     for (size_t k = 0; st == QEM_OK && k < s->nfiles; k++) {
         const qem_image *held = NULL;
         st = qem_detector_session_image_view(session, k, &held, &e);
