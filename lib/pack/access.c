@@ -433,6 +433,24 @@ shard_tiles_avx512(const qem_pack *p, const pack_shard *sh, const uint64_t *acti
         shift[W] = _mm512_and_si512(bit, _mm512_set1_epi32(7));
         mask[W] = _mm512_set1_epi32((int)((1u << W) - 1u));
     }
+    /* Widths up to NARROW_W a +-1 move adds in 16-bit lanes, 32 scans a
+     * vector (half the steps of 32-bit lanes): a group's 256 pixels of at
+     * most 127 each cannot overflow them. Lane i's two bytes from the
+     * byte holding its bit i W on. */
+    enum { NARROW_W = 7 };
+    __m512i bytes16[NARROW_W + 1], shift16[NARROW_W + 1], mask16[NARROW_W + 1];
+    for (unsigned W = 2; W <= NARROW_W; W++) {
+        uint8_t index[64];
+        uint16_t by[32];
+        for (unsigned i = 0; i < 32; i++) {
+            index[2 * i] = (uint8_t)(i * W / 8);
+            index[2 * i + 1] = (uint8_t)(i * W / 8 + 1);
+            by[i] = (uint16_t)(i * W % 8);
+        }
+        bytes16[W] = _mm512_loadu_si512(index);
+        shift16[W] = _mm512_loadu_si512(by);
+        mask16[W] = _mm512_set1_epi16((short)((1u << W) - 1u));
+    }
     const unsigned tiles = (unsigned)(p->sps / PACK_V1_TILE);
     uint64_t at[TILE_GROUP];
     const uint8_t *widths[TILE_GROUP];
@@ -450,9 +468,11 @@ shard_tiles_avx512(const qem_pack *p, const pack_shard *sh, const uint64_t *acti
         }
         for (unsigned t = 0; t < tiles; t++) {
             int32_t *dst = sums + (size_t)t * PACK_V1_TILE;
-            __m512i d[8];
+            __m512i d[8], e[4];
             for (unsigned k = 0; k < 8; k++)
                 d[k] = _mm512_loadu_si512(dst + 16 * k);
+            for (unsigned k = 0; k < 4; k++)
+                e[k] = _mm512_setzero_si512();
             for (unsigned j = 0; j < n; j++) {
                 const unsigned W = widths[j][t];
                 if (!W)
@@ -470,6 +490,21 @@ shard_tiles_avx512(const qem_pack *p, const pack_shard *sh, const uint64_t *acti
                     }
                     continue;
                 }
+                if (W <= NARROW_W && unit) {
+                    const __mmask64 load = (1ull << (4 * W)) - 1u;
+                    const __m512i sign = _mm512_set1_epi16((short)-(w[j] < 0));
+                    for (unsigned k = 0; k < 4; k++) {
+                        const __m512i v = _mm512_and_si512(
+                            _mm512_srlv_epi16(
+                                _mm512_permutexvar_epi8(
+                                    bytes16[W], _mm512_maskz_loadu_epi8(load, src + 4 * W * k)),
+                                shift16[W]),
+                            mask16[W]);
+                        e[k] = _mm512_add_epi16(
+                            e[k], _mm512_sub_epi16(_mm512_xor_si512(v, sign), sign));
+                    }
+                    continue;
+                }
                 const __mmask64 load = (1ull << (2 * W)) - 1u;
                 const __m512i sign = _mm512_set1_epi32(-(int32_t)(w[j] < 0));
                 const __m512i times = _mm512_set1_epi32(w[j]);
@@ -484,6 +519,12 @@ shard_tiles_avx512(const qem_pack *p, const pack_shard *sh, const uint64_t *acti
                              : _mm512_mullo_epi32(v, times);
                     d[k] = _mm512_add_epi32(d[k], v);
                 }
+            }
+            for (unsigned k = 0; k < 4; k++) {
+                d[2 * k] = _mm512_add_epi32(
+                    d[2 * k], _mm512_cvtepi16_epi32(_mm512_castsi512_si256(e[k])));
+                d[2 * k + 1] = _mm512_add_epi32(
+                    d[2 * k + 1], _mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(e[k], 1)));
             }
             for (unsigned k = 0; k < 8; k++)
                 _mm512_storeu_si512(dst + 16 * k, d[k]);

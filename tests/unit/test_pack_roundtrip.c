@@ -303,6 +303,63 @@ static void check_width_sums(void)
     }
 }
 
+/* A +-1 move over more than a group of pixels whose tiles sit at the
+ * widest values each width holds (127 at width 7, 255 at 8, ...): the
+ * moves that add narrow tiles in 16-bit lanes must take them no wider than
+ * a group's sum fits (256 x 127), and every sign must come out exact. */
+static void check_full_groups(void)
+{
+    enum { SCANS = 1024, SPS = 256, ROWS = 17, COLS = 17, P = ROWS * COLS };
+    uint16_t *data = malloc((size_t)SCANS * P * sizeof *data);
+    for (uint64_t i = 0; i < SCANS; i++)
+        for (uint64_t px = 0; px < P; px++) {
+            /* Tile by tile the width runs 2 .. 9, the same for a group's
+             * 256 pixels (the rest a step on). */
+            const unsigned width = 2 + (unsigned)((i / PACK_V1_TILE + px / 256) % 8);
+            data[i * P + px] = (uint16_t)((1u << width) - 1u - (test_rand(&seed) % 2));
+        }
+    pack_spec spec = {QEM_PACK_UINT16_LZ4, {1, SCANS, ROWS, COLS}, SPS, data, NULL, 0, 0,
+                      QEM_DTYPE_UINT16, 0, 0};
+    pack_built built = {0};
+    CHECK(pack_build(test_path("full_groups.h5"), &spec, &built));
+    pack_built_free(&built);
+    qem_error e = {0};
+    qem_container *src = NULL;
+    qem_products *pr = NULL;
+    CHECK_OK(qem_container_open(test_path("full_groups.h5"), NULL, &src, &e), &e);
+    if (src)
+        CHECK_OK(qem_products_open(src, NULL, &pr, &e), &e);
+    int32_t *weight = malloc(P * sizeof *weight);
+    int64_t *got = malloc(SCANS * sizeof *got);
+    for (int sign = -1; pr && sign <= 1; sign += 2) {
+        for (int mixed = 0; mixed < 2; mixed++) {
+            /* One sign throughout, or the first half of the pixels the
+             * other (a group's sums then cancel, its partial sums not). */
+            for (uint64_t px = 0; px < P; px++)
+                weight[px] = mixed && px < P / 2 ? -sign : sign;
+            const int32_t *planes[1] = {weight};
+            CHECK_OK(qem_products_weighted_sums(pr, 0, SCANS, planes, 1, got,
+                                                SCANS * sizeof *got, &e), &e);
+            int bad = 0;
+            for (uint64_t i = 0; i < SCANS; i++) {
+                int64_t want = 0;
+                for (uint64_t px = 0; px < P; px++)
+                    want += (int64_t)weight[px] * data[i * P + px];
+                bad += want != got[i];
+            }
+            if (bad)
+                fprintf(stderr, "full groups, sign %d, mixed %d: %d sums differ\n", sign, mixed,
+                        bad);
+            CHECK_EQ_U64(bad, 0);
+        }
+    }
+    free(weight);
+    free(got);
+    qem_products_close(pr);
+    qem_container_close(src);
+    free(data);
+}
+
 int main(void)
 {
     static const uint32_t four[] = {0, 7, 13, 19};
@@ -341,6 +398,7 @@ int main(void)
     for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++)
         check_variant(&variants[i]);
     check_width_sums();
+    check_full_groups();
     check_first_failure(QEM_PACK_UINT16_LZ4, "u16_two_bad_shards.h5");
     check_first_failure(QEM_PACK_UINT8_BITPACKED, "u8_two_bad_shards.h5");
 
