@@ -435,8 +435,8 @@ shard_tiles_avx512(const qem_pack *p, const pack_shard *sh, const uint64_t *acti
     }
     /* Widths up to NARROW_W a +-1 move adds in 16-bit lanes, 32 scans a
      * vector (half the steps of 32-bit lanes): a group's 256 pixels of at
-     * most 127 each cannot overflow them. Lane i's two bytes from the
-     * byte holding its bit i W on. */
+     * most 127 each cannot overflow them. Lane i takes the two bytes from
+     * the one holding bit i * W, shifted down by (i * W) % 8. */
     enum { NARROW_W = 7 };
     __m512i bytes16[NARROW_W + 1], shift16[NARROW_W + 1], mask16[NARROW_W + 1];
     for (unsigned W = 2; W <= NARROW_W; W++) {
