@@ -582,6 +582,124 @@ static void check_parts(const char *path)
     qem_container_close(src);
 }
 
+/* A uint16 .qem of `shape` whose count at scan s, pixel px is
+ * value(s, px); 1 when written. */
+static int write_counts(const char *path, const uint64_t shape[4],
+                        uint16_t (*value)(uint64_t s, uint64_t px))
+{
+    const uint64_t scans = shape[0] * shape[1], pixels = shape[2] * shape[3];
+    uint16_t *data = malloc((size_t)(scans * pixels) * sizeof *data);
+    qem_error e = {0};
+    qem_writer *w = NULL;
+    int ok = data != NULL;
+    for (uint64_t k = 0; ok && k < scans * pixels; k++)
+        data[k] = value(k / pixels, k % pixels);
+    ok = ok && qem_writer_create(path, QEM_DTYPE_UINT16, shape, NULL, &w, &e) == QEM_OK &&
+         qem_writer_append(w, data, scans, &e) == QEM_OK && qem_writer_finish(w, &e) == QEM_OK;
+    if (!ok)
+        fprintf(stderr, "write_counts(%s): %s\n", path, e.message);
+    qem_writer_free(w);
+    free(data);
+    return ok;
+}
+
+static uint16_t hashed_count(uint64_t s, uint64_t px)
+{
+    return (uint16_t)((s * 2654435761u + px * 40503u) % 5003u);
+}
+
+static uint16_t top_count(uint64_t s, uint64_t px)
+{
+    return (uint16_t)(65535u - (s + px) % 3u);
+}
+
+/* A session over `path` on two threads against qem_products_virtual, mask
+ * after mask (each mask pixels bytes); the number of images that differ. */
+static int session_wrong(const char *path, const uint8_t *const *masks, int count,
+                         qem_dtype *dtypes)
+{
+    qem_error e = {0};
+    qem_container *src = NULL;
+    qem_products *p = NULL;
+    qem_detector_session *s = NULL;
+    qem_products_options o;
+    qem_products_options_init(&o);
+    o.threads = 2;
+    int wrong = 0;
+    CHECK_OK(qem_container_open(path, NULL, &src, &e), &e);
+    if (src)
+        CHECK_OK(qem_products_open(src, &o, &p, &e), &e);
+    if (p)
+        CHECK_OK(qem_detector_session_create(&p, 1, &s, &e), &e);
+    for (int k = 0; s && k < count; k++) {
+        qem_image want = {0};
+        const qem_image *got = NULL;
+        CHECK_OK(qem_detector_session_set_mask(s, masks[k], &e), &e);
+        CHECK_OK(qem_detector_session_image_view(s, 0, &got, &e), &e);
+        CHECK_OK(qem_products_virtual(p, masks[k], &want, &e), &e);
+        const uint64_t n = want.shape[0] * want.shape[1];
+        wrong += !got || !want.data || got->dtype != want.dtype ||
+                 memcmp(got->data, want.data, (size_t)(n * qem_dtype_size(want.dtype))) != 0;
+        dtypes[k] = got ? got->dtype : QEM_DTYPE_UINT8;
+        qem_image_free(&want);
+    }
+    qem_detector_session_free(s);
+    qem_products_close(p);
+    qem_container_close(src);
+    return wrong;
+}
+
+/* A session's images at the sizes where each move's pass over the scans
+ * runs on two threads (65536 scans or more), and where the bound makes
+ * them uint64 (a mask of more than 65537 uint16 pixels), moving between
+ * the two widths: each equals qem_products_virtual. */
+static void check_session_passes(void)
+{
+    const uint64_t many[4] = {256, 260, 4, 4}, wide[4] = {2, 3, 260, 260};
+    uint8_t small[4][16];
+    for (int k = 0; k < 4; k++)
+        for (int px = 0; px < 16; px++)
+            small[k][px] = (uint8_t)((px * 7 + k * 3) % 5 < 2 + k % 2);
+    const uint8_t *moves[5] = {small[0], small[1], small[2], small[3], small[1]};
+    qem_dtype dtypes[6];
+    CHECK(write_counts(test_path("session-many.qem"), many, hashed_count));
+    CHECK_EQ_U64(session_wrong(test_path("session-many.qem"), moves, 5, dtypes), 0);
+    CHECK_EQ_U64(dtypes[4], QEM_DTYPE_UINT32);
+
+    const uint64_t P = 260 * 260;
+    uint8_t *all = malloc(P), *some = calloc(P, 1);
+    if (!all || !some) {
+        CHECK(0);
+        free(all);
+        free(some);
+        return;
+    }
+    memset(all, 1, P);
+    all[P / 2] = 0;
+    for (uint64_t px = 0; px < P; px += 67)
+        some[px] = 1;
+    const uint8_t *widths[4] = {all, some, all, some};
+    CHECK(write_counts(test_path("session-wide.qem"), wide, top_count));
+    CHECK_EQ_U64(session_wrong(test_path("session-wide.qem"), widths, 4, dtypes), 0);
+    CHECK(dtypes[0] == QEM_DTYPE_UINT64 && dtypes[1] == QEM_DTYPE_UINT32 &&
+          dtypes[2] == QEM_DTYPE_UINT64);
+    free(all);
+    free(some);
+
+    /* Scaled codes: the session keeps exact code sums and adds each
+     * move's changes to them. */
+    uint8_t coded[6][64];
+    const uint8_t *coded_moves[6];
+    for (int k = 0; k < 6; k++) {
+        for (int px = 0; px < 64; px++)
+            coded[k][px] = (uint8_t)((px * 5 + k * 11) % 7 < 3 + k % 3);
+        coded_moves[k] = coded[k];
+    }
+    CHECK_EQ_U64(session_wrong(fixture_path("qem/scaled_u16_regions.qem"), coded_moves, 6, dtypes),
+                 0);
+    CHECK_EQ_U64(dtypes[5], QEM_DTYPE_FLOAT32);
+}
+
 static int write_qem(const char *path, qem_dtype dtype, const void *values, const uint8_t *v,
                      const float *dark, uint32_t chunk)
 {
@@ -662,5 +780,6 @@ int main(void)
     check_parts(fixture_path("qem/scaled_u16_regions.qem"));
     check_masks(test_path("u16.qem"));
     check_sessions(test_path("u16.qem"), test_path("u8.pack"));
+    check_session_passes();
     return test_finish("unit_products");
 }
