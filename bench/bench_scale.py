@@ -142,6 +142,39 @@ def cache_line(paths):
     return "; ".join(parts)
 
 
+def memory_monitor():
+    """The kernel's DAMON monitors that run: each sample clears the accessed
+    bits of pages across memory, which on this paravirtual guest costs the
+    next touch of each a fault; moves show it as a stall each interval."""
+    root = "/sys/kernel/mm/damon/admin/kdamonds"
+
+    def read(path):
+        try:
+            with open(path) as fh:
+                return fh.read().strip()
+        except OSError:
+            return ""
+    try:
+        names = sorted(n for n in os.listdir(root) if n.isdigit())
+    except OSError:
+        return "no DAMON monitor (kdamond) running"
+    running = []
+    for n in names:
+        if read(f"{root}/{n}/state") != "on":
+            continue
+        ctx = f"{root}/{n}/contexts/0"
+        sample = read(f"{ctx}/monitoring_attrs/intervals/sample_us")
+        try:
+            schemes = sorted(os.listdir(f"{ctx}/schemes"))
+        except OSError:
+            schemes = []
+        actions = [read(f"{ctx}/schemes/{k}/action") for k in schemes if k.isdigit()]
+        every = f"sampling every {int(sample) / 1000:g} ms" if sample.isdigit() else "sampling"
+        running.append(f"kdamond {n} on ({read(f'{ctx}/operations') or '?'}, {every}"
+                       + (f", {', '.join(a for a in actions if a)}" if any(actions) else "") + ")")
+    return "DAMON: " + "; ".join(running) if running else "no DAMON monitor (kdamond) running"
+
+
 def conditions(label, paths):
     m = meminfo()
     la = loadavg()
@@ -457,7 +490,7 @@ def main():
     m = meminfo()
     machine = (f"{cpu_model()}, {os.cpu_count()} cores online (nproc {len(os.sched_getaffinity(0))}), "
                f"{m.get('MemTotal', 0) / GIB:.1f} GiB memory; {platform.system()} "
-               f"{platform.release()}, Python {platform.python_version()}")
+               f"{platform.release()}, Python {platform.python_version()}; {memory_monitor()}")
     print("Machine: " + machine, flush=True)
     before = conditions("Before", files)
     for p in encoded:
