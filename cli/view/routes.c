@@ -371,7 +371,11 @@ static void reply_header(view_reply *r, const char *name, const char *fmt, ...)
 void view_reply_text(view_reply *r, unsigned status, const char *message)
 {
     static const char no_memory[] = "out of memory\n";
-    free(r->owned);
+    if (r->pooled)
+        view_body_give(r->owned);
+    else
+        free(r->owned);
+    r->pooled = 0;
     r->status = status;
     r->type = "text/plain; charset=utf-8";
     const size_t n = strlen(message);
@@ -618,9 +622,11 @@ static void route_live(view_server *s, const view_request *q, view_reply *r)
     qem_detector_session_stats(session, &stats, NULL);
     const double computed = view_now_ms() - t0;
     unsigned char *body = NULL;
-    size_t used = 0;
-    if (st == QEM_OK && !(body = view_images_npy(images, s->nfiles, &used)))
+    size_t used = st == QEM_OK ? view_images_npy_size(images, s->nfiles) : 0;
+    if (st == QEM_OK && (!used || !(body = view_body_take(s, used))))
         st = view_fail(&e, QEM_E_NO_MEMORY, "out of memory for the images");
+    if (st == QEM_OK)
+        view_images_npy_write(images, s->nfiles, body);
     if (c) {
         pthread_mutex_unlock(&c->lock);
         view_client_release(s, c);
@@ -629,12 +635,13 @@ static void route_live(view_server *s, const view_request *q, view_reply *r)
     free(images); /* borrowed: the session's */
     free(mask);
     if (st != QEM_OK) {
-        free(body);
+        view_body_give(body);
         reply_failure(r, &e);
         return;
     }
     atomic_fetch_add(&s->live_updates, 1);
     reply_owned(r, "application/octet-stream", body, used);
+    r->pooled = 1;
     reply_header(r, "X-Qem-Seq", "%llu", (unsigned long long)q->seq);
     reply_header(r, "X-Qem-Compute-Ms", "%.3f", computed);
     reply_header(r, "X-Qem-Images", "%zu", s->nfiles);

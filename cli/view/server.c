@@ -81,6 +81,7 @@ qem_status view_server_create(const view_config *config, view_server **out, qem_
     }
     s->config = *config;
     pthread_mutex_init(&s->conns_lock, NULL);
+    pthread_mutex_init(&s->bodies_lock, NULL);
     pthread_condattr_t monotonic;
     pthread_condattr_init(&monotonic);
     pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
@@ -148,20 +149,92 @@ static void free_body(void *body)
     free(body);
 }
 
+/* A pooled body follows its head, which says whose pool and how large. */
+typedef struct body_head {
+    view_server *server;
+    size_t capacity;
+} body_head;
+enum { BODY_HEAD = 64 }; /* the body stays 64-byte aligned */
+
+unsigned char *view_body_take(view_server *s, size_t bytes)
+{
+    pthread_mutex_lock(&s->bodies_lock);
+    size_t best = s->nbodies;
+    for (size_t k = 0; k < s->nbodies; k++) {
+        const body_head *h = (const body_head *)s->bodies[k];
+        if (h->capacity >= bytes &&
+            (best == s->nbodies || h->capacity < ((const body_head *)s->bodies[best])->capacity))
+            best = k;
+    }
+    unsigned char *head = NULL;
+    if (best < s->nbodies) {
+        head = s->bodies[best];
+        s->bodies[best] = s->bodies[--s->nbodies];
+    }
+    pthread_mutex_unlock(&s->bodies_lock);
+    if (!head) {
+        if (bytes > SIZE_MAX - BODY_HEAD || !(head = malloc(BODY_HEAD + bytes)))
+            return NULL;
+        *(body_head *)head = (body_head){s, bytes};
+    }
+    return head + BODY_HEAD;
+}
+
+void view_body_give(unsigned char *body)
+{
+    if (!body)
+        return;
+    unsigned char *head = body - BODY_HEAD;
+    view_server *s = ((body_head *)head)->server;
+    const size_t capacity = ((body_head *)head)->capacity;
+    pthread_mutex_lock(&s->bodies_lock);
+    /* Full: the smallest kept gives way to a larger one. */
+    size_t smallest = 0;
+    for (size_t k = 1; k < s->nbodies; k++)
+        if (((body_head *)s->bodies[k])->capacity < ((body_head *)s->bodies[smallest])->capacity)
+            smallest = k;
+    unsigned char *drop = head;
+    if (s->nbodies < VIEW_BODY_POOL) {
+        s->bodies[s->nbodies++] = head;
+        drop = NULL;
+    } else if (((body_head *)s->bodies[smallest])->capacity < capacity) {
+        drop = s->bodies[smallest];
+        s->bodies[smallest] = head;
+    }
+    pthread_mutex_unlock(&s->bodies_lock);
+    free(drop);
+}
+
+static void give_body(void *body)
+{
+    view_body_give(body);
+}
+
+static void drop_owned(view_reply *r)
+{
+    if (r->pooled)
+        view_body_give(r->owned);
+    else
+        free(r->owned);
+    r->owned = NULL;
+    r->pooled = 0;
+}
+
 static enum MHD_Result send_reply(view_server *s, struct MHD_Connection *connection, view_reply *r)
 {
     struct MHD_Response *response;
     if (r->owned)
-        response = MHD_create_response_from_buffer_with_free_callback(r->length, r->owned,
-                                                                      free_body);
+        response = MHD_create_response_from_buffer_with_free_callback(
+            r->length, r->owned, r->pooled ? give_body : free_body);
     else
         response = MHD_create_response_from_buffer(r->length, (void *)r->data,
                                                    MHD_RESPMEM_PERSISTENT);
     if (!response) {
-        free(r->owned);
+        drop_owned(r);
         return MHD_NO;
     }
     r->owned = NULL; /* the response frees it now */
+    r->pooled = 0;
     MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, r->type);
     MHD_add_response_header(response, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
     MHD_add_response_header(response, "X-Content-Type-Options", "nosniff");
@@ -496,6 +569,10 @@ void view_server_free(view_server *s)
     if (s->daemon)
         MHD_stop_daemon(s->daemon);
     guard_stop(s); /* after the daemon: no connection is left to guard */
+    /* Every response is gone with the daemon: each pooled body is here. */
+    for (size_t k = 0; k < s->nbodies; k++)
+        free(s->bodies[k]);
+    pthread_mutex_destroy(&s->bodies_lock);
     pthread_mutex_destroy(&s->conns_lock);
     pthread_cond_destroy(&s->guard_wake);
     view_state_close(s);

@@ -18,6 +18,7 @@
 
 #define VIEW_MAX_SESSIONS 16     /* pages with a detector session at once */
 #define VIEW_MAX_CONNECTIONS 128 /* libmicrohttpd's limit; the guard's table */
+#define VIEW_BODY_POOL 4         /* sent live bodies kept for the next replies */
 
 /* Patterns at the cursor from a .qem file: one 512-scan block of a chunk
  * is decoded whole (a single scan costs about as much) and kept, so that
@@ -109,6 +110,10 @@ struct view_server {
     /* Data requests being computed now: the packed copies' build waits. */
     atomic_int computing;
     atomic_ullong unauth_evicted, unauth_timed_out;
+    /* Live replies' bodies given back once sent, for the next (view_body_take). */
+    pthread_mutex_t bodies_lock;
+    unsigned char *bodies[VIEW_BODY_POOL];
+    size_t nbodies;
 };
 
 /* An answer being built: status, content type, body and extra headers. */
@@ -119,6 +124,7 @@ typedef struct view_reply {
     const char *type;
     const void *data; /* static data, or `owned` */
     unsigned char *owned;
+    int pooled;       /* `owned` came from view_body_take */
     size_t length;
     int nheaders;
     char headers[VIEW_REPLY_HEADERS][2][64];
@@ -166,6 +172,17 @@ unsigned char *view_npy_body(qem_dtype dtype, unsigned ndim, const uint64_t *sha
 unsigned char *view_image_npy(const qem_image *im, size_t *length);
 /* The .npy of each image, one after another, in one body. */
 unsigned char *view_images_npy(const qem_image *images, size_t count, size_t *length);
+/* The same in two steps: the body's bytes (0: too large), then the body
+ * written into `out` of at least that many. */
+size_t view_images_npy_size(const qem_image *images, size_t count);
+void view_images_npy_write(const qem_image *images, size_t count, unsigned char *out);
+/* A body of at least `bytes` for a reply (NULL when out of memory): one
+ * a reply sent before gave back when it fits, else new. Live updates take
+ * theirs here: a series' body is MiBs a move, and new heap pages for it
+ * cost about 14 ms on the benchmark's guest. view_body_give (or the
+ * response, once sent) hands it back; the server frees what it holds. */
+unsigned char *view_body_take(view_server *s, size_t bytes);
+void view_body_give(unsigned char *body);
 
 /* Where the recording stands (config.live); files: finished and complete,
  * every scan of file 0 received. */

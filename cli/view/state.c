@@ -300,7 +300,7 @@ unsigned char *view_npy_body(qem_dtype dtype, unsigned ndim, const uint64_t *sha
 /* Sized first and written once: growing the body image by image copied
  * it again at each step and took fresh pages for it (a series of three
  * 512 images: up to 10 ms an update on the benchmark's machine). */
-unsigned char *view_images_npy(const qem_image *images, size_t count, size_t *length)
+size_t view_images_npy_size(const qem_image *images, size_t count)
 {
     unsigned char header[QEM_NPY_HEADER_MAX];
     size_t total = 0, head, data;
@@ -308,13 +308,16 @@ unsigned char *view_images_npy(const qem_image *images, size_t count, size_t *le
         const qem_image *im = &images[k];
         if (!npy_sizes(im->dtype, im->ndim, im->shape, header, &head, &data) ||
             head + data > SIZE_MAX - total)
-            return NULL;
+            return 0;
         total += head + data;
     }
-    unsigned char *out = malloc(total ? total : 1);
-    if (!out)
-        return NULL;
-    size_t at = 0;
+    return total;
+}
+
+void view_images_npy_write(const qem_image *images, size_t count, unsigned char *out)
+{
+    unsigned char header[QEM_NPY_HEADER_MAX];
+    size_t at = 0, head, data;
     for (size_t k = 0; k < count; k++) {
         const qem_image *im = &images[k];
         npy_sizes(im->dtype, im->ndim, im->shape, header, &head, &data);
@@ -323,6 +326,15 @@ unsigned char *view_images_npy(const qem_image *images, size_t count, size_t *le
             memcpy(out + at + head, im->data, data);
         at += head + data;
     }
+}
+
+unsigned char *view_images_npy(const qem_image *images, size_t count, size_t *length)
+{
+    const size_t total = view_images_npy_size(images, count);
+    unsigned char *out = total || !count ? malloc(total ? total : 1) : NULL;
+    if (!out)
+        return NULL;
+    view_images_npy_write(images, count, out);
     *length = total;
     return out;
 }
