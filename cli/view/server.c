@@ -154,7 +154,7 @@ typedef struct body_head {
     view_server *server;
     size_t capacity;
 } body_head;
-enum { BODY_HEAD = 64 }; /* the body stays 64-byte aligned */
+enum { BODY_HEAD = 64 }; /* room for the head; the body keeps malloc's alignment */
 
 unsigned char *view_body_take(view_server *s, size_t bytes)
 {
