@@ -371,11 +371,7 @@ static void reply_header(view_reply *r, const char *name, const char *fmt, ...)
 void view_reply_text(view_reply *r, unsigned status, const char *message)
 {
     static const char no_memory[] = "out of memory\n";
-    if (r->pooled)
-        view_body_give(r->owned);
-    else
-        free(r->owned);
-    r->pooled = 0;
+    view_reply_drop_body(r);
     r->status = status;
     r->type = "text/plain; charset=utf-8";
     const size_t n = strlen(message);

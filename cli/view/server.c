@@ -210,7 +210,7 @@ static void give_body(void *body)
     view_body_give(body);
 }
 
-static void drop_owned(view_reply *r)
+void view_reply_drop_body(view_reply *r)
 {
     if (r->pooled)
         view_body_give(r->owned);
@@ -230,7 +230,7 @@ static enum MHD_Result send_reply(view_server *s, struct MHD_Connection *connect
         response = MHD_create_response_from_buffer(r->length, (void *)r->data,
                                                    MHD_RESPMEM_PERSISTENT);
     if (!response) {
-        drop_owned(r);
+        view_reply_drop_body(r);
         return MHD_NO;
     }
     r->owned = NULL; /* the response frees it now */

@@ -183,6 +183,8 @@ void view_images_npy_write(const qem_image *images, size_t count, unsigned char 
  * response, once sent) hands it back; the server frees what it holds. */
 unsigned char *view_body_take(view_server *s, size_t bytes);
 void view_body_give(unsigned char *body);
+/* Frees a reply's owned body, or gives it back when pooled. */
+void view_reply_drop_body(view_reply *r);
 
 /* Where the recording stands (config.live); files: finished and complete,
  * every scan of file 0 received. */
