@@ -582,37 +582,6 @@ static void check_parts(const char *path)
     qem_container_close(src);
 }
 
-/* A uint16 .qem of `shape` whose count at scan s, pixel px is
- * value(s, px); 1 when written. */
-static int write_counts(const char *path, const uint64_t shape[4],
-                        uint16_t (*value)(uint64_t s, uint64_t px))
-{
-    const uint64_t scans = shape[0] * shape[1], pixels = shape[2] * shape[3];
-    uint16_t *data = malloc((size_t)(scans * pixels) * sizeof *data);
-    qem_error e = {0};
-    qem_writer *w = NULL;
-    int ok = data != NULL;
-    for (uint64_t k = 0; ok && k < scans * pixels; k++)
-        data[k] = value(k / pixels, k % pixels);
-    ok = ok && qem_writer_create(path, QEM_DTYPE_UINT16, shape, NULL, &w, &e) == QEM_OK &&
-         qem_writer_append(w, data, scans, &e) == QEM_OK && qem_writer_finish(w, &e) == QEM_OK;
-    if (!ok)
-        fprintf(stderr, "write_counts(%s): %s\n", path, e.message);
-    qem_writer_free(w);
-    free(data);
-    return ok;
-}
-
-static uint16_t hashed_count(uint64_t s, uint64_t px)
-{
-    return (uint16_t)((s * 2654435761u + px * 40503u) % 5003u);
-}
-
-static uint16_t top_count(uint64_t s, uint64_t px)
-{
-    return (uint16_t)(65535u - (s + px) % 3u);
-}
-
 /* A session over `path` on the machine's threads (OMP_NUM_THREADS=1 under
  * TSan, which cannot see libgomp's barriers) against
  * qem_products_virtual, mask after mask (each mask pixels bytes); the
@@ -663,7 +632,8 @@ static void check_session_passes(void)
             small[k][px] = (uint8_t)((px * 7 + k * 3) % 5 < 2 + k % 2);
     const uint8_t *moves[5] = {small[0], small[1], small[2], small[3], small[1]};
     qem_dtype dtypes[6];
-    CHECK(write_counts(test_path("session-many.qem"), many, hashed_count));
+    CHECK(write_count_sources(many, 11, 5003, 0, test_path("session-many.npy"),
+                              test_path("session-many.qem"), NULL));
     CHECK_EQ_U64(session_wrong(test_path("session-many.qem"), moves, 5, dtypes), 0);
     CHECK_EQ_U64(dtypes[4], QEM_DTYPE_UINT32);
 
@@ -680,7 +650,8 @@ static void check_session_passes(void)
     for (uint64_t px = 0; px < P; px += 67)
         some[px] = 1;
     const uint8_t *widths[4] = {all, some, all, some};
-    CHECK(write_counts(test_path("session-wide.qem"), wide, top_count));
+    CHECK(write_count_sources(wide, 12, 65535, 0, test_path("session-wide.npy"),
+                              test_path("session-wide.qem"), NULL));
     CHECK_EQ_U64(session_wrong(test_path("session-wide.qem"), widths, 4, dtypes), 0);
     CHECK(dtypes[0] == QEM_DTYPE_UINT64 && dtypes[1] == QEM_DTYPE_UINT32 &&
           dtypes[2] == QEM_DTYPE_UINT64);
