@@ -133,9 +133,24 @@ static void hash_segment(qem_sha256 *ctx, const pack_shard *r, const uint32_t *w
                       (size_t)((end < r->decoded_bytes ? end : r->decoded_bytes) - start));
 }
 
-static qem_status decode_and_hash(load_state *L, const uint8_t *payload, const uint8_t *lengths,
-                                  const uint64_t *segment_at, const pack_shard *r, uint32_t *words, int64_t *bad_chunk,
-                                  uint8_t digest[32], prepare_step *prep, qem_error *error)
+/* On one thread the payload is read a piece at a time, just before its
+ * blocks are decoded: the copy lands in cache and the decoder reads it
+ * there, instead of a shard-sized copy written to memory and read back. */
+static uint64_t piece_end(uint64_t seg, uint64_t segments)
+{
+    return seg + PACK_PIECE_SEGMENTS < segments ? seg + PACK_PIECE_SEGMENTS : segments;
+}
+
+typedef struct payload_pieces {
+    uint64_t offset;  /* the shard's payload in the file */
+    uint8_t *buffer;  /* PACK_PIECE_SEGMENTS segments' compressed bytes */
+} payload_pieces;
+
+static qem_status decode_and_hash(load_state *L, const uint8_t *payload,
+                                  const payload_pieces *pieces, const uint8_t *lengths,
+                                  const uint64_t *segment_at, const pack_shard *r,
+                                  uint32_t *words, int64_t *bad_chunk, uint8_t digest[32],
+                                  prepare_step *prep, qem_error *error)
 {
     const uint64_t chunks = r->chunk_count;
     const uint64_t segments = (chunks + SEGMENT_CHUNKS - 1) / SEGMENT_CHUNKS;
@@ -155,11 +170,26 @@ static qem_status decode_and_hash(load_state *L, const uint8_t *payload, const u
         /* Each segment is hashed right after it is decoded, while its
          * bytes are still in cache. */
         prep->status = prep->run(L, prep->shard, prep->ctx, &prep->error);
+        uint64_t piece_at = 0;
         for (uint64_t seg = 0; seg < segments; seg++) {
+            if (pieces && seg % PACK_PIECE_SEGMENTS == 0) {
+                const uint64_t last = piece_end(seg, segments);
+                qem_pack_now(&t0);
+                piece_at = segment_at[seg];
+                const qem_status st = read_range(L->p, pieces->buffer, pieces->offset + piece_at,
+                                                 segment_at[last] - piece_at, error);
+                L->t.source_read += qem_pack_elapsed_ms(&t0);
+                if (st != QEM_OK) {
+                    qem_sha256_free(ctx);
+                    free(ready);
+                    return st;
+                }
+                payload = pieces->buffer;
+            }
             qem_pack_now(&t0);
             const uint64_t end = (seg + 1) * SEGMENT_CHUNKS;
-            decode_blocks(payload, lengths, segment_at[seg], r, words, seg * SEGMENT_CHUNKS,
-                          end < chunks ? end : chunks, &bad);
+            decode_blocks(payload, lengths, segment_at[seg] - piece_at, r, words,
+                          seg * SEGMENT_CHUNKS, end < chunks ? end : chunks, &bad);
             decoding += qem_pack_elapsed_ms(&t0);
             qem_pack_now(&t0);
             hash_segment(ctx, r, words, seg);
@@ -276,7 +306,6 @@ static qem_status load_v1_shard(load_state *L, uint64_t s, qem_error *error)
     pack_shard *out = &L->staged[s];
     struct timespec t0;
     qem_status st = QEM_OK;
-    uint8_t *payload = scratch(L, SCRATCH_PAYLOAD, r->payload_bytes);
     uint8_t *lengths = scratch(L, SCRATCH_LENGTHS, r->lengths_bytes);
     const uint64_t segments = (r->chunk_count + SEGMENT_CHUNKS - 1) / SEGMENT_CHUNKS;
     uint64_t *segment_at = malloc((size_t)(segments + 1) * sizeof *segment_at);
@@ -284,32 +313,16 @@ static qem_status load_v1_shard(load_state *L, uint64_t s, qem_error *error)
     uint8_t *widths = out->tile_widths = malloc((size_t)r->widths_bytes);
     out->pixel_words = malloc((size_t)p->pixels * sizeof *out->pixel_words);
     out->words = pack_words_alloc(r->decoded_bytes);
-    const uint64_t transient = r->payload_bytes + r->lengths_bytes + r->widths_bytes +
-                               (segments + 1) * 8 + r->decoded_bytes + 4ull * p->pixels;
-    if (transient > L->t.peak_transient_bytes)
-        L->t.peak_transient_bytes = transient;
-    if (!payload || !lengths || !widths || !segment_at || !out->pixel_words || !out->words) {
+    if (!lengths || !widths || !segment_at || !out->pixel_words || !out->words) {
         st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory loading pack shard %llu",
                       (unsigned long long)s);
         goto done;
     }
     qem_pack_now(&t0);
-    st = read_range(p, payload, r->payload_offset, r->payload_bytes, error);
-    if (st == QEM_OK)
-        st = read_range(p, lengths, r->lengths_offset, r->lengths_bytes, error);
+    st = read_range(p, lengths, r->lengths_offset, r->lengths_bytes, error);
     if (st == QEM_OK)
         st = read_range(p, widths, r->widths_offset, r->widths_bytes, error);
     L->t.source_read += qem_pack_elapsed_ms(&t0);
-    if (st != QEM_OK)
-        goto done;
-
-    /* The compressed digest only repeats what the decoded one proves, so
-     * it is checked on request (qem verify). */
-    qem_pack_now(&t0);
-    if (r->has_compressed_sha256 && L->stored_digests)
-        st = digest_check(payload, r->payload_bytes, r->compressed_sha256, QEM_E_PACK_DIGEST,
-                          "compressed payload (payload_compressed_sha256)", s, error);
-    L->t.payload_integrity += qem_pack_elapsed_ms(&t0);
     if (st != QEM_OK)
         goto done;
 
@@ -322,6 +335,45 @@ static qem_status load_v1_shard(load_state *L, uint64_t s, qem_error *error)
         covered += lengths[c] + 1u;
     }
     segment_at[segments] = covered;
+
+    /* The compressed digest only repeats what the decoded one proves, so
+     * it is checked on request (qem verify), over the whole payload. */
+    const int check_compressed = r->has_compressed_sha256 && L->stored_digests;
+    const int in_pieces = L->threads == 1 && !check_compressed && covered == r->payload_bytes;
+    uint64_t payload_held = r->payload_bytes;
+    if (in_pieces) {
+        payload_held = 0;
+        for (uint64_t seg = 0; seg < segments; seg += PACK_PIECE_SEGMENTS) {
+            const uint64_t last = piece_end(seg, segments);
+            if (segment_at[last] - segment_at[seg] > payload_held)
+                payload_held = segment_at[last] - segment_at[seg];
+        }
+    }
+    const uint64_t transient = payload_held + r->lengths_bytes + r->widths_bytes +
+                               (segments + 1) * 8 + r->decoded_bytes + 4ull * p->pixels;
+    if (transient > L->t.peak_transient_bytes)
+        L->t.peak_transient_bytes = transient;
+    uint8_t *payload = scratch(L, SCRATCH_PAYLOAD, payload_held ? payload_held : 1);
+    if (!payload) {
+        st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory loading pack shard %llu",
+                      (unsigned long long)s);
+        goto done;
+    }
+    const payload_pieces pieces = {r->payload_offset, payload};
+    if (!in_pieces) {
+        qem_pack_now(&t0);
+        st = read_range(p, payload, r->payload_offset, r->payload_bytes, error);
+        L->t.source_read += qem_pack_elapsed_ms(&t0);
+        if (st != QEM_OK)
+            goto done;
+    }
+    qem_pack_now(&t0);
+    if (check_compressed)
+        st = digest_check(payload, r->payload_bytes, r->compressed_sha256, QEM_E_PACK_DIGEST,
+                          "compressed payload (payload_compressed_sha256)", s, error);
+    L->t.payload_integrity += qem_pack_elapsed_ms(&t0);
+    if (st != QEM_OK)
+        goto done;
     const int lengths_cover = covered == r->payload_bytes;
     v1_layout_job job = {widths, out};
     prepare_step prep = {v1_layout, &job, s, QEM_OK, {0}};
@@ -339,8 +391,8 @@ static qem_status load_v1_shard(load_state *L, uint64_t s, qem_error *error)
     }
     int64_t bad_chunk = -1;
     uint8_t digest[32];
-    st = decode_and_hash(L, payload, lengths, segment_at, r, out->words, &bad_chunk, digest, &prep,
-                         error);
+    st = decode_and_hash(L, payload, in_pieces ? &pieces : NULL, lengths, segment_at, r,
+                         out->words, &bad_chunk, digest, &prep, error);
     if (st != QEM_OK)
         goto done;
     if (prep.status != QEM_OK) {

@@ -34,6 +34,9 @@
 #define PACK_CHUNK_BYTES 128u
 /* Loading decodes and hashes LZ4 blocks in segments of this many blocks. */
 #define PACK_SEGMENT_CHUNKS 256u
+/* A thread that loads a whole shard reads its payload this many segments
+ * at a time (about 200 KiB), into cache, just before decoding them. */
+#define PACK_PIECE_SEGMENTS 8u
 #define PACK_MAX_WORDS (1ull << 27) /* descriptor offsets are 27 bits */
 
 #define PACK_SCHEMA_V1 "quantem.gpu.packed-detector-h5/v1"

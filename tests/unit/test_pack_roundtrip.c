@@ -2,8 +2,12 @@
  * mask-applied: both profiles, a partial final 128-scan tile, several
  * shards, excluded pixels retained in the payload, exclusion constants,
  * legacy uint8 files with wide excluded columns, all-zero shards, on 1-3
- * threads. Loading holds one shard in flight per thread, and the first
+ * threads. Loading holds one shard in flight per thread (a whole-shard
+ * thread its uint16 payload a piece at a time), and the first
  * damaged shard is the one named whatever the thread count. */
+#include <unistd.h>
+
+#include "common/sha256.h"
 #include "pack/pack_internal.h"
 #include "pack_build.h"
 
@@ -49,10 +53,39 @@ static uint16_t *make_data(const variant *v, const uint8_t *excluded)
     return d;
 }
 
+/* What loading one shard holds at most: with the whole payload read at
+ * once (one shard at a time over several threads), and read in pieces
+ * (a thread that loads whole shards). */
+typedef struct staging {
+    uint64_t whole, pieces;
+} staging;
+
+/* The largest piece of a uint16/LZ4 shard's payload: PACK_PIECE_SEGMENTS
+ * segments' blocks, their sizes from the stored lengths. */
+static uint64_t largest_piece(const char *path, const pack_shard_record *r)
+{
+    uint8_t *lengths = malloc((size_t)r->lengths_bytes);
+    FILE *f = fopen(path, "rb");
+    CHECK(f && lengths && fseek(f, (long)r->lengths_offset, SEEK_SET) == 0 &&
+          fread(lengths, 1, (size_t)r->lengths_bytes, f) == r->lengths_bytes);
+    if (f)
+        fclose(f);
+    uint64_t largest = 0, piece = 0;
+    for (uint64_t c = 0; lengths && c < r->chunk_count; c++) {
+        piece += lengths[c] + 1u;
+        if ((c + 1) % (PACK_SEGMENT_CHUNKS * PACK_PIECE_SEGMENTS) == 0 || c + 1 == r->chunk_count) {
+            largest = piece > largest ? piece : largest;
+            piece = 0;
+        }
+    }
+    free(lengths);
+    return largest;
+}
+
 /* Loads the pack on `threads` threads (whole shards per thread where
  * there are enough, else one shard at a time) and checks every value. */
 static void check_loaded(const variant *v, const char *name, const uint16_t *data,
-                         const uint8_t *excluded, int threads, uint64_t one_shard_max,
+                         const uint8_t *excluded, int threads, staging one_shard_max,
                          uint64_t all_shards)
 {
     const pack_spec *s = &v->spec;
@@ -117,10 +150,15 @@ static void check_loaded(const variant *v, const char *name, const uint16_t *dat
     /* Staging never held more than one shard per loading thread. */
     qem_pack_timings t = {.struct_size = sizeof t};
     qem_pack_get_timings(p, &t, NULL);
+    const uint64_t shards = info.shard_count, n = (uint64_t)threads;
+    const int whole_shards = shards >= n && (shards % n == 0 || shards >= 4 * n);
     if (threads == 1)
-        CHECK_EQ_U64(t.peak_transient_bytes, one_shard_max);
+        CHECK_EQ_U64(t.peak_transient_bytes, one_shard_max.pieces);
+    else if (whole_shards)
+        CHECK(t.peak_transient_bytes >= one_shard_max.pieces &&
+              t.peak_transient_bytes <= n * one_shard_max.pieces);
     else
-        CHECK(t.peak_transient_bytes <= (uint64_t)threads * one_shard_max);
+        CHECK_EQ_U64(t.peak_transient_bytes, one_shard_max.whole);
     if (info.shard_count > (uint64_t)threads)
         CHECK(t.peak_transient_bytes < all_shards);
     CHECK_EQ_U64(t.decoded_digests_checked, info.shard_count);
@@ -211,19 +249,26 @@ static void check_variant(const variant *v)
     snprintf(name, sizeof name, "%s.h5", v->name);
     pack_built built = {0};
     CHECK(pack_build(test_path(name), &spec, &built));
-    /* What one shard in flight costs: its stored ranges, segment table,
-     * decoded payload and pixel starts (uint16) or payload and headers. */
-    uint64_t one_shard_max = 0, all_shards = 0;
+    /* What one shard in flight costs: its stored ranges (the payload
+     * whole or its largest piece), segment table, decoded payload and
+     * pixel starts (uint16) or payload and headers. */
+    staging one_shard_max = {0, 0};
+    uint64_t all_shards = 0;
     for (uint64_t k = 0; k < built.shard_count; k++) {
         const pack_shard_record *r = &built.records[k];
-        uint64_t b = s->profile == QEM_PACK_UINT16_LZ4
-                         ? r->payload_bytes + r->lengths_bytes + r->widths_bytes +
-                               8ull * ((r->chunk_count + PACK_SEGMENT_CHUNKS - 1) /
-                                           PACK_SEGMENT_CHUNKS + 1) +
-                               r->decoded_bytes + 4ull * P
-                         : r->payload_bytes + r->widths_bytes;
-        one_shard_max = b > one_shard_max ? b : one_shard_max;
-        all_shards += b;
+        staging b = {r->payload_bytes + r->widths_bytes, 0};
+        if (s->profile == QEM_PACK_UINT16_LZ4) {
+            const uint64_t rest = r->lengths_bytes + r->widths_bytes +
+                                  8ull * ((r->chunk_count + PACK_SEGMENT_CHUNKS - 1) /
+                                              PACK_SEGMENT_CHUNKS + 1) +
+                                  r->decoded_bytes + 4ull * P;
+            b.whole = r->payload_bytes + rest;
+            b.pieces = largest_piece(test_path(name), r) + rest;
+        }
+        b.pieces = b.pieces ? b.pieces : b.whole;
+        one_shard_max.whole = b.whole > one_shard_max.whole ? b.whole : one_shard_max.whole;
+        one_shard_max.pieces = b.pieces > one_shard_max.pieces ? b.pieces : one_shard_max.pieces;
+        all_shards += b.whole;
     }
     pack_built_free(&built);
     for (int threads = 1; threads <= 3; threads++)
@@ -277,6 +322,66 @@ static void check_first_failure(qem_pack_profile profile, const char *name)
         CHECK(strstr(e.message, "pack shard 1 ") != NULL);
         CHECK(qem_pack_read_scans(p, 0, 1, QEM_VALUES_WORKING, data, P * 2, &e) != QEM_OK);
         qem_pack_close(p);
+    }
+    free(data);
+}
+
+/* A pack cut short after it was opened, inside the second piece of its
+ * last shard's payload (stored after that shard's lengths and widths, so
+ * those still read): every thread count refuses it as ending early and
+ * keeps nothing. */
+static void check_cut_inside_piece(void)
+{
+    enum { SHARDS = 2, SPS = 4096, P = 100 };
+    uint16_t *data = malloc(SHARDS * SPS * P * 2);
+    for (int k = 0; k < SHARDS * SPS * P; k++)
+        data[k] = (uint16_t)(test_rand(&seed) % 1000);
+    pack_spec spec = {QEM_PACK_UINT16_LZ4, {2, SHARDS * SPS / 2, 10, 10}, SPS, data, NULL, 0, 0,
+                      QEM_DTYPE_UINT16, 0, 0};
+    const char *path = test_path("u16_cut_in_piece.h5");
+    for (int threads = 1; threads <= 2; threads++) {
+        pack_built b = {0};
+        CHECK(pack_build(path, &spec, &b));
+        /* The last shard's payload moved behind its lengths and widths. */
+        pack_shard_record *r = &b.records[SHARDS - 1];
+        CHECK(r->chunk_count > PACK_SEGMENT_CHUNKS * PACK_PIECE_SEGMENTS);
+        CHECK(r->lengths_offset == r->payload_offset + r->payload_bytes &&
+              r->widths_offset == r->lengths_offset + r->lengths_bytes);
+        const uint64_t at = r->payload_offset - PACK_TEST_BLOCK;
+        uint8_t *payload = malloc((size_t)r->payload_bytes);
+        memcpy(payload, b.ranges + at, (size_t)r->payload_bytes);
+        memmove(b.ranges + at, b.ranges + at + r->payload_bytes,
+                (size_t)(r->lengths_bytes + r->widths_bytes));
+        memcpy(b.ranges + at + r->lengths_bytes + r->widths_bytes, payload,
+               (size_t)r->payload_bytes);
+        free(payload);
+        r->lengths_offset = PACK_TEST_BLOCK + at;
+        r->widths_offset = r->lengths_offset + r->lengths_bytes;
+        r->payload_offset = r->widths_offset + r->widths_bytes;
+        uint8_t identity[32];
+        qem_sha256_oneshot(path, strlen(path), identity); /* as pack_build binds it */
+        uint64_t index_bytes = 0;
+        uint8_t *index = qem_pack_index_build(spec.profile, spec.shape, spec.sps, NULL, 0,
+                                              identity, b.records, SHARDS, &index_bytes);
+        json_t *m = json_array_get(json_object_get(b.manifest, "shards"), SHARDS - 1);
+        json_object_set_new(m, "payload_file_offset", json_integer((json_int_t)r->payload_offset));
+        json_object_set_new(m, "lengths_file_offset", json_integer((json_int_t)r->lengths_offset));
+        json_object_set_new(m, "descriptor_widths_file_offset",
+                            json_integer((json_int_t)r->widths_offset));
+        CHECK(pack_rewrite(path, &b, b.manifest, index, index_bytes));
+        free(index);
+        qem_error e = {0};
+        qem_pack *p = NULL;
+        CHECK_OK(qem_pack_open(path, NULL, &p, &e), &e);
+        CHECK(truncate(path, (off_t)(r->payload_offset + r->payload_bytes - 10)) == 0);
+        qem_pack_options o;
+        qem_pack_options_init(&o);
+        o.threads = threads;
+        CHECK_STATUS(qem_pack_load(p, &o, &e), QEM_E_PACK_RANGE, &e);
+        CHECK(strstr(e.message, "ends early") != NULL);
+        CHECK(qem_pack_read_scans(p, 0, 1, QEM_VALUES_WORKING, data, P * 2, &e) != QEM_OK);
+        qem_pack_close(p);
+        pack_built_free(&b);
     }
     free(data);
 }
@@ -384,6 +489,9 @@ int main(void)
          * widths at a time and walked tile to tile. */
         {"u16_many_tiles", {QEM_PACK_UINT16_LZ4, {2, 5200, 2, 3}, 5200, NULL, NULL, 0, 0,
                             QEM_DTYPE_UINT16, 0, 0}, 0, 0, QEM_RAW_EXACT_NO_EXCLUSIONS},
+        /* Shards of 12 segments: their payloads are read in two pieces. */
+        {"u16_pieces", {QEM_PACK_UINT16_LZ4, {4, 4096, 10, 10}, 4096, NULL, NULL, 0, 0,
+                        QEM_DTYPE_UINT16, 0, 0}, 0, 0, QEM_RAW_EXACT_NO_EXCLUSIONS},
         {"zero_shard", {QEM_PACK_UINT16_LZ4, {2, 256, 3, 3}, 256, NULL, NULL, 0, 0,
                         QEM_DTYPE_UINT16, 0, 0}, 0, 0, QEM_RAW_EXACT_NO_EXCLUSIONS},
         {"zeros", {QEM_PACK_UINT8_BITPACKED, {1, 64, 2, 2}, 32, NULL, NULL, 0, 0,
@@ -401,6 +509,7 @@ int main(void)
     check_full_groups();
     check_first_failure(QEM_PACK_UINT16_LZ4, "u16_two_bad_shards.h5");
     check_first_failure(QEM_PACK_UINT8_BITPACKED, "u8_two_bad_shards.h5");
+    check_cut_inside_piece();
 
     /* Values the uint8 profile cannot hold are refused, naming them. */
     uint16_t bad[2 * 32 * 4] = {0};
