@@ -133,24 +133,20 @@ static void hash_segment(qem_sha256 *ctx, const pack_shard *r, const uint32_t *w
                       (size_t)((end < r->decoded_bytes ? end : r->decoded_bytes) - start));
 }
 
-/* On one thread the payload is read a piece at a time, just before its
- * blocks are decoded: the copy lands in cache and the decoder reads it
- * there, instead of a shard-sized copy written to memory and read back. */
+/* On one thread the payload can be read a piece at a time, just before
+ * its blocks are decoded: the copy lands in cache and the decoder reads
+ * it there, instead of a shard-sized copy written to memory and read back. */
 static uint64_t piece_end(uint64_t seg, uint64_t segments)
 {
     return seg + PACK_PIECE_SEGMENTS < segments ? seg + PACK_PIECE_SEGMENTS : segments;
 }
 
-typedef struct payload_pieces {
-    uint64_t offset;  /* the shard's payload in the file */
-    uint8_t *buffer;  /* PACK_PIECE_SEGMENTS segments' compressed bytes */
-} payload_pieces;
-
-static qem_status decode_and_hash(load_state *L, const uint8_t *payload,
-                                  const payload_pieces *pieces, const uint8_t *lengths,
-                                  const uint64_t *segment_at, const pack_shard *r,
-                                  uint32_t *words, int64_t *bad_chunk, uint8_t digest[32],
-                                  prepare_step *prep, qem_error *error)
+/* `payload` holds the whole payload, or, with `pieces_from` (where the
+ * payload starts in the file), room for its largest piece. */
+static qem_status decode_and_hash(load_state *L, uint8_t *payload, const uint64_t *pieces_from,
+                                  const uint8_t *lengths, const uint64_t *segment_at,
+                                  const pack_shard *r, uint32_t *words, int64_t *bad_chunk,
+                                  uint8_t digest[32], prepare_step *prep, qem_error *error)
 {
     const uint64_t chunks = r->chunk_count;
     const uint64_t segments = (chunks + SEGMENT_CHUNKS - 1) / SEGMENT_CHUNKS;
@@ -172,11 +168,11 @@ static qem_status decode_and_hash(load_state *L, const uint8_t *payload,
         prep->status = prep->run(L, prep->shard, prep->ctx, &prep->error);
         uint64_t piece_at = 0;
         for (uint64_t seg = 0; seg < segments; seg++) {
-            if (pieces && seg % PACK_PIECE_SEGMENTS == 0) {
+            if (pieces_from && seg % PACK_PIECE_SEGMENTS == 0) {
                 const uint64_t last = piece_end(seg, segments);
                 qem_pack_now(&t0);
                 piece_at = segment_at[seg];
-                const qem_status st = read_range(L->p, pieces->buffer, pieces->offset + piece_at,
+                const qem_status st = read_range(L->p, payload, *pieces_from + piece_at,
                                                  segment_at[last] - piece_at, error);
                 L->t.source_read += qem_pack_elapsed_ms(&t0);
                 if (st != QEM_OK) {
@@ -184,7 +180,6 @@ static qem_status decode_and_hash(load_state *L, const uint8_t *payload,
                     free(ready);
                     return st;
                 }
-                payload = pieces->buffer;
             }
             qem_pack_now(&t0);
             const uint64_t end = (seg + 1) * SEGMENT_CHUNKS;
@@ -359,7 +354,6 @@ static qem_status load_v1_shard(load_state *L, uint64_t s, qem_error *error)
                       (unsigned long long)s);
         goto done;
     }
-    const payload_pieces pieces = {r->payload_offset, payload};
     if (!in_pieces) {
         qem_pack_now(&t0);
         st = read_range(p, payload, r->payload_offset, r->payload_bytes, error);
@@ -391,8 +385,8 @@ static qem_status load_v1_shard(load_state *L, uint64_t s, qem_error *error)
     }
     int64_t bad_chunk = -1;
     uint8_t digest[32];
-    st = decode_and_hash(L, payload, in_pieces ? &pieces : NULL, lengths, segment_at, r,
-                         out->words, &bad_chunk, digest, &prep, error);
+    st = decode_and_hash(L, payload, in_pieces ? &r->payload_offset : NULL, lengths, segment_at,
+                         r, out->words, &bad_chunk, digest, &prep, error);
     if (st != QEM_OK)
         goto done;
     if (prep.status != QEM_OK) {
