@@ -453,6 +453,24 @@ QEM_API qem_status qem_container_export_npy(qem_container *source, const char *d
  * of the scans. Rules: doc/products.md. */
 typedef struct qem_products qem_products;
 
+/* Where products compute. QEM_DEVICE_CUDA (qem built with nvcc found,
+ * an NVIDIA driver and GPU): a loaded pack's resident is copied to the
+ * GPU as it is stored, still bit-packed, and the integer reductions
+ * behind virtual images, CoM/DPC and the mean pattern run there, equal
+ * to the CPU's bit for bit; one pattern and what follows the reductions
+ * stay on the CPU. Asking for a device that cannot be used is an error
+ * saying why, never a quiet fallback to the CPU. */
+typedef enum qem_device {
+    QEM_DEVICE_CPU = 0,
+    QEM_DEVICE_CUDA = 1
+} qem_device;
+
+/* "cpu", "cuda" ("unknown" otherwise). */
+QEM_API const char *qem_device_name(qem_device device);
+/* QEM_OK when `device` can run products here, its name written to `name`
+ * (size bytes, may be 0); QEM_E_UNSUPPORTED saying why not. */
+QEM_API qem_status qem_device_probe(qem_device device, char *name, size_t size, qem_error *error);
+
 typedef struct qem_products_options {
     size_t struct_size;
     int threads;               /* 0 = the source's */
@@ -467,6 +485,9 @@ typedef struct qem_products_options {
      * a folder that cannot be written costs only the next open's pass.
      * NULL keeps nothing. */
     const char *cache_dir;
+    /* Where the reductions run (default QEM_DEVICE_CPU). CUDA takes
+     * packs; a .qem file on CUDA is QEM_E_UNSUPPORTED (not yet). */
+    qem_device device;
 } qem_products_options;
 
 /* Where a products handle's whole-file pixel sums came from. */

@@ -14,9 +14,19 @@
 
 const void *qem_module_hdf5_v1(void);
 const void *qem_module_images_v1(void);
+#ifdef QEM_HAVE_CUDA
+const void *qem_module_cuda_v1(void);
+#endif
 
 static const void *direct_table(qem_module_id id)
 {
+#ifdef QEM_HAVE_CUDA
+    if (id == QEM_MODULE_CUDA)
+        return qem_module_cuda_v1();
+#else
+    if (id == QEM_MODULE_CUDA)
+        return NULL;
+#endif
     return id == QEM_MODULE_HDF5 ? qem_module_hdf5_v1() : qem_module_images_v1();
 }
 
@@ -35,6 +45,7 @@ typedef struct module_spec {
 static const module_spec specs[QEM_MODULE_COUNT] = {
     {"HDF5", "libqem-hdf5.so", "qem_module_hdf5_v1"},
     {"image", "libqem-images.so", "qem_module_images_v1"},
+    {"CUDA", "libqem-cuda.so", "qem_module_cuda_v1"},
 };
 
 typedef struct module_state {
@@ -43,7 +54,8 @@ typedef struct module_state {
 } module_state;
 
 static module_state states[QEM_MODULE_COUNT];
-static pthread_once_t onces[QEM_MODULE_COUNT] = {PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT};
+static pthread_once_t onces[QEM_MODULE_COUNT] = {PTHREAD_ONCE_INIT, PTHREAD_ONCE_INIT,
+                                                  PTHREAD_ONCE_INIT};
 
 /* Tries one path; 1 when the table is found and matches. */
 static int try_load(qem_module_id id, const char *path)
@@ -114,6 +126,11 @@ static void load_images(void)
     load(QEM_MODULE_IMAGES);
 }
 
+static void load_cuda(void)
+{
+    load(QEM_MODULE_CUDA);
+}
+
 #endif
 
 void qem_module_path_beside(const char *library, const char *file, char *out, size_t size)
@@ -134,13 +151,22 @@ qem_status qem_module_get(qem_module_id id, size_t min_size, const void **table,
     *table = NULL;
     if ((unsigned)id >= QEM_MODULE_COUNT)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT, "unknown module %d", (int)id);
+#ifndef QEM_HAVE_CUDA
+    if (id == QEM_MODULE_CUDA)
+        return qem_fail(error, QEM_E_UNSUPPORTED,
+                        "cuda: this qem was built without CUDA (no nvcc when it was built, or "
+                        "-DQEM_CUDA=OFF); the products run on the CPU");
+#endif
 #ifdef QEM_MODULES_DIRECT
     const qem_module_header *h = direct_table(id);
 #else
-    pthread_once(&onces[id], id == QEM_MODULE_HDF5 ? load_hdf5 : load_images);
+    pthread_once(&onces[id], id == QEM_MODULE_HDF5     ? load_hdf5
+                             : id == QEM_MODULE_IMAGES ? load_images
+                                                       : load_cuda);
     const qem_module_header *h = states[id].table;
     if (!h)
-        return qem_fail(error, QEM_E_IO, "%s", states[id].message);
+        return qem_fail(error, id == QEM_MODULE_CUDA ? QEM_E_UNSUPPORTED : QEM_E_IO, "%s",
+                        states[id].message);
 #endif
     if (h->struct_size < min_size)
         return qem_fail(error, QEM_E_IO, "the qem module %d is older than this library (%u < %zu "

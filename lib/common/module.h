@@ -31,6 +31,7 @@ typedef struct qem_module_header {
 typedef enum qem_module_id {
     QEM_MODULE_HDF5 = 0, /* libqem-hdf5.so: lib/input/hdf5_module.h */
     QEM_MODULE_IMAGES,   /* libqem-images.so: lib/products/image_codecs.h */
+    QEM_MODULE_CUDA,     /* libqem-cuda.so: lib/gpu/cuda_module.h (QEM_CUDA builds) */
     QEM_MODULE_COUNT
 } qem_module_id;
 

@@ -58,6 +58,41 @@ qem_status qem_prod_image_new(qem_image *image, qem_dtype dtype, uint64_t rows, 
     return QEM_OK;
 }
 
+/* options.device other than the CPU: its copy of the resident, made now
+ * so that every product after it runs there. */
+static qem_status open_device(qem_products *p, qem_error *error)
+{
+    const qem_device d = p->options.device;
+    if (d == QEM_DEVICE_CPU)
+        return QEM_OK;
+    if (d != QEM_DEVICE_CUDA)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "qem_products_options.device: unknown %d",
+                        (int)d);
+    if (p->path == QEM_PATH_REFERENCE)
+        return qem_fail(error, QEM_E_INVALID_ARGUMENT,
+                        "the dense reference path runs on the CPU only; ask for device cpu");
+    return qem_device_session_open(p->source, d, &p->device, error);
+}
+
+qem_status qem_prod_reduce_weighted(qem_products *p, uint64_t first, uint64_t count,
+                                  const int32_t *const *weights, unsigned planes, int64_t *out,
+                                  qem_error *error)
+{
+    if (p->device)
+        return qem_device_session_weighted_sums(p->device, first, count, weights, planes, out,
+                                                error);
+    return p->ops->weighted_sums(p->impl, first, count, weights, planes, 1, out, p->threads,
+                                 error);
+}
+
+qem_status qem_prod_reduce_pixels(qem_products *p, uint64_t first, uint64_t count, uint64_t *sums,
+                                  uint32_t *max, qem_error *error)
+{
+    if (p->device)
+        return qem_device_session_pixel_sums(p->device, first, count, sums, max, error);
+    return p->ops->pixel_sums(p->impl, first, count, sums, max, p->threads, error);
+}
+
 qem_status qem_products_open(qem_container *source, const qem_products_options *options,
                              qem_products **out, qem_error *error)
 {
@@ -117,6 +152,10 @@ qem_status qem_products_open_path(qem_container *source, const qem_products_opti
         free(p->dark);
         p->dark = NULL;
     }
+    if ((st = open_device(p, error)) != QEM_OK) {
+        qem_products_close(p);
+        return st;
+    }
     *out = p;
     return QEM_OK;
 }
@@ -125,6 +164,7 @@ void qem_products_close(qem_products *p)
 {
     if (!p)
         return;
+    qem_device_session_close(p->device);
     free(p->valid);
     free(p->dark);
     free(p->cache_dir);
@@ -336,8 +376,8 @@ static qem_status computed_sums(qem_products *p, uint64_t first, uint64_t count,
     qem_status st = QEM_OK;
     for (uint64_t at = first; st == QEM_OK && at < first + count; at += size) {
         const uint64_t n = first + count - at < size ? first + count - at : size;
-        st = p->ops->weighted_sums(p->impl, at, n, weights, planes, 1,
-                                   piece ? piece : out + (at - first), p->threads, error);
+        st = qem_prod_reduce_weighted(p, at, n, weights, planes,
+                                      piece ? piece : out + (at - first), error);
         for (unsigned k = 0; st == QEM_OK && piece && k < planes; k++)
             memcpy(out + k * count + (at - first), piece + k * n, (size_t)n * sizeof *out);
         if (st == QEM_OK && p->options.progress &&
@@ -473,7 +513,7 @@ qem_status qem_products_pixel_sums(qem_products *p, uint64_t first, uint64_t cou
                         (unsigned long long)first, (unsigned long long)count,
                         (unsigned long long)p->scans);
     if (p->path == QEM_PATH_FAST && p->ops->pixel_sums)
-        return p->ops->pixel_sums(p->impl, first, count, sums, NULL, p->threads, error);
+        return qem_prod_reduce_pixels(p, first, count, sums, NULL, error);
     pixel_sums s = {p, sums};
     QEM_TRY(qem_prod_for_windows(p, first, count, pixel_sums_window, &s, error));
     for (uint64_t px = 0; px < p->pixels; px++)

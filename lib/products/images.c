@@ -202,7 +202,7 @@ qem_status qem_prod_whole_sums(qem_products *p, uint64_t *sums, qem_error *error
     memset(sums, 0, (size_t)p->pixels * sizeof *sums);
     int_pixels s = {p, sums, NULL};
     QEM_TRY(fast && p->ops->pixel_sums
-                ? p->ops->pixel_sums(p->impl, 0, p->scans, sums, NULL, p->threads, error)
+                ? qem_prod_reduce_pixels(p, 0, p->scans, sums, NULL, error)
                 : qem_prod_for_windows(p, 0, p->scans, int_pixels_window, &s, error));
     for (uint64_t px = 0; px < p->pixels; px++)
         sums[px] = p->valid[px] ? sums[px] : 0;
@@ -240,7 +240,7 @@ static qem_status reduce_rect(qem_products *p, uint64_t r0, uint64_t r1, uint64_
         for (uint64_t r = r0; st == QEM_OK && r < r1; r += whole_rows ? r1 - r0 : 1) {
             const uint64_t at = r * p->scan_cols + c0;
             const uint64_t span = whole_rows ? (r1 - r0) * p->scan_cols : c1 - c0;
-            st = fast ? p->ops->pixel_sums(p->impl, at, span, s.sum, s.max, p->threads, error)
+            st = fast ? qem_prod_reduce_pixels(p, at, span, s.sum, s.max, error)
                       : qem_prod_for_windows(p, at, span, int_pixels_window, &s, error);
             if (st == QEM_OK && fast && p->options.progress &&
                 p->options.progress(p->options.progress_user, r + 1 - r0, r1 - r0))
@@ -349,7 +349,7 @@ qem_status qem_products_patterns_part(qem_products *p, uint64_t first, uint64_t 
             st = qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
         if (st == QEM_OK)
             st = p->path == QEM_PATH_FAST && p->ops->pixel_sums
-                     ? p->ops->pixel_sums(p->impl, first, count, s.sum, s.max, p->threads, error)
+                     ? qem_prod_reduce_pixels(p, first, count, s.sum, s.max, error)
                      : qem_prod_for_windows(p, first, count, int_pixels_window, &s, error);
         if (st == QEM_OK)
             st = qem_prod_image_new(sum, QEM_DTYPE_UINT64, p->det_rows, p->det_cols, 1, error);

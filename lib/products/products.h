@@ -8,6 +8,7 @@
 #include "qem_experimental.h"
 #include <stdatomic.h>
 
+#include "common/device_session.h"
 #include "common/representation.h"
 
 struct qem_products {
@@ -26,7 +27,16 @@ struct qem_products {
     char *cache_dir;              /* options.cache_dir, copied; or NULL */
     _Atomic int sums_origin;      /* a qem_origin */
     _Atomic int last_origin;      /* of the last weighted sums: computed or recorded */
+    qem_device_session *device;   /* options.device's session (not the CPU), or NULL */
 };
+
+/* The representation's own reductions, on options.device: the contracts
+ * of its weighted_sums (use_tiles on) and pixel_sums. */
+qem_status qem_prod_reduce_weighted(qem_products *p, uint64_t first, uint64_t count,
+                                    const int32_t *const *weights, unsigned planes, int64_t *out,
+                                    qem_error *error);
+qem_status qem_prod_reduce_pixels(qem_products *p, uint64_t first, uint64_t count,
+                                  uint64_t *sums, uint32_t *max, qem_error *error);
 
 /* Each valid pixel's sum over every scan (integer data): recorded in the
  * file, kept from an earlier open (cache_dir), or a pass over the scans
