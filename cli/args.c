@@ -87,6 +87,8 @@ const option_spec option_specs[OPT_COUNT] = {
                            "subtract the scan mean (the DPC components)"},
     [OPT_REFERENCE] = {"--reference", NULL, ARG_FLAG, NULL, 0, 0, 0, 0, 0, NULL,
                        "compute by decoding windows and summing densely (a check)"},
+    [OPT_DEVICE] = {"--device", NULL, ARG_CHOICE, "cpu|cuda", 0, 0, 0, 0, 0, "cpu|cuda",
+                    "where the sums run: cpu (default) or cuda (packs, on an NVIDIA GPU)"},
     [OPT_RAW_SHAPE] = {"--raw-shape", NULL, ARG_INT_QUAD, "R,C,DR,DC", 1, 4294967295LL, 0, 0, 0,
                        NULL, "raw binary: scan rows, scan columns, detector rows, detector "
                        "columns"},

@@ -66,6 +66,7 @@ typedef enum option_id {
     OPT_CONNECT_TIMEOUT,
     OPT_IDLE_TIMEOUT,
     OPT_VIEW,
+    OPT_DEVICE,
     OPT_COUNT
 } option_id;
 

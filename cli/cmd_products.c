@@ -39,6 +39,8 @@ static int run_open(product_run *r, const args *a)
     qem_products_options po;
     qem_products_options_init(&po);
     po.threads = (int)a->v[OPT_THREADS].i[0];
+    const char *device = text_of(a, OPT_DEVICE);
+    po.device = device && !strcmp(device, "cuda") ? QEM_DEVICE_CUDA : QEM_DEVICE_CPU;
     const qem_products_path path = given(a, OPT_REFERENCE) ? QEM_PATH_REFERENCE : QEM_PATH_FAST;
     progress_setup(&r->progress, a->command, "scan positions", given(a, OPT_QUIET), &po.progress,
                    &po.progress_user);
@@ -498,7 +500,7 @@ static int run_calibrate(const args *a)
 
 #define PRODUCT_COMMON                                                                             \
     {OPT_OUTPUT, NULL}, {OPT_JSON, "print a summary of the product as JSON"},                     \
-        {OPT_EXPECT_SHA256, NULL}, {OPT_REFERENCE, NULL}
+        {OPT_EXPECT_SHA256, NULL}, {OPT_REFERENCE, NULL}, {OPT_DEVICE, NULL}
 
 static const command_option dp_options[] = {
     {OPT_SCAN, NULL},
