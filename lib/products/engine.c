@@ -75,8 +75,8 @@ static qem_status open_device(qem_products *p, qem_error *error)
 }
 
 qem_status qem_prod_reduce_weighted(qem_products *p, uint64_t first, uint64_t count,
-                                  const int32_t *const *weights, unsigned planes, int64_t *out,
-                                  qem_error *error)
+                                    const int32_t *const *weights, unsigned planes, int64_t *out,
+                                    qem_error *error)
 {
     if (p->device)
         return qem_device_session_weighted_sums(p->device, first, count, weights, planes, out,
