@@ -169,6 +169,17 @@ expect 0 "virtual bf" -- "$QEM" virtual "$T/pr.qem" --detector bf -o "$T/bf.npy"
 contains "$T/err" "from the estimate"
 expect 0 "virtual bf from the pack" -- "$QEM" virtual "$T/pr.h5" --detector bf -o "$T/bfp.npy"
 if cmp -s "$T/bf.npy" "$T/bfp.npy"; then ok; else bad ".qem and pack virtual images differ"; fi
+# --device cuda: the same image on a usable GPU, else refused saying why
+# (never computed on the CPU instead); .qem files are refused either way.
+if "$QEM" virtual "$T/pr.h5" --detector bf --device cuda -o "$T/bfg.npy" 2>"$T/err"; then
+    if cmp -s "$T/bfp.npy" "$T/bfg.npy"; then ok; else bad "GPU and CPU virtual images differ"; fi
+else
+    contains "$T/err" "cuda: "
+    if [ -e "$T/bfg.npy" ]; then bad "a refused --device cuda wrote its output"; else ok; fi
+fi
+expect 1 "--device cuda on a .qem file" -- "$QEM" virtual "$T/pr.qem" --detector bf --device cuda -o "$T/bfq.npy"
+contains "$T/err" ".qem files do not run on the GPU yet"
+expect 2 "--device of another kind" -- "$QEM" virtual "$T/pr.h5" --detector bf --device tpu -o "$T/bft.npy"
 expect 0 "virtual reference path" -- "$QEM" virtual "$T/pr.qem" --detector bf --reference -o "$T/bfr.npy"
 if cmp -s "$T/bf.npy" "$T/bfr.npy"; then ok; else bad "fast and reference paths differ"; fi
 expect 0 "virtual adf png" -- "$QEM" virtual "$T/pr.qem" --detector adf --center 24,24 --radius 6 -o "$T/adf.png"
