@@ -42,14 +42,10 @@ static void tile_table(const qem_pack *p, const pack_shard *sh, uint32_t *starts
     }
 }
 
-qem_status qem_pack_device_open(const qem_pack *p, qem_device device, pack_device **out,
-                                qem_error *error)
+qem_status qem_pack_device_open(const qem_pack *p, pack_device **out, qem_error *error)
 {
     *out = NULL;
     QEM_TRY(qem_pack_ready(p, error));
-    if (device != QEM_DEVICE_CUDA)
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "no device resident for %s",
-                        qem_device_name(device));
     const qem_cuda_table *cuda;
     QEM_TRY(qem_device_cuda_table(&cuda, error));
     const qem_cuda_pack_shape shape = {
@@ -94,11 +90,6 @@ void qem_pack_device_close(pack_device *d)
     free(d);
 }
 
-uint64_t qem_pack_device_bytes(const pack_device *d)
-{
-    return d ? d->cuda->pack_bytes(d->resident) : 0;
-}
-
 qem_status qem_pack_device_weighted_sums(pack_device *d, uint64_t first, uint64_t count,
                                          const int32_t *const *weights, unsigned planes,
                                          int64_t *out, qem_error *error)
@@ -107,9 +98,6 @@ qem_status qem_pack_device_weighted_sums(pack_device *d, uint64_t first, uint64_
     if (first > p->scans || count > p->scans - first || !planes || !weights || !out)
         return qem_fail(error, QEM_E_INVALID_ARGUMENT,
                         "qem_pack_device_weighted_sums: bad range or argument");
-    if (planes > QEM_CUDA_MAX_PLANES)
-        return qem_fail(error, QEM_E_INVALID_ARGUMENT, "cuda: at most %u weight planes a call",
-                        QEM_CUDA_MAX_PLANES);
     /* The pixels that count, as on the CPU: a nonzero weight somewhere,
      * not excluded. */
     uint32_t *pixels = malloc((size_t)p->pixels * sizeof *pixels);

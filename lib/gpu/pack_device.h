@@ -9,11 +9,9 @@
 
 typedef struct pack_device pack_device;
 
-/* Uploads the loaded pack's resident to `device`. */
-qem_status qem_pack_device_open(const qem_pack *pack, qem_device device, pack_device **out,
-                                qem_error *error);
+/* Copies the loaded pack's resident to the GPU (CUDA). */
+qem_status qem_pack_device_open(const qem_pack *pack, pack_device **out, qem_error *error);
 void qem_pack_device_close(pack_device *device);
-uint64_t qem_pack_device_bytes(const pack_device *device);
 /* As qem_pack_weighted_sums and qem_pack_pixel_sums, on the device. */
 qem_status qem_pack_device_weighted_sums(pack_device *device, uint64_t first, uint64_t count,
                                          const int32_t *const *weights, unsigned planes,

@@ -27,7 +27,7 @@ qem_status qem_device_session_open(qem_container *source, qem_device device,
     qem_device_session *s = calloc(1, sizeof *s);
     if (!s)
         return qem_fail(error, QEM_E_NO_MEMORY, "out of memory");
-    const qem_status st = qem_pack_device_open(source->impl, device, &s->pack, error);
+    const qem_status st = qem_pack_device_open(source->impl, &s->pack, error);
     if (st != QEM_OK) {
         free(s);
         return st;
